@@ -1,0 +1,168 @@
+package handler
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rpcd/rpcd/proto"
+)
+
+// Call is the context.Context a handler runs under. It carries the call's
+// route, id, codec, metadata, remote address and deadline, and is cancelled
+// when the caller cancels, the deadline passes or the connection closes.
+//
+// A transport owns each Call and reuses it for later calls, so it is valid
+// only until the handler returns: a handler that starts work outliving the
+// call gives that work a context of its own (context.WithoutCancel(ctx) keeps
+// the values, not the Call).
+type Call struct {
+	Route    string         // the route called, as registered
+	ID       uint32         // the caller's call id
+	Codec    proto.Codec    // codec of the request payload and of the reply
+	Metadata proto.Metadata // the request's metadata section
+	Remote   net.Addr       // the caller's address
+
+	parent   context.Context
+	deadline time.Time
+
+	mu     sync.Mutex
+	done   chan struct{} // made on first Done; closed on cancel
+	err    error         // set on cancel
+	timer  *time.Timer   // armed by Done when there is a deadline
+	expire func()        // c.expireNow, bound once
+}
+
+type callKey struct{}
+
+// CallFrom returns the Call that ctx is or wraps, or nil outside a call.
+func CallFrom(ctx context.Context) *Call {
+	if c, ok := ctx.(*Call); ok {
+		return c
+	}
+	c, _ := ctx.Value(callKey{}).(*Call)
+	return c
+}
+
+// Start readies c for a call whose fields the transport has just set. parent
+// supplies values (Value) only; deadline is zero for none.
+func (c *Call) Start(parent context.Context, deadline time.Time) {
+	c.parent = parent
+	if c.timer == nil { // no timer goroutine can be reading the deadline
+		c.deadline = deadline
+		return
+	}
+	c.mu.Lock()
+	c.deadline = deadline
+	c.mu.Unlock()
+}
+
+// End releases what the call holds and clears it for reuse. The transport
+// calls it after the handler has returned.
+func (c *Call) End() {
+	c.mu.Lock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if c.err != nil {
+		c.done = nil // a closed channel cannot serve the next call
+	}
+	c.err = nil
+	c.deadline = time.Time{}
+	c.mu.Unlock()
+	c.Route, c.ID, c.Codec, c.Metadata, c.Remote, c.parent = "", 0, 0, nil, nil, nil
+}
+
+// Cancel cancels the call with err (context.Canceled or
+// context.DeadlineExceeded): Done closes and Err returns err. Later cancels
+// do nothing.
+func (c *Call) Cancel(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	if c.done != nil {
+		close(c.done)
+	}
+}
+
+// Deadline returns the call's deadline, if the caller sent one.
+func (c *Call) Deadline() (time.Time, bool) {
+	return c.deadline, !c.deadline.IsZero()
+}
+
+// Done returns a channel closed when the call is cancelled or its deadline
+// passes.
+func (c *Call) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+			return c.done
+		}
+	}
+	if c.err == nil && !c.deadline.IsZero() {
+		d := time.Until(c.deadline)
+		if d <= 0 {
+			c.err = context.DeadlineExceeded
+			close(c.done)
+			return c.done
+		}
+		if c.expire == nil {
+			c.expire = c.expireNow
+		}
+		if c.timer == nil {
+			c.timer = time.AfterFunc(d, c.expire)
+		} else {
+			c.timer.Reset(d)
+		}
+	}
+	return c.done
+}
+
+// expireNow runs on the deadline timer. A timer armed for an earlier call can
+// fire late; the deadline check makes that harmless.
+func (c *Call) expireNow() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil || c.deadline.IsZero() || time.Now().Before(c.deadline) {
+		return
+	}
+	c.err = context.DeadlineExceeded
+	if c.done != nil {
+		close(c.done)
+	}
+}
+
+// Err returns nil while the call runs, then context.Canceled or
+// context.DeadlineExceeded.
+func (c *Call) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil && !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
+		c.err = context.DeadlineExceeded
+		if c.done != nil {
+			close(c.done)
+		}
+	}
+	return c.err
+}
+
+// Value returns the Call itself for CallFrom, and the parent's values
+// otherwise.
+func (c *Call) Value(key any) any {
+	if key == (callKey{}) {
+		return c
+	}
+	if c.parent == nil {
+		return nil
+	}
+	return c.parent.Value(key)
+}
+
+func (c *Call) String() string { return "rpcd call " + c.Route }

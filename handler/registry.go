@@ -1,0 +1,165 @@
+package handler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rpcd/rpcd/proto"
+)
+
+// Registry maps route names to handlers. Lookups take no lock and allocate
+// nothing; Handle and Use may run at any time, also while serving. The zero
+// Registry is not usable; call NewRegistry.
+type Registry struct {
+	mu     sync.Mutex // serializes writers
+	routes atomic.Pointer[map[string]*Route]
+	mws    []Middleware
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	r := &Registry{}
+	r.routes.Store(&map[string]*Route{})
+	return r
+}
+
+// Route is a registered route.
+type Route struct {
+	name     string
+	base     Handler // as registered
+	handler  Handler // base wrapped by the registry's middleware
+	blocking bool
+}
+
+// RouteOption configures a route at registration.
+type RouteOption func(*Route)
+
+// Blocking marks a route whose handler may block (disk, network, locks held
+// long). The reactor runs it on a bounded goroutine pool instead of inline on
+// the event loop; its reply still goes out through the loop.
+func Blocking() RouteOption { return func(r *Route) { r.blocking = true } }
+
+// Handle registers h for route. A route is 1 to proto.DefaultMaxRoute bytes
+// of printable ASCII, by convention "Controller/Action". Handle panics if the
+// name is not valid or is taken, as these are programming errors.
+func (r *Registry) Handle(route string, h Handler, opts ...RouteOption) {
+	if err := ValidRoute(route); err != nil {
+		panic(err)
+	}
+	if h == nil {
+		panic("rpcd: nil handler for route " + route)
+	}
+	rt := &Route{name: route, base: h}
+	for _, o := range opts {
+		o(rt)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.routes.Load()
+	if _, dup := old[route]; dup {
+		panic("rpcd: route " + route + " registered twice")
+	}
+	rt.handler = Chain(h, r.mws...)
+	next := make(map[string]*Route, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[route] = rt
+	r.routes.Store(&next)
+}
+
+// HandleFunc registers fn for route; see Handle.
+func (r *Registry) HandleFunc(route string, fn func(ctx context.Context, req, reply []byte) ([]byte, error), opts ...RouteOption) {
+	r.Handle(route, HandlerFunc(fn), opts...)
+}
+
+// Use appends middleware that wraps every route, registered before or after.
+// The first middleware given is the outermost.
+func (r *Registry) Use(mws ...Middleware) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mws = append(r.mws, mws...)
+	old := *r.routes.Load()
+	next := make(map[string]*Route, len(old))
+	for k, v := range old {
+		rt := *v
+		rt.handler = Chain(rt.base, r.mws...)
+		next[k] = &rt
+	}
+	r.routes.Store(&next)
+}
+
+// Lookup returns the route named by the bytes of name, or nil.
+func (r *Registry) Lookup(name []byte) *Route {
+	return (*r.routes.Load())[string(name)]
+}
+
+// RouteInfo describes a registered route.
+type RouteInfo struct {
+	Name     string `json:"name"`
+	Blocking bool   `json:"blocking,omitempty"`
+}
+
+// Routes lists the registered routes, sorted by name.
+func (r *Registry) Routes() []RouteInfo {
+	m := *r.routes.Load()
+	out := make([]RouteInfo, 0, len(m))
+	for _, rt := range m {
+		out = append(out, RouteInfo{Name: rt.name, Blocking: rt.blocking})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Name returns the route's name.
+func (rt *Route) Name() string { return rt.name }
+
+// IsBlocking reports whether the route was registered with Blocking.
+func (rt *Route) IsBlocking() bool { return rt.blocking }
+
+// Serve runs the route's handler (with middleware) on req and appends the
+// reply to buf, returning the extended buf. The handler gets an empty slice
+// over buf's spare capacity, so a reply that fits is written in place. A panic
+// in the handler is logged with its stack and returned as an Internal error;
+// on any error, buf comes back as it was given.
+func (rt *Route) Serve(ctx context.Context, req, buf []byte) ([]byte, error) {
+	start := len(buf)
+	out, err := rt.serve(ctx, req, buf[start:start])
+	switch {
+	case err != nil:
+		return buf, err
+	case len(out) == 0:
+		return buf, nil
+	case cap(buf) > start && &out[0] == &buf[start:start+1][0]:
+		return buf[:start+len(out)], nil // appended in place
+	}
+	return append(buf, out...), nil
+}
+
+func (rt *Route) serve(ctx context.Context, req, reply []byte) (out []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			slog.Error("rpcd: handler panicked", "route", rt.name, "panic", p, "stack", string(debug.Stack()))
+			out, err = nil, Errorf(proto.CodeInternal, "handler for %s panicked: %v", rt.name, p)
+		}
+	}()
+	return rt.handler.ServeRPC(ctx, req, reply)
+}
+
+// ValidRoute reports why name cannot be a route, or nil if it can.
+func ValidRoute(name string) error {
+	if len(name) == 0 || len(name) > proto.DefaultMaxRoute {
+		return fmt.Errorf("rpcd: route %q has %d bytes, want 1 to %d", name, len(name), proto.DefaultMaxRoute)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("rpcd: route %q has byte 0x%02x, want printable ASCII", name, c)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,276 @@
+package proto
+
+import "encoding/binary"
+
+// Header is a frame's fixed part. Encoders compute the three lengths from
+// the sections they are given.
+type Header struct {
+	Kind        Kind
+	Flags       Flags
+	Codec       Codec
+	RouteLen    uint16
+	ID          uint32 // call id; 0 for Ping, Pong and GoAway
+	Deadline    uint32 // milliseconds the caller waits; 0 means none
+	MetadataLen uint16
+	PayloadLen  uint32
+}
+
+// Len returns the size of the whole frame the header announces.
+func (h *Header) Len() int {
+	return HeaderSize + int(h.RouteLen) + int(h.MetadataLen) + int(h.PayloadLen)
+}
+
+// Frame is a parsed frame. Route, Metadata and Payload are views into the
+// bytes given to Decode.
+type Frame struct {
+	Header
+	Route    []byte
+	Metadata Metadata
+	Payload  []byte
+}
+
+// Decode parses the frame at the start of b against the limits l (nil means
+// the defaults).
+//
+// Not enough bytes is not an error. When b holds less than a header, Decode
+// returns n == 0 and a nil error. When b holds a valid header but not the
+// whole frame, it also returns n == 0 and a nil error, with f.Header filled
+// in so that f.Len() tells how many bytes to wait for: the limits are checked
+// as soon as the header is whole, before anything else is buffered.
+// Otherwise it returns the frame and its length n.
+//
+// A frame that breaks docs/protocol.md yields an error wrapping ErrProtocol.
+// Decode allocates only to build such an error.
+func Decode(b []byte, l *Limits) (f Frame, n int, err error) {
+	if len(b) < HeaderSize {
+		return f, 0, nil
+	}
+	if err := decodeHeader(b, l, &f.Header); err != nil {
+		return Frame{}, 0, err
+	}
+	n = f.Len()
+	if len(b) < n {
+		return f, 0, nil
+	}
+	p := HeaderSize
+	f.Route = b[p : p+int(f.RouteLen) : p+int(f.RouteLen)]
+	p += int(f.RouteLen)
+	f.Metadata = Metadata(b[p : p+int(f.MetadataLen) : p+int(f.MetadataLen)])
+	p += int(f.MetadataLen)
+	f.Payload = b[p:n:n]
+	if err := f.check(); err != nil {
+		return Frame{}, 0, err
+	}
+	return f, n, nil
+}
+
+// decodeHeader fills h from the first HeaderSize bytes of b and checks every
+// rule that the header alone can break.
+func decodeHeader(b []byte, l *Limits, h *Header) error {
+	if b[0] != Magic0 || b[1] != Magic1 {
+		return errProtocol("bad magic 0x%02x%02x, want 0x%02x%02x", b[0], b[1], Magic0, Magic1)
+	}
+	if b[2] != Version {
+		return errProtocol("unsupported version %d, want %d", b[2], Version)
+	}
+	*h = Header{
+		Kind:        Kind(b[3]),
+		Flags:       Flags(b[4]),
+		Codec:       Codec(b[5]),
+		RouteLen:    binary.BigEndian.Uint16(b[6:]),
+		ID:          binary.BigEndian.Uint32(b[8:]),
+		Deadline:    binary.BigEndian.Uint32(b[12:]),
+		MetadataLen: binary.BigEndian.Uint16(b[16:]),
+		PayloadLen:  binary.BigEndian.Uint32(b[20:]),
+	}
+	if r := binary.BigEndian.Uint16(b[18:]); r != 0 {
+		return errProtocol("reserved header field is 0x%04x, want 0", r)
+	}
+	k := h.Kind
+	if !k.Valid() {
+		return errProtocol("unknown kind %v", k)
+	}
+	if h.Flags&^flagsDefined != 0 {
+		return errProtocol("reserved flag bits set: %v", h.Flags)
+	}
+	if h.Flags&FlagUnprocessed != 0 && k != KindError {
+		return errProtocol("flag Unprocessed on a %v frame", k)
+	}
+	if h.Codec != CodecRaw && k != KindRequest && k != KindResponse && k != KindOneWay {
+		return errProtocol("codec %v on a %v frame, want raw", h.Codec, k)
+	}
+	if h.Deadline != 0 && !k.HasRoute() {
+		return errProtocol("deadline on a %v frame", k)
+	}
+	switch k {
+	case KindPing, KindPong, KindGoAway:
+		if h.ID != 0 {
+			return errProtocol("%v frame with call id %d, want 0", k, h.ID)
+		}
+	default:
+		if h.ID == 0 {
+			return errProtocol("%v frame with call id 0", k)
+		}
+	}
+
+	maxFrame, maxRoute, maxMeta := DefaultMaxFrameSize, DefaultMaxRoute, DefaultMaxMetadata
+	if l != nil {
+		if l.MaxFrameSize > 0 {
+			maxFrame = l.MaxFrameSize
+		}
+		if l.MaxRoute > 0 {
+			maxRoute = l.MaxRoute
+		}
+		if l.MaxMetadata > 0 {
+			maxMeta = l.MaxMetadata
+		}
+	}
+	if k.HasRoute() {
+		if h.RouteLen == 0 {
+			return errProtocol("%v frame without a route", k)
+		}
+		if int(h.RouteLen) > maxRoute {
+			return errProtocol("route of %d bytes exceeds the limit of %d", h.RouteLen, maxRoute)
+		}
+	} else if h.RouteLen != 0 {
+		return errProtocol("route on a %v frame", k)
+	}
+	if int(h.MetadataLen) > maxMeta {
+		return errProtocol("metadata of %d bytes exceeds the limit of %d", h.MetadataLen, maxMeta)
+	}
+	if n := h.Len(); n > maxFrame {
+		return errProtocol("frame of %d bytes exceeds the limit of %d", n, maxFrame)
+	}
+	switch k {
+	case KindError:
+		if h.PayloadLen < 2 {
+			return errProtocol("error body of %d bytes, want at least 2", h.PayloadLen)
+		}
+	case KindGoAway:
+		if h.PayloadLen < 6 {
+			return errProtocol("go-away body of %d bytes, want at least 6", h.PayloadLen)
+		}
+	case KindCancel:
+		if h.PayloadLen != 0 {
+			return errProtocol("cancel frame with a payload of %d bytes", h.PayloadLen)
+		}
+	case KindPing, KindPong:
+		if h.PayloadLen > MaxPingPayload {
+			return errProtocol("%v payload of %d bytes exceeds %d", k, h.PayloadLen, MaxPingPayload)
+		}
+	}
+	return nil
+}
+
+// check enforces the rules on the sections of a whole frame.
+func (f *Frame) check() error {
+	for _, c := range f.Route {
+		if c < 0x21 || c > 0x7e {
+			return errProtocol("route byte 0x%02x is not printable ASCII", c)
+		}
+	}
+	return f.Metadata.Validate()
+}
+
+// ErrorBody returns the code and message of an Error frame decoded by Decode.
+func (f *Frame) ErrorBody() (Code, []byte) {
+	if len(f.Payload) < 2 {
+		return CodeUnknown, nil
+	}
+	return Code(binary.BigEndian.Uint16(f.Payload)), f.Payload[2:]
+}
+
+// GoAwayBody returns the last call id, code and message of a GoAway frame
+// decoded by Decode.
+func (f *Frame) GoAwayBody() (last uint32, code Code, msg []byte) {
+	if len(f.Payload) < 6 {
+		return 0, CodeUnknown, nil
+	}
+	return binary.BigEndian.Uint32(f.Payload), Code(binary.BigEndian.Uint16(f.Payload[4:])), f.Payload[6:]
+}
+
+// After reports whether call id a comes after call id b in serial-number
+// arithmetic (RFC 1982), as GoAway's last call id is compared.
+func After(a, b uint32) bool { return int32(a-b) > 0 }
+
+// AppendFrame appends a frame to dst: h's kind, flags, codec, call id and
+// deadline, then route, md and payload. The lengths in h are ignored; they are
+// taken from the sections. The caller keeps each section within the limits.
+func AppendFrame(dst []byte, h Header, route string, md Metadata, payload []byte) []byte {
+	h.RouteLen = uint16(len(route))
+	h.MetadataLen = uint16(len(md))
+	h.PayloadLen = uint32(len(payload))
+	dst = appendHeader(dst, &h)
+	dst = append(dst, route...)
+	dst = append(dst, md...)
+	return append(dst, payload...)
+}
+
+// BeginFrame appends the header, route and metadata of a frame whose payload
+// the caller appends next, in place; FinishFrame then sets the payload length.
+// It returns the extended buffer and the offset at which the frame starts.
+func BeginFrame(dst []byte, h Header, route string, md Metadata) ([]byte, int) {
+	start := len(dst)
+	h.RouteLen = uint16(len(route))
+	h.MetadataLen = uint16(len(md))
+	h.PayloadLen = 0
+	dst = appendHeader(dst, &h)
+	dst = append(dst, route...)
+	return append(dst, md...), start
+}
+
+// FinishFrame sets the payload length of the frame that BeginFrame started at
+// offset start of buf: everything after its metadata, up to len(buf). It
+// returns the frame's whole length.
+func FinishFrame(buf []byte, start int) int {
+	h := buf[start:]
+	payload := len(h) - HeaderSize - int(binary.BigEndian.Uint16(h[6:])) - int(binary.BigEndian.Uint16(h[16:]))
+	binary.BigEndian.PutUint32(h[20:], uint32(payload))
+	return len(h)
+}
+
+func appendHeader(dst []byte, h *Header) []byte {
+	var b [HeaderSize]byte
+	b[0], b[1], b[2] = Magic0, Magic1, Version
+	b[3], b[4], b[5] = byte(h.Kind), byte(h.Flags), byte(h.Codec)
+	binary.BigEndian.PutUint16(b[6:], h.RouteLen)
+	binary.BigEndian.PutUint32(b[8:], h.ID)
+	binary.BigEndian.PutUint32(b[12:], h.Deadline)
+	binary.BigEndian.PutUint16(b[16:], h.MetadataLen)
+	binary.BigEndian.PutUint32(b[20:], h.PayloadLen)
+	return append(dst, b[:]...)
+}
+
+// AppendError appends an Error frame answering call id with code and msg.
+func AppendError(dst []byte, id uint32, flags Flags, code Code, msg string) []byte {
+	h := Header{Kind: KindError, Flags: flags, ID: id, PayloadLen: uint32(2 + len(msg))}
+	dst = appendHeader(dst, &h)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(code))
+	return append(dst, msg...)
+}
+
+// AppendGoAway appends a GoAway frame naming the last call id the sender
+// will answer, with a code and a reason.
+func AppendGoAway(dst []byte, last uint32, code Code, msg string) []byte {
+	h := Header{Kind: KindGoAway, PayloadLen: uint32(6 + len(msg))}
+	dst = appendHeader(dst, &h)
+	dst = binary.BigEndian.AppendUint32(dst, last)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(code))
+	return append(dst, msg...)
+}
+
+// AppendCancel appends a Cancel frame for the caller's call id.
+func AppendCancel(dst []byte, id uint32) []byte {
+	h := Header{Kind: KindCancel, ID: id}
+	return appendHeader(dst, &h)
+}
+
+// AppendPing appends a Ping frame; payload holds at most MaxPingPayload bytes.
+func AppendPing(dst []byte, payload []byte) []byte {
+	return AppendFrame(dst, Header{Kind: KindPing}, "", nil, payload)
+}
+
+// AppendPong appends the Pong that answers a Ping with payload.
+func AppendPong(dst []byte, payload []byte) []byte {
+	return AppendFrame(dst, Header{Kind: KindPong}, "", nil, payload)
+}
