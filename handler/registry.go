@@ -135,7 +135,7 @@ func (rt *Route) Serve(ctx context.Context, req, buf []byte) ([]byte, error) {
 		return buf, err
 	case len(out) == 0:
 		return buf, nil
-	case cap(buf) > start && &out[0] == &buf[start:start+1][0]:
+	case cap(buf) > start && &out[0] == &buf[start : start+1][0]:
 		return buf[:start+len(out)], nil // appended in place
 	}
 	return append(buf, out...), nil
