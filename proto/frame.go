@@ -1,6 +1,9 @@
 package proto
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"io"
+)
 
 // Header is a frame's fixed part. Encoders compute the three lengths from
 // the sections they are given.
@@ -62,6 +65,20 @@ func Decode(b []byte, l *Limits) (f Frame, n int, err error) {
 		return Frame{}, 0, err
 	}
 	return f, n, nil
+}
+
+// DecodeHeader parses and checks the fixed header at the start of b, which
+// holds at least HeaderSize bytes (io.ErrShortBuffer otherwise). It is for
+// readers that take the sections themselves, such as one that reads a large
+// payload straight into its destination; Decode does the same checks and
+// more.
+func DecodeHeader(b []byte, l *Limits) (Header, error) {
+	var h Header
+	if len(b) < HeaderSize {
+		return h, io.ErrShortBuffer
+	}
+	err := decodeHeader(b, l, &h)
+	return h, err
 }
 
 // decodeHeader fills h from the first HeaderSize bytes of b and checks every

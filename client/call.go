@@ -1,0 +1,40 @@
+package client
+
+import (
+	"sync"
+)
+
+// call is one call waiting for its reply. Whoever takes it out of its
+// wire's pending table (the reader on a reply, the wire on failure, the
+// caller on a cancel) completes it, exactly once.
+type call struct {
+	id    uint32
+	reply []byte        // where the reply payload is appended, for this call
+	buf   []byte        // the call's own buffer, kept across uses
+	err   error         // the call's failure
+	done  chan struct{} // receives one value when the call completes
+	fut   *Future       // set for Go calls, which complete the future instead
+}
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+func getCall() *call { return callPool.Get().(*call) }
+
+func putCall(cl *call) {
+	if cap(cl.buf) > 64<<10 {
+		cl.buf = nil // do not pool a large reply's buffer
+	}
+	cl.reply, cl.err, cl.id = nil, nil, 0
+	callPool.Put(cl)
+}
+
+// finish completes the call; its reply, if any, is in place before.
+func (cl *call) finish(err error) {
+	if f := cl.fut; f != nil {
+		f.reply = cl.reply
+		f.complete(err)
+		return
+	}
+	cl.err = err
+	cl.done <- struct{}{}
+}

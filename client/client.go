@@ -1,0 +1,317 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// Client calls one rpcd server over Options.Conns connections. It is safe
+// for concurrent use by many goroutines.
+type Client struct {
+	addr  string
+	opts  Options
+	log   *slog.Logger
+	slots []*slot
+	next  atomic.Uint32
+
+	ctx    context.Context // ends on Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+}
+
+// slot is one connection position: the live wire, and the goroutine that
+// redials when it breaks.
+type slot struct {
+	w atomic.Pointer[wire]
+}
+
+// Dial connects to the server at addr ("host:port" or "unix:///path") with
+// Options.Conns connections. It returns an error if any of them cannot be
+// made; after that, broken connections are redialled in the background.
+func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
+	opts = opts.withDefaults()
+	c := &Client{addr: addr, opts: opts, log: opts.Logger}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	for range opts.Conns {
+		w, err := c.dial(ctx)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		s := &slot{}
+		s.w.Store(w)
+		c.slots = append(c.slots, s)
+	}
+	for _, s := range c.slots {
+		c.wg.Add(1)
+		go c.keep(s)
+	}
+	return c, nil
+}
+
+func (c *Client) dial(ctx context.Context) (*wire, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
+	defer cancel()
+	nc, err := c.opts.Dial(ctx, c.addr)
+	if err != nil {
+		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: "dial " + c.addr + ": " + err.Error(), Unprocessed: true}
+	}
+	return newWire(nc, c.opts.Limits, c.addr), nil
+}
+
+// keep redials s's connection whenever it breaks, until Close.
+func (c *Client) keep(s *slot) {
+	defer c.wg.Done()
+	for attempt := 0; ; {
+		w := s.w.Load()
+		if w != nil {
+			select {
+			case <-w.done:
+			case <-c.ctx.Done():
+				w.close(ErrClosed)
+				return
+			}
+			w.close(nil)
+			s.w.Store(nil)
+			attempt = 0
+		}
+		select {
+		case <-time.After(c.backoff(attempt)):
+		case <-c.ctx.Done():
+			return
+		}
+		attempt++
+		w, err := c.dial(c.ctx)
+		if err != nil {
+			c.log.Debug("rpcd: reconnecting", "addr", c.addr, "attempt", attempt, "err", err)
+			continue
+		}
+		s.w.Store(w)
+		if c.closed.Load() { // Close ran between the check and the store
+			w.close(ErrClosed)
+			return
+		}
+	}
+}
+
+// backoff returns the wait before reconnection attempt n: the minimum
+// doubled n times, capped, with full jitter over its upper half.
+func (c *Client) backoff(n int) time.Duration {
+	d := c.opts.MinBackoff << min(n, 30)
+	if d > c.opts.MaxBackoff || d <= 0 {
+		d = c.opts.MaxBackoff
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// pick returns a live wire, trying each connection once from the next in
+// turn.
+func (c *Client) pick() (*wire, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	n := uint32(len(c.slots))
+	start := c.next.Add(1)
+	for i := range n {
+		if w := c.slots[(start+i)%n].w.Load(); w != nil && w.usable() {
+			return w, nil
+		}
+	}
+	return nil, errNoConn(c.addr)
+}
+
+// Close closes every connection. Calls still waiting fail with ErrClosed.
+func (c *Client) Close() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	c.cancel()
+	c.wg.Wait()
+	for _, s := range c.slots {
+		if w := s.w.Load(); w != nil {
+			w.close(ErrClosed)
+		}
+	}
+	return nil
+}
+
+// Call calls route with in encoded as JSON and decodes the JSON reply into
+// out, a pointer (or nil to drop the reply). in may be nil for no argument.
+func (c *Client) Call(ctx context.Context, route string, in, out any) error {
+	cl := getCall()
+	defer putCall(cl)
+	payload, err := encodeArg(cl.buf[:0], in)
+	if err != nil {
+		return err
+	}
+	cl.buf = payload
+	// The reply may reuse the buffer: the payload is copied into the write
+	// queue before the request can be sent, so before any reply arrives.
+	cl.reply = cl.buf[:0]
+	err = c.do(ctx, proto.CodecJSON, route, payload, cl)
+	cl.buf = cl.reply
+	if err != nil {
+		return err
+	}
+	return decodeReply(route, cl.reply, out)
+}
+
+// CallRaw calls route with req as a raw payload and appends the reply to
+// reply, returning the extended slice. With a reply buffer of enough
+// capacity, a call allocates nothing.
+func (c *Client) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
+	cl := getCall()
+	defer putCall(cl)
+	cl.reply = reply
+	if err := c.do(ctx, proto.CodecRaw, route, req, cl); err != nil {
+		return reply, err
+	}
+	return cl.reply, nil
+}
+
+// Notify sends a one-way call to route with in encoded as JSON. It returns
+// once the call is queued for writing; no reply, and no error from the
+// server, ever comes back.
+func (c *Client) Notify(ctx context.Context, route string, in any) error {
+	cl := getCall()
+	defer putCall(cl)
+	payload, err := encodeArg(cl.buf[:0], in)
+	if err != nil {
+		return err
+	}
+	cl.buf = payload
+	return c.notify(ctx, proto.CodecJSON, route, payload)
+}
+
+// NotifyRaw sends a one-way call with a raw payload; see Notify.
+func (c *Client) NotifyRaw(ctx context.Context, route string, req []byte) error {
+	return c.notify(ctx, proto.CodecRaw, route, req)
+}
+
+func (c *Client) notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error {
+	h, md, err := c.header(ctx, proto.KindOneWay, codec, route, payload)
+	if err != nil {
+		return err
+	}
+	w, err := c.pick()
+	if err != nil {
+		return err
+	}
+	h.ID = w.newID()
+	return w.enqueueRequest(h, route, md, payload)
+}
+
+// header checks a call against the limits and builds its frame header.
+func (c *Client) header(ctx context.Context, kind proto.Kind, codec proto.Codec, route string, payload []byte) (proto.Header, proto.Metadata, error) {
+	h := proto.Header{Kind: kind, Codec: codec}
+	if err := handler.ValidRoute(route); err != nil || len(route) > c.opts.Limits.MaxRoute {
+		return h, nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad route " + route, Unprocessed: true}
+	}
+	md := metadataFrom(ctx)
+	if len(md) > c.opts.Limits.MaxMetadata {
+		return h, nil, &handler.Error{Code: proto.CodeResourceExhausted, Message: "metadata exceeds the limit", Unprocessed: true}
+	}
+	if n := proto.HeaderSize + len(route) + len(md) + len(payload); n > c.opts.Limits.MaxFrameSize {
+		return h, nil, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
+			Message: fmt.Sprintf("request of %d bytes exceeds the frame limit of %d", n, c.opts.Limits.MaxFrameSize)}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left <= 0 {
+			return h, nil, &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "deadline passed before " + route + " was sent", Unprocessed: true}
+		}
+		ms := (left + time.Millisecond - 1) / time.Millisecond
+		h.Deadline = uint32(min(int64(ms), math.MaxUint32))
+	}
+	return h, md, nil
+}
+
+// start registers cl and queues its request; the reply will land in
+// cl.reply.
+func (c *Client) start(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) (*wire, error) {
+	h, md, err := c.header(ctx, proto.KindRequest, codec, route, payload)
+	if err != nil {
+		return nil, err
+	}
+	w, err := c.pick()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.register(cl); err != nil {
+		return nil, err
+	}
+	h.ID = cl.id
+	if err := w.enqueueRequest(h, route, md, payload); err != nil {
+		if w.forget(cl) {
+			return nil, err
+		}
+		// The wire failed after taking the call and completes it.
+	}
+	return w, nil
+}
+
+// do sends a request and waits for its reply in cl.reply.
+func (c *Client) do(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) error {
+	if _, ok := ctx.Deadline(); !ok && c.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+		defer cancel()
+	}
+	w, err := c.start(ctx, codec, route, payload, cl)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-cl.done:
+		return cl.err
+	case <-ctx.Done():
+	}
+	if !w.forget(cl) {
+		<-cl.done // a reply is being delivered; take it
+		return cl.err
+	}
+	w.abandon(cl.id)
+	return contextError(ctx.Err(), route)
+}
+
+// contextError turns a context's error into the call's error.
+func contextError(err error, route string) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "call " + route + ": deadline exceeded"}
+	}
+	return &handler.Error{Code: proto.CodeCanceled, Message: "call " + route + ": canceled"}
+}
+
+// encodeArg appends in as JSON to dst; nil encodes as no payload.
+func encodeArg(dst []byte, in any) ([]byte, error) {
+	if in == nil {
+		return dst, nil
+	}
+	out, err := handler.JSON.Append(dst, in)
+	if err != nil {
+		return dst, &handler.Error{Code: proto.CodeInvalidArgument, Message: "encoding the argument: " + err.Error(), Unprocessed: true}
+	}
+	return out, nil
+}
+
+// decodeReply decodes a JSON reply into out; nil out drops it.
+func decodeReply(route string, reply []byte, out any) error {
+	if out == nil || len(reply) == 0 {
+		return nil
+	}
+	if err := handler.JSON.Unmarshal(reply, out); err != nil {
+		return &handler.Error{Code: proto.CodeInvalidArgument, Message: "decoding the reply of " + route + ": " + err.Error()}
+	}
+	return nil
+}

@@ -1,0 +1,19 @@
+package client
+
+import (
+	"errors"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// ErrClosed is returned by calls on a Client after Close. It matches
+// handler.ErrUnavailable.
+var ErrClosed error = &handler.Error{Code: proto.CodeUnavailable, Message: "client closed", Unprocessed: true}
+
+// errNoConn is returned when no connection is up to carry a call.
+func errNoConn(addr string) error {
+	return &handler.Error{Code: proto.CodeUnavailable, Message: "no connection to " + addr, Unprocessed: true}
+}
+
+var errBadReply = errors.New("rpcd: reply does not decode")

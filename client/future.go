@@ -1,0 +1,93 @@
+package client
+
+import (
+	"context"
+
+	"github.com/rpcd/rpcd/proto"
+)
+
+// Future is a call in flight, started by Go or GoRaw.
+type Future struct {
+	done   chan struct{}
+	err    error
+	reply  []byte
+	out    any
+	route  string
+	stop   func() bool        // unregisters the context watch
+	cancel context.CancelFunc // releases the Timeout context, if any
+}
+
+// Go starts a call like Call and returns at once; Wait gives its result.
+// The call ends when its reply comes, its context ends, or its connection
+// is lost.
+func (c *Client) Go(ctx context.Context, route string, in, out any) *Future {
+	f := &Future{done: make(chan struct{}), out: out, route: route}
+	payload, err := encodeArg(nil, in)
+	if err != nil {
+		f.complete(err)
+		return f
+	}
+	c.goCall(ctx, proto.CodecJSON, route, payload, f)
+	return f
+}
+
+// GoRaw starts a call like CallRaw; Reply gives its reply once Done.
+func (c *Client) GoRaw(ctx context.Context, route string, req []byte) *Future {
+	f := &Future{done: make(chan struct{}), route: route}
+	c.goCall(ctx, proto.CodecRaw, route, req, f)
+	return f
+}
+
+func (c *Client) goCall(ctx context.Context, codec proto.Codec, route string, payload []byte, f *Future) {
+	if _, ok := ctx.Deadline(); !ok && c.opts.Timeout > 0 {
+		ctx, f.cancel = context.WithTimeout(ctx, c.opts.Timeout)
+	}
+	cl := &call{fut: f}
+	w, err := c.start(ctx, codec, route, payload, cl)
+	if err != nil {
+		f.complete(err)
+		return
+	}
+	f.stop = context.AfterFunc(ctx, func() {
+		if w.forget(cl) {
+			w.abandon(cl.id)
+			f.complete(contextError(ctx.Err(), route))
+		}
+	})
+	select {
+	case <-f.done: // completed before the watch was set
+		f.stop()
+	default:
+	}
+}
+
+// complete records the result and releases the future's context.
+func (f *Future) complete(err error) {
+	f.err = err
+	if f.cancel != nil {
+		f.cancel()
+	}
+	close(f.done)
+}
+
+// Done returns a channel closed when the call has completed.
+func (f *Future) Done() <-chan struct{} { return f.done }
+
+// Wait waits for the call and returns its error; for Go, it decodes the
+// reply into the out given.
+func (f *Future) Wait() error {
+	<-f.done
+	if f.stop != nil {
+		f.stop()
+	}
+	if f.err != nil {
+		return f.err
+	}
+	return decodeReply(f.route, f.reply, f.out)
+}
+
+// Reply returns the reply payload once the call has completed without error.
+func (f *Future) Reply() []byte {
+	<-f.done
+	return f.reply
+}

@@ -1,0 +1,374 @@
+package client
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// wire is one live connection: its pending calls, its write queue and the
+// goroutines that read and write it. A wire is never revived: when it fails,
+// its slot dials a new one.
+type wire struct {
+	nc   net.Conn
+	lim  proto.Limits
+	addr string
+
+	pmu     sync.Mutex
+	pending map[uint32]*call
+	nextID  uint32
+	err     error // set once the wire has failed; guarded by pmu
+
+	goingAway atomic.Bool // the server sent GoAway: no new calls here
+	goAwayID  uint32      // its last call id; guarded by pmu
+
+	wmu   sync.Mutex
+	wbuf  []byte        // frames waiting for the writer
+	spare []byte        // the writer's previous buffer, for reuse
+	wsig  chan struct{} // the writer has frames to send
+
+	done chan struct{} // closed when the wire fails
+	wg   sync.WaitGroup
+}
+
+func newWire(nc net.Conn, lim proto.Limits, addr string) *wire {
+	w := &wire{
+		nc:      nc,
+		lim:     lim,
+		addr:    addr,
+		pending: make(map[uint32]*call),
+		wsig:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	w.wg.Add(2)
+	go w.readLoop()
+	go w.writeLoop()
+	return w
+}
+
+// usable reports whether new calls may go on w.
+func (w *wire) usable() bool { return !w.dead() && !w.goingAway.Load() }
+
+// register gives cl a call id and enters it in the pending table.
+func (w *wire) register(cl *call) error {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	for {
+		w.nextID++
+		if w.nextID == 0 {
+			continue // 0 names the connection, never a call
+		}
+		if _, busy := w.pending[w.nextID]; !busy {
+			break
+		}
+	}
+	cl.id = w.nextID
+	w.pending[cl.id] = cl
+	return nil
+}
+
+// newID returns an id for a one-way call, which never waits for a reply.
+func (w *wire) newID() uint32 {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	for {
+		w.nextID++
+		if _, busy := w.pending[w.nextID]; w.nextID != 0 && !busy {
+			return w.nextID
+		}
+	}
+}
+
+// take removes the call with id from the table; nil if it is not there.
+// Whoever takes a call completes it.
+func (w *wire) take(id uint32) *call {
+	w.pmu.Lock()
+	cl := w.pending[id]
+	if cl != nil {
+		delete(w.pending, id)
+	}
+	w.pmu.Unlock()
+	return cl
+}
+
+// forget removes cl from the table if it is still there and reports whether
+// it was: the caller now owns its completion.
+func (w *wire) forget(cl *call) bool {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	if w.pending[cl.id] == cl {
+		delete(w.pending, cl.id)
+		return true
+	}
+	return false
+}
+
+// abandon tells the server the caller of id stopped waiting, and closes the
+// wire if it was only kept open for that call.
+func (w *wire) abandon(id uint32) {
+	_ = w.enqueueFrame(proto.AppendCancel(nil, id))
+	w.closeIfIdle()
+}
+
+// enqueueRequest appends a Request or OneWay frame to the write queue,
+// encoding it in place.
+func (w *wire) enqueueRequest(h proto.Header, route string, md proto.Metadata, payload []byte) error {
+	w.wmu.Lock()
+	if w.dead() {
+		w.wmu.Unlock()
+		return w.failure()
+	}
+	was := len(w.wbuf)
+	w.wbuf = proto.AppendFrame(w.wbuf, h, route, md, payload)
+	w.wmu.Unlock()
+	if was == 0 {
+		w.signal()
+	}
+	return nil
+}
+
+// enqueueFrame appends a built frame to the write queue.
+func (w *wire) enqueueFrame(frame []byte) error {
+	w.wmu.Lock()
+	if w.dead() {
+		w.wmu.Unlock()
+		return w.failure()
+	}
+	was := len(w.wbuf)
+	w.wbuf = append(w.wbuf, frame...)
+	w.wmu.Unlock()
+	if was == 0 {
+		w.signal()
+	}
+	return nil
+}
+
+// signal wakes the writer, which takes everything queued when it runs.
+func (w *wire) signal() {
+	select {
+	case w.wsig <- struct{}{}:
+	default:
+	}
+}
+
+func (w *wire) dead() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *wire) writeLoop() {
+	defer w.wg.Done()
+	for {
+		select {
+		case <-w.wsig:
+		case <-w.done:
+			return
+		}
+		w.wmu.Lock()
+		buf := w.wbuf
+		w.wbuf, w.spare = w.spare[:0], nil
+		w.wmu.Unlock()
+		if len(buf) == 0 {
+			continue
+		}
+		if _, err := w.nc.Write(buf); err != nil {
+			w.fail(err)
+			return
+		}
+		w.wmu.Lock()
+		if cap(buf) <= 1<<20 { // keep the buffer unless a huge frame grew it
+			w.spare = buf[:0]
+		}
+		w.wmu.Unlock()
+	}
+}
+
+const readBufSize = 64 << 10
+
+func (w *wire) readLoop() {
+	defer w.wg.Done()
+	br := bufio.NewReaderSize(w.nc, readBufSize)
+	for {
+		if err := w.readFrame(br); err != nil {
+			w.fail(err)
+			return
+		}
+	}
+}
+
+// readFrame reads and handles one frame. A response's payload goes straight
+// into the waiting call's buffer.
+func (w *wire) readFrame(br *bufio.Reader) error {
+	hdr, err := br.Peek(proto.HeaderSize)
+	if err != nil {
+		return err
+	}
+	h, err := proto.DecodeHeader(hdr, &w.lim)
+	if err != nil {
+		w.goAwayAndClose(err)
+		return err
+	}
+	n := h.Len()
+	if n <= br.Size() {
+		b, err := br.Peek(n)
+		if err != nil {
+			return err
+		}
+		f, _, err := proto.Decode(b, &w.lim)
+		if err != nil {
+			w.goAwayAndClose(err)
+			return err
+		}
+		w.handle(&f)
+		_, err = br.Discard(n)
+		if w.goingAway.Load() {
+			w.closeIfIdle()
+		}
+		return err
+	}
+
+	// A frame larger than the read buffer: only a Response carries a large
+	// payload to a client; it is read into the call's buffer directly.
+	if h.Kind != proto.KindResponse {
+		err := errors.New("rpcd: protocol error: " + h.Kind.String() + " frame larger than the read buffer")
+		w.goAwayAndClose(err)
+		return err
+	}
+	pre := proto.HeaderSize + int(h.MetadataLen) // a Response has no route
+	b, err := br.Peek(pre)
+	if err != nil {
+		return err
+	}
+	if err := proto.Metadata(b[proto.HeaderSize:]).Validate(); err != nil {
+		w.goAwayAndClose(err)
+		return err
+	}
+	if _, err := br.Discard(pre); err != nil {
+		return err
+	}
+	cl := w.take(h.ID)
+	if cl == nil {
+		_, err := br.Discard(int(h.PayloadLen))
+		return err
+	}
+	start := len(cl.reply)
+	cl.reply = append(cl.reply, make([]byte, h.PayloadLen)...)
+	if _, err := io.ReadFull(br, cl.reply[start:]); err != nil {
+		cl.reply = cl.reply[:start]
+		cl.finish(&handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while reading the reply: " + err.Error()})
+		return err
+	}
+	cl.finish(nil)
+	return nil
+}
+
+// handle acts on one whole frame from the server.
+func (w *wire) handle(f *proto.Frame) {
+	switch f.Kind {
+	case proto.KindResponse:
+		if cl := w.take(f.ID); cl != nil {
+			cl.reply = append(cl.reply, f.Payload...)
+			cl.finish(nil)
+		}
+	case proto.KindError:
+		if cl := w.take(f.ID); cl != nil {
+			code, msg := f.ErrorBody()
+			cl.finish(&handler.Error{Code: code, Message: string(msg), Unprocessed: f.Flags&proto.FlagUnprocessed != 0})
+		}
+	case proto.KindPing:
+		_ = w.enqueueFrame(proto.AppendPong(nil, f.Payload))
+	case proto.KindGoAway:
+		last, _, _ := f.GoAwayBody()
+		w.pmu.Lock()
+		w.goAwayID = last
+		w.pmu.Unlock()
+		w.goingAway.Store(true)
+		w.closeIfIdle()
+	case proto.KindRequest:
+		// This client serves no routes; the protocol still owes an answer.
+		_ = w.enqueueFrame(proto.AppendError(nil, f.ID, proto.FlagUnprocessed, proto.CodeNotFound, "client serves no routes"))
+	case proto.KindOneWay, proto.KindCancel, proto.KindPong:
+	}
+}
+
+// closeIfIdle closes a wire the server is going away from once no call
+// waits on it.
+func (w *wire) closeIfIdle() {
+	if !w.goingAway.Load() {
+		return
+	}
+	w.pmu.Lock()
+	idle := len(w.pending) == 0
+	w.pmu.Unlock()
+	if idle {
+		w.fail(errGoAway)
+	}
+}
+
+var errGoAway = errors.New("rpcd: server sent go-away")
+
+// goAwayAndClose tells the server why its bytes are refused.
+func (w *wire) goAwayAndClose(err error) {
+	_, _ = w.nc.Write(proto.AppendGoAway(nil, 0, proto.CodeInternal, err.Error()))
+}
+
+// fail breaks the wire: it closes the connection and fails every pending
+// call with Unavailable. Calls the server's GoAway excluded from processing
+// are marked Unprocessed.
+func (w *wire) fail(cause error) {
+	w.pmu.Lock()
+	if w.err != nil {
+		w.pmu.Unlock()
+		return
+	}
+	msg := "connection lost"
+	if cause == errGoAway {
+		msg = "server went away"
+	} else if cause != nil && !errors.Is(cause, net.ErrClosed) {
+		msg += ": " + cause.Error()
+	}
+	w.err = &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: true}
+	pending := w.pending
+	w.pending = make(map[uint32]*call)
+	goneAway, last := w.goingAway.Load(), w.goAwayID
+	close(w.done)
+	w.pmu.Unlock()
+
+	_ = w.nc.Close()
+	for id, cl := range pending {
+		cl.finish(&handler.Error{
+			Code:        proto.CodeUnavailable,
+			Message:     msg,
+			Unprocessed: goneAway && proto.After(id, last),
+		})
+	}
+}
+
+// failure returns the error that broke the wire.
+func (w *wire) failure() error {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	if w.err == nil {
+		return &handler.Error{Code: proto.CodeUnavailable, Message: "connection lost"}
+	}
+	return w.err
+}
+
+// close fails the wire and waits for its goroutines.
+func (w *wire) close(cause error) {
+	w.fail(cause)
+	w.wg.Wait()
+}

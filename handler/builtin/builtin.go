@@ -1,0 +1,78 @@
+// Package builtin holds the routes that `rpcd serve` ships with: a ping, a
+// route list, Math/Sum, and the handlers of the benchmark scenarios of
+// ../shared/seeds (NoArg, EchoString, MultiArgs, EchoPacket). A program
+// embedding rpcd registers them with Register; the bench module serves them
+// from every system it compares.
+package builtin
+
+import (
+	"context"
+
+	"github.com/rpcd/rpcd/handler"
+)
+
+// Route names.
+const (
+	Ping       = "Sys/Ping"
+	Routes     = "Sys/Routes"
+	Sum        = "Math/Sum"
+	NoArg      = "Bench/NoArg"
+	EchoString = "Bench/EchoString"
+	MultiArgs  = "Bench/MultiArgs"
+	EchoPacket = "Bench/EchoPacket"
+)
+
+// SumArgs is the argument of Math/Sum.
+type SumArgs struct {
+	A int64 `json:"a"`
+	B int64 `json:"b"`
+}
+
+// MultiArgsIn is the argument of Bench/MultiArgs: one field of each
+// primitive type, as in the NewLife report's MultiArgs scenario.
+type MultiArgsIn struct {
+	I32 int32   `json:"i32"`
+	I64 int64   `json:"i64"`
+	B   bool    `json:"b"`
+	F64 float64 `json:"f64"`
+	S   string  `json:"s"`
+}
+
+// MultiArgsResult computes Bench/MultiArgs's reply: the numbers summed, plus
+// one if B, plus the length of S.
+func MultiArgsResult(in MultiArgsIn) float64 {
+	r := float64(in.I32) + float64(in.I64) + in.F64 + float64(len(in.S))
+	if in.B {
+		r++
+	}
+	return r
+}
+
+// NoArgReply is what Bench/NoArg returns: the int32 42, in JSON.
+const NoArgReply = "42"
+
+// Register adds the built-in routes to reg.
+func Register(reg *handler.Registry) {
+	reg.HandleFunc(Ping, func(_ context.Context, _, reply []byte) ([]byte, error) {
+		return append(reply, `"pong"`...), nil
+	})
+	reg.Handle(Routes, handler.Func(func(context.Context, struct{}) ([]handler.RouteInfo, error) {
+		return reg.Routes(), nil
+	}))
+	reg.Handle(Sum, handler.Func(func(_ context.Context, in SumArgs) (int64, error) {
+		return in.A + in.B, nil
+	}))
+	// NoArg's reply is the same bytes in JSON and raw, so it needs no codec.
+	reg.HandleFunc(NoArg, func(_ context.Context, _, reply []byte) ([]byte, error) {
+		return append(reply, NoArgReply...), nil
+	})
+	reg.Handle(EchoString, handler.Func(func(_ context.Context, s string) (string, error) {
+		return s, nil
+	}))
+	reg.Handle(MultiArgs, handler.Func(func(_ context.Context, in MultiArgsIn) (float64, error) {
+		return MultiArgsResult(in), nil
+	}))
+	reg.HandleFunc(EchoPacket, func(_ context.Context, req, reply []byte) ([]byte, error) {
+		return append(reply, req...), nil
+	})
+}

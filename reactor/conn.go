@@ -1,0 +1,154 @@
+package reactor
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// conn is the server's state for one connection. Fields above mu belong to
+// the connection's event loop; those below are shared with the blocking pool.
+type conn struct {
+	s      *Server
+	gc     gnet.Conn // nil when frames are fed directly (tests, benchmarks)
+	remote net.Addr
+	call   handler.Call // reused by every inline call: one runs at a time
+
+	lastID    uint32 // newest call id taken in, named by GoAway
+	goingAway bool   // GoAway sent: new calls are refused
+
+	closed atomic.Bool
+
+	mu      sync.Mutex
+	replies []byte           // frames from the blocking pool, for the loop to write
+	woken   bool             // a Wake is pending for replies
+	calls   map[uint32]*task // blocking calls queued or running, by id
+}
+
+func newConn(s *Server, gc gnet.Conn, remote net.Addr) *conn {
+	return &conn{s: s, gc: gc, remote: remote, calls: make(map[uint32]*task)}
+}
+
+// handleFrame acts on one whole frame and appends what it answers to out.
+// now is the time the loop woke, for relative deadlines.
+func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) []byte {
+	switch f.Kind {
+	case proto.KindRequest, proto.KindOneWay:
+		return c.handleCall(f, out, now)
+	case proto.KindCancel:
+		c.cancel(f.ID)
+	case proto.KindPing:
+		return proto.AppendPong(out, f.Payload)
+	case proto.KindGoAway:
+		// The peer sends no new calls; those in flight are still answered.
+	case proto.KindResponse, proto.KindError, proto.KindPong:
+		// Answers to calls this server never made, or to a Ping it never
+		// sent: nothing waits for them.
+	}
+	return out
+}
+
+func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
+	oneWay := f.Kind == proto.KindOneWay
+	c.lastID = f.ID
+	if c.goingAway {
+		return c.refuse(out, f, proto.CodeUnavailable, "server is draining")
+	}
+	rt := c.s.reg.Lookup(f.Route)
+	if rt == nil {
+		return c.refuse(out, f, proto.CodeNotFound, "no route "+string(f.Route))
+	}
+	var deadline time.Time
+	if f.Deadline > 0 {
+		deadline = now.Add(time.Duration(f.Deadline) * time.Millisecond)
+	}
+	if rt.IsBlocking() {
+		return c.dispatch(rt, f, out, deadline)
+	}
+
+	call := &c.call
+	call.Route, call.ID, call.Codec, call.Metadata, call.Remote = rt.Name(), f.ID, f.Codec, f.Metadata, c.remote
+	call.Start(c.s.opts.BaseContext, deadline)
+	out, start := proto.BeginFrame(out, proto.Header{Kind: proto.KindResponse, Codec: f.Codec, ID: f.ID}, "", nil)
+	out, err := rt.Serve(call, f.Payload, out)
+	call.End()
+	return c.finishReply(out, start, f.ID, oneWay, err)
+}
+
+// finishReply completes the Response begun at out[start:], or replaces it
+// with an Error when err is set or the reply is over the frame limit. A
+// one-way call's reply is dropped.
+func (c *conn) finishReply(out []byte, start int, id uint32, oneWay bool, err error) []byte {
+	if oneWay {
+		if err != nil {
+			c.s.log.Debug("rpcd: one-way call failed", "remote", c.remote, "err", err)
+		}
+		return out[:start]
+	}
+	if err == nil {
+		if n := proto.FinishFrame(out, start); n > c.s.opts.Limits.MaxFrameSize {
+			err = handler.Errorf(proto.CodeResourceExhausted, "reply of %d bytes exceeds the frame limit of %d", n, c.s.opts.Limits.MaxFrameSize)
+		}
+	}
+	if err != nil {
+		out = proto.AppendError(out[:start], id, 0, handler.CodeOf(err), handler.MessageOf(err))
+	}
+	return out
+}
+
+// refuse answers a call the server will not run with an Unprocessed Error.
+func (c *conn) refuse(out []byte, f *proto.Frame, code proto.Code, msg string) []byte {
+	if f.Kind == proto.KindOneWay {
+		c.s.log.Debug("rpcd: one-way call refused", "remote", c.remote, "route", string(f.Route), "code", code)
+		return out
+	}
+	return proto.AppendError(out, f.ID, proto.FlagUnprocessed, code, msg)
+}
+
+// cancel cancels a blocking call in flight. Inline calls finish before the
+// loop reads the next frame, so they are never found here.
+func (c *conn) cancel(id uint32) {
+	c.mu.Lock()
+	t := c.calls[id]
+	c.mu.Unlock()
+	if t != nil {
+		t.call.Cancel(errCanceled)
+	}
+}
+
+// goAway appends the connection's GoAway and refuses calls from now on.
+func (c *conn) goAway(out []byte) []byte {
+	c.goingAway = true
+	return proto.AppendGoAway(out, c.lastID, proto.CodeUnavailable, "server is draining")
+}
+
+// takeReplies moves the blocking pool's replies onto out.
+func (c *conn) takeReplies(out []byte) []byte {
+	c.mu.Lock()
+	out = append(out, c.replies...)
+	if cap(c.replies) > 64<<10 {
+		c.replies = nil // do not keep a large reply's buffer per connection
+	} else {
+		c.replies = c.replies[:0]
+	}
+	c.woken = false
+	c.mu.Unlock()
+	return out
+}
+
+// closeCalls cancels the blocking calls of a closed connection.
+func (c *conn) closeCalls() {
+	c.closed.Store(true)
+	c.mu.Lock()
+	for _, t := range c.calls {
+		t.call.Cancel(errCanceled)
+	}
+	c.replies = nil
+	c.mu.Unlock()
+}

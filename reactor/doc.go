@@ -1,0 +1,16 @@
+// Package reactor serves a handler.Registry over TCP (or a Unix socket) on
+// gnet event loops. It is the only package of rpcd that imports gnet.
+//
+// Each event loop owns its connections. When a loop wakes with bytes for a
+// connection, it parses every whole frame straight from gnet's input buffer,
+// runs inline handlers on the loop with the payload read in place, appends
+// every reply of that wake-up to one buffer, and writes it with one call:
+// one write syscall per wake-up, not one per reply, and no allocation per
+// call on the raw path. Routes registered with handler.Blocking run on a
+// bounded goroutine pool instead; their replies go back through the loop,
+// batched the same way.
+//
+// Shutdown drains: it refuses new connections, sends GoAway on every
+// connection naming the last call it will answer, answers the calls in
+// flight, flushes, and only then stops gnet.
+package reactor

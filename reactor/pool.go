@@ -1,0 +1,114 @@
+package reactor
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/valyala/bytebufferpool"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+var errCanceled = context.Canceled
+
+// task is a Blocking call: a copy of its frame (the loop's input buffer is
+// reused as soon as the loop moves on) and the Call its handler runs under.
+type task struct {
+	c       *conn
+	rt      *handler.Route
+	oneWay  bool
+	frame   *bytebufferpool.ByteBuffer // metadata, then payload
+	payload int                        // offset of the payload in frame
+	call    handler.Call
+}
+
+var taskPool = sync.Pool{New: func() any { return new(task) }}
+
+// dispatch queues a Blocking call for the pool, or refuses it when the
+// connection or the pool is at its limit.
+func (c *conn) dispatch(rt *handler.Route, f *proto.Frame, out []byte, deadline time.Time) []byte {
+	s := c.s
+	c.mu.Lock()
+	if len(c.calls) >= s.opts.MaxInflight {
+		c.mu.Unlock()
+		return c.refuse(out, f, proto.CodeResourceExhausted, "too many calls in flight on this connection")
+	}
+	if _, dup := c.calls[f.ID]; dup {
+		c.mu.Unlock()
+		return c.refuse(out, f, proto.CodeInvalidArgument, "call id already in flight")
+	}
+	t := taskPool.Get().(*task)
+	c.calls[f.ID] = t
+	c.mu.Unlock()
+
+	// Copy the sections the handler reads; the Call's views point into the copy.
+	t.c, t.rt, t.oneWay = c, rt, f.Kind == proto.KindOneWay
+	t.frame = bytebufferpool.Get()
+	t.frame.B = append(append(t.frame.B[:0], f.Metadata...), f.Payload...)
+	t.payload = len(f.Metadata)
+	t.call.Route, t.call.ID, t.call.Codec, t.call.Remote = rt.Name(), f.ID, f.Codec, c.remote
+	t.call.Metadata = proto.Metadata(t.frame.B[:len(f.Metadata):len(f.Metadata)])
+	t.call.Start(s.opts.BaseContext, deadline)
+
+	s.inflight.Add(1)
+	select {
+	case s.tasks <- t:
+		return out
+	default:
+		s.inflight.Add(-1)
+		c.mu.Lock()
+		delete(c.calls, f.ID)
+		c.mu.Unlock()
+		t.release()
+		return c.refuse(out, f, proto.CodeResourceExhausted, "blocking pool queue is full")
+	}
+}
+
+// run executes a task on a pool worker and hands its reply to the loop.
+func (t *task) run() {
+	c, s := t.c, t.c.s
+	buf := bytebufferpool.Get()
+	id := t.call.ID
+	out, start := proto.BeginFrame(buf.B[:0], proto.Header{Kind: proto.KindResponse, Codec: t.call.Codec, ID: id}, "", nil)
+	var err error
+	if err = t.call.Err(); err == nil { // not cancelled while queued
+		out, err = t.rt.Serve(&t.call, t.frame.B[t.payload:], out)
+	}
+	out = c.finishReply(out, start, id, t.oneWay, err)
+
+	c.mu.Lock()
+	delete(c.calls, id)
+	wake := false
+	if len(out) > 0 && !c.closed.Load() {
+		c.replies = append(c.replies, out...)
+		wake = !c.woken
+		c.woken = true
+	}
+	c.mu.Unlock()
+	buf.B = out
+	bytebufferpool.Put(buf)
+	t.release()
+	s.inflight.Add(-1)
+	if wake && c.gc != nil {
+		if err := c.gc.Wake(nil); err != nil {
+			s.log.Debug("rpcd: waking a connection for replies", "err", err)
+		}
+	}
+}
+
+func (t *task) release() {
+	t.call.End()
+	bytebufferpool.Put(t.frame)
+	t.c, t.rt, t.oneWay, t.frame, t.payload = nil, nil, false, nil, 0
+	taskPool.Put(t)
+}
+
+// worker runs tasks until the queue closes.
+func (s *Server) worker() {
+	defer s.workers.Done()
+	for t := range s.tasks {
+		t.run()
+	}
+}

@@ -1,0 +1,314 @@
+package reactor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// Server serves a registry's routes on gnet event loops.
+type Server struct {
+	gnet.BuiltinEventEngine
+
+	reg  *handler.Registry
+	opts Options
+	log  *slog.Logger
+
+	started  atomic.Bool
+	booted   chan struct{} // closed once listening, or when start-up failed
+	stopped  chan struct{} // closed when ListenAndServe returns
+	eng      gnet.Engine
+	addr     net.Addr
+	draining atomic.Bool
+
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+
+	tasks    chan *task
+	workers  sync.WaitGroup
+	inflight atomic.Int64 // blocking calls queued or running
+}
+
+// New returns a server for reg's routes. Call ListenAndServe or Start.
+func New(reg *handler.Registry, opts Options) *Server {
+	opts = opts.withDefaults()
+	return &Server{
+		reg:     reg,
+		opts:    opts,
+		log:     opts.Logger,
+		booted:  make(chan struct{}),
+		stopped: make(chan struct{}),
+		conns:   make(map[*conn]struct{}),
+	}
+}
+
+// ListenAndServe listens on addr ("host:port", or "unix:///path") and serves
+// until Shutdown, after which it returns ErrServerClosed. It returns other
+// errors if it cannot listen.
+func (s *Server) ListenAndServe(addr string) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errAlreadyStarted
+	}
+	defer close(s.stopped)
+	s.tasks = make(chan *task, s.opts.BlockingQueue)
+	for range s.opts.BlockingWorkers {
+		s.workers.Add(1)
+		go s.worker()
+	}
+	defer func() {
+		close(s.tasks)
+		s.workers.Wait()
+	}()
+	if !strings.Contains(addr, "://") {
+		addr = "tcp://" + addr
+	}
+	err := gnet.Run(s, addr,
+		gnet.WithNumEventLoop(s.opts.Loops),
+		gnet.WithReusePort(false),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogger(gnetLogger{s.log}),
+	)
+	select {
+	case <-s.booted:
+	default:
+		close(s.booted) // gnet failed before OnBoot
+	}
+	if err == nil && s.draining.Load() {
+		err = ErrServerClosed
+	}
+	return err
+}
+
+// Start runs ListenAndServe in the background and returns once the server
+// is listening, or with the error that kept it from listening.
+func (s *Server) Start(addr string) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.ListenAndServe(addr) }()
+	select {
+	case <-s.booted:
+		if s.Addr() != nil {
+			return nil
+		}
+		return <-errc
+	case err := <-errc:
+		return err
+	}
+}
+
+// Addr returns the address the server listens on, once it does; nil before.
+func (s *Server) Addr() net.Addr {
+	select {
+	case <-s.booted:
+		return s.addr
+	default:
+		return nil
+	}
+}
+
+// OnBoot records the engine and the bound address.
+func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+	s.eng = eng
+	s.addr = listenerAddr(eng)
+	close(s.booted)
+	return gnet.None
+}
+
+// listenerAddr asks the kernel which address the listener is bound to, so
+// that ":0" reports the port it got.
+func listenerAddr(eng gnet.Engine) net.Addr {
+	fd, err := eng.Dup()
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil
+	}
+	defer ln.Close()
+	return ln.Addr()
+}
+
+// OnOpen sets up a connection, or turns it away while draining.
+func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	if s.draining.Load() {
+		return proto.AppendGoAway(nil, 0, proto.CodeUnavailable, "server is draining"), gnet.Close
+	}
+	c := newConn(s, gc, gc.RemoteAddr())
+	gc.SetContext(c)
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	return nil, gnet.None
+}
+
+// OnClose cancels what the connection had in flight.
+func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
+	c, ok := gc.Context().(*conn)
+	if !ok {
+		return gnet.None
+	}
+	c.closeCalls()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	if err != nil && !errors.Is(err, os.ErrClosed) {
+		s.log.Debug("rpcd: connection closed", "remote", c.remote, "err", err)
+	}
+	return gnet.None
+}
+
+// outPool holds the buffers that collect one wake-up's replies.
+var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// OnTraffic runs every whole frame the connection has buffered and writes
+// all their replies with one call.
+func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
+	c := gc.Context().(*conn)
+	bp := outPool.Get().(*[]byte)
+	out := (*bp)[:0]
+	if s.draining.Load() && !c.goingAway {
+		out = c.goAway(out)
+	}
+	out = c.takeReplies(out)
+
+	action := gnet.None
+	var now time.Time
+	for {
+		hdr, err := gc.Peek(proto.HeaderSize)
+		if err != nil {
+			break // not a whole header yet
+		}
+		f, n, err := proto.Decode(hdr, &s.opts.Limits)
+		if err == nil && n == 0 {
+			need := f.Len()
+			if gc.InboundBuffered() < need {
+				break // the header is good; wait for the rest
+			}
+			frame, _ := gc.Peek(need)
+			f, n, err = proto.Decode(frame, &s.opts.Limits)
+		}
+		if err != nil {
+			s.log.Info("rpcd: closing connection on a protocol error", "remote", c.remote, "err", err)
+			out = proto.AppendGoAway(out, c.lastID, proto.CodeInternal, err.Error())
+			action = gnet.Close
+			break
+		}
+		if f.Deadline > 0 && now.IsZero() {
+			now = time.Now()
+		}
+		out = c.handleFrame(&f, out, now)
+		_, _ = gc.Discard(n)
+	}
+
+	if len(out) > 0 {
+		if _, err := gc.Write(out); err != nil {
+			action = gnet.Close
+		}
+	}
+	if cap(out) <= 1<<20 { // let a huge reply's buffer go
+		*bp = out[:0]
+		outPool.Put(bp)
+	}
+	return action
+}
+
+// Shutdown stops the server gracefully: it turns new connections away, sends
+// GoAway on every connection, waits for the calls in flight to be answered
+// and written, then stops the event loops. If ctx ends first, Shutdown
+// cancels the calls still running, stops anyway and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if !s.started.Load() || !s.draining.CompareAndSwap(false, true) {
+		return nil
+	}
+	<-s.booted
+	if s.addr == nil {
+		return nil // never listened
+	}
+	s.wakeAll(ctx) // each connection sends its GoAway
+
+	err := s.awaitIdle(ctx)
+	if err != nil {
+		s.mu.Lock()
+		for c := range s.conns {
+			c.closeCalls()
+		}
+		s.mu.Unlock()
+	} else {
+		s.wakeAll(ctx) // write the last replies
+	}
+	// gnet's Stop polls for the engine's end every 500ms; ListenAndServe
+	// returning is the end, so stop waiting then.
+	stopCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopped:
+		case <-stopCtx.Done():
+		}
+		cancel()
+	}()
+	_ = s.eng.Stop(stopCtx)
+	select {
+	case <-s.stopped:
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	return err
+}
+
+// awaitIdle waits until no blocking call is queued or running.
+func (s *Server) awaitIdle(ctx context.Context) error {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for s.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// wakeAll runs OnTraffic once on every connection, on its own loop, and
+// waits until all have run or ctx ends.
+func (s *Server) wakeAll(ctx context.Context) {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	var pending atomic.Int64
+	pending.Add(int64(len(conns)))
+	for _, c := range conns {
+		err := c.gc.Wake(func(gnet.Conn, error) error { pending.Add(-1); return nil })
+		if err != nil {
+			pending.Add(-1)
+		}
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for pending.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
