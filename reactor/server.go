@@ -60,6 +60,10 @@ func (s *Server) ListenAndServe(addr string) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errAlreadyStarted
 	}
+	return s.serve(addr)
+}
+
+func (s *Server) serve(addr string) error {
 	defer close(s.stopped)
 	s.tasks = make(chan *task, s.opts.BlockingQueue)
 	for range s.opts.BlockingWorkers {
@@ -76,6 +80,7 @@ func (s *Server) ListenAndServe(addr string) error {
 	err := gnet.Run(s, addr,
 		gnet.WithNumEventLoop(s.opts.Loops),
 		gnet.WithReusePort(false),
+		gnet.WithReuseAddr(true), // a restarted server rebinds despite TIME_WAIT
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithLogger(gnetLogger{s.log}),
 	)
@@ -93,8 +98,11 @@ func (s *Server) ListenAndServe(addr string) error {
 // Start runs ListenAndServe in the background and returns once the server
 // is listening, or with the error that kept it from listening.
 func (s *Server) Start(addr string) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errAlreadyStarted
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- s.ListenAndServe(addr) }()
+	go func() { errc <- s.serve(addr) }()
 	select {
 	case <-s.booted:
 		if s.Addr() != nil {

@@ -1,0 +1,352 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/internal/leaktest"
+	"github.com/rpcd/rpcd/proto"
+	"github.com/rpcd/rpcd/reactor"
+)
+
+func TestMain(m *testing.M) {
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	leaktest.VerifyTestMain(m)
+}
+
+// server serves the built-in routes and a blocking route that holds until
+// its context ends.
+func server(t testing.TB, addr string) *reactor.Server {
+	t.Helper()
+	reg := handler.NewRegistry()
+	builtin.Register(reg)
+	reg.HandleFunc("Block/Forever", func(ctx context.Context, _, reply []byte) ([]byte, error) {
+		<-ctx.Done()
+		return reply, ctx.Err()
+	}, handler.Blocking())
+	s := reactor.New(reg, reactor.Options{})
+	if err := s.Start(addr); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, s) })
+	return s
+}
+
+func stop(t testing.TB, s *reactor.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+func dial(t testing.TB, addr string, opts client.Options) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, addr, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestDialRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err = client.Dial(context.Background(), addr, client.Options{})
+	if !errors.Is(err, handler.ErrUnavailable) {
+		t.Fatalf("Dial to a closed port: %v", err)
+	}
+}
+
+// TestPendingTableEmpties: after replies, timeouts, cancels and a lost
+// connection, no call is left in the table.
+func TestPendingTableEmpties(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	c := dial(t, s.Addr().String(), client.Options{Conns: 2})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch i % 4 {
+			case 0:
+				c.CallRaw(ctx, builtin.EchoPacket, []byte("x"), nil)
+			case 1:
+				tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+				defer cancel()
+				if _, err := c.CallRaw(tctx, "Block/Forever", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("timed-out call: %v", err)
+				}
+			case 2:
+				cctx, cancel := context.WithCancel(ctx)
+				time.AfterFunc(10*time.Millisecond, cancel)
+				if _, err := c.CallRaw(cctx, "Block/Forever", nil, nil); !errors.Is(err, context.Canceled) {
+					t.Errorf("cancelled call: %v", err)
+				}
+			case 3:
+				c.Call(ctx, "No/Such", nil, nil)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := client.Pending(c); n != 0 {
+		t.Fatalf("%d calls left pending after replies, timeouts and cancels", n)
+	}
+
+	// Calls in flight when the connection dies fail with Unavailable.
+	errc := make(chan error, 10)
+	for range 10 {
+		go func() { _, err := c.CallRaw(ctx, "Block/Forever", nil, nil); errc <- err }()
+	}
+	waitFor(t, func() bool { return client.Pending(c) == 10 })
+	// The handlers never return, so the drain times out and the server
+	// closes the connections under the calls.
+	shutCtx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(shutCtx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown with stuck handlers: %v", err)
+	}
+	for range 10 {
+		if err := <-errc; !errors.Is(err, handler.ErrUnavailable) {
+			t.Errorf("call on a lost connection: %v", err)
+		}
+	}
+	if n := client.Pending(c); n != 0 {
+		t.Fatalf("%d calls left pending after the connection was lost", n)
+	}
+}
+
+// TestReconnect: calls fail fast while the server is down and succeed again
+// once it is back, without a new Dial.
+func TestReconnect(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	addr := s.Addr().String()
+	c := dial(t, addr, client.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := c.CallRaw(ctx, builtin.EchoPacket, []byte("up"), nil); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, s)
+
+	begin := time.Now()
+	_, err := c.CallRaw(ctx, builtin.EchoPacket, []byte("down"), nil)
+	var e *handler.Error
+	if !errors.As(err, &e) || e.Code != proto.CodeUnavailable || !e.Unprocessed {
+		t.Fatalf("call with the server down: %#v", err)
+	}
+	if d := time.Since(begin); d > time.Second {
+		t.Fatalf("call with the server down took %v; it should fail fast", d)
+	}
+
+	server(t, addr) // back on the same port
+	waitFor(t, func() bool {
+		_, err := c.CallRaw(ctx, builtin.EchoPacket, []byte("again"), nil)
+		return err == nil
+	})
+}
+
+// fakeServer accepts connections on loopback and hands each to serve.
+func fakeServer(t testing.TB, serve func(nc net.Conn)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); defer nc.Close(); serve(nc) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// readFrame reads one frame from nc.
+func readFrame(nc net.Conn) (proto.Frame, error) {
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var buf []byte
+	tmp := make([]byte, 4096)
+	for {
+		if f, n, err := proto.Decode(buf, nil); err != nil || n > 0 {
+			return f, err
+		}
+		n, err := nc.Read(tmp)
+		buf = append(buf, tmp[:n]...)
+		if err != nil {
+			return proto.Frame{}, err
+		}
+	}
+}
+
+// TestGoAwayFromServer: after GoAway the client sends no new call on that
+// connection; when the connection then closes, calls after the GoAway's
+// last id are known unprocessed and the others are not.
+func TestGoAwayFromServer(t *testing.T) {
+	conns := make(chan int, 4)
+	var mu sync.Mutex
+	n := 0
+	addr := fakeServer(t, func(nc net.Conn) {
+		mu.Lock()
+		n++
+		me := n
+		mu.Unlock()
+		conns <- me
+		if me > 1 { // later connections answer Pings with their number
+			for {
+				f, err := readFrame(nc)
+				if err != nil {
+					return
+				}
+				nc.Write(proto.AppendFrame(nil, proto.Header{Kind: proto.KindResponse, Codec: f.Codec, ID: f.ID}, "", nil, []byte{'0' + byte(me)}))
+			}
+		}
+		// The first takes two calls, answers neither, goes away naming
+		// the first as the last it will process, then closes.
+		f1, err1 := readFrame(nc)
+		f2, err2 := readFrame(nc)
+		if err1 != nil || err2 != nil {
+			t.Errorf("reading calls: %v %v", err1, err2)
+			return
+		}
+		nc.Write(proto.AppendGoAway(nil, f1.ID, proto.CodeUnavailable, "restarting"))
+		time.Sleep(50 * time.Millisecond)
+		_ = f2
+	})
+	c := dial(t, addr, client.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+	<-conns
+	first := make(chan error, 1)
+	go func() { _, err := c.CallRaw(context.Background(), "Slow/One", nil, nil); first <- err }()
+	waitFor(t, func() bool { return client.Pending(c) == 1 })
+	_, err2 := c.CallRaw(context.Background(), "Slow/Two", nil, nil)
+	err1 := <-first
+	var e1, e2 *handler.Error
+	if !errors.As(err1, &e1) || e1.Code != proto.CodeUnavailable || e1.Unprocessed {
+		t.Fatalf("call named by the go-away: %#v; want unavailable, fate unknown", err1)
+	}
+	if !errors.As(err2, &e2) || e2.Code != proto.CodeUnavailable || !e2.Unprocessed {
+		t.Fatalf("call after the go-away's last id: %#v; want unavailable and unprocessed", err2)
+	}
+	// The client redials by itself; calls then go to the new connection.
+	waitFor(t, func() bool {
+		reply, err := c.CallRaw(context.Background(), "Any/Route", nil, nil)
+		return err == nil && string(reply) == "2"
+	})
+}
+
+func TestCloseFailsPending(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	c, err := client.Dial(context.Background(), s.Addr().String(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := c.CallRaw(context.Background(), "Block/Forever", nil, nil); errc <- err }()
+	waitFor(t, func() bool { return client.Pending(c) == 1 })
+	c.Close()
+	if err := <-errc; !errors.Is(err, handler.ErrUnavailable) {
+		t.Fatalf("pending call at Close: %v", err)
+	}
+	if _, err := c.CallRaw(context.Background(), builtin.EchoPacket, nil, nil); !errors.Is(err, client.ErrClosed) {
+		t.Fatalf("call after Close: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestCallValidation(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	c := dial(t, s.Addr().String(), client.Options{Limits: proto.Limits{MaxFrameSize: 1024}})
+	ctx := context.Background()
+	if _, err := c.CallRaw(ctx, "bad route", nil, nil); !errors.Is(err, handler.ErrInvalidArgument) {
+		t.Fatalf("route with a space: %v", err)
+	}
+	if _, err := c.CallRaw(ctx, builtin.EchoPacket, make([]byte, 2000), nil); !errors.Is(err, handler.ErrResourceExhausted) {
+		t.Fatalf("request over the client's frame limit: %v", err)
+	}
+	past, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	if _, err := c.CallRaw(past, builtin.EchoPacket, nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("call with a passed deadline: %v", err)
+	}
+	if err := c.Call(ctx, builtin.Sum, func() {}, nil); !errors.Is(err, handler.ErrInvalidArgument) {
+		t.Fatalf("argument that does not encode: %v", err)
+	}
+	var wrong struct{ X string }
+	if err := c.Call(ctx, builtin.Sum, builtin.SumArgs{A: 1}, &wrong); !errors.Is(err, handler.ErrInvalidArgument) {
+		t.Fatalf("reply into the wrong type: %v", err)
+	}
+}
+
+func TestTimeoutOption(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	c := dial(t, s.Addr().String(), client.Options{Timeout: 50 * time.Millisecond})
+	if _, err := c.CallRaw(context.Background(), "Block/Forever", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("call under Options.Timeout: %v", err)
+	}
+	f := c.GoRaw(context.Background(), "Block/Forever", nil)
+	if err := f.Wait(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("future under Options.Timeout: %v", err)
+	}
+	if n := client.Pending(c); n != 0 {
+		t.Fatalf("%d calls left pending", n)
+	}
+}
+
+// TestRawCallAllocs: a raw call with a reply buffer allocates at most once,
+// counting the client and the in-process server together.
+func TestRawCallAllocs(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	c := dial(t, s.Addr().String(), client.Options{})
+	ctx := context.Background()
+	req := make([]byte, 16)
+	reply := make([]byte, 0, 64)
+	for range 100 { // warm the pools
+		reply, _ = c.CallRaw(ctx, builtin.EchoPacket, req, reply[:0])
+	}
+	allocs := testing.AllocsPerRun(2000, func() {
+		var err error
+		if reply, err = c.CallRaw(ctx, builtin.EchoPacket, req, reply[:0]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 1 {
+		t.Fatalf("%.2f allocations per raw call, want at most 1", allocs)
+	}
+	t.Logf("%.2f allocations per raw call (client and server)", allocs)
+}
+
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,14 @@
+package client
+
+// Pending returns the number of calls waiting in c's pending tables.
+func Pending(c *Client) int {
+	n := 0
+	for _, s := range c.slots {
+		if w := s.w.Load(); w != nil {
+			w.pmu.Lock()
+			n += len(w.pending)
+			w.pmu.Unlock()
+		}
+	}
+	return n
+}

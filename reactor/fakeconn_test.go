@@ -1,0 +1,46 @@
+package reactor
+
+import (
+	"io"
+	"net"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// fakeConn is a gnet.Conn over a byte slice, for driving OnTraffic without
+// sockets. It records every Write.
+type fakeConn struct {
+	gnet.Conn // methods not overridden panic (nil interface)
+	in        []byte
+	writes    [][]byte
+	ctx       any
+}
+
+func (f *fakeConn) Peek(n int) ([]byte, error) {
+	if n <= 0 {
+		n = len(f.in)
+	}
+	if n > len(f.in) {
+		return nil, io.ErrShortBuffer
+	}
+	return f.in[:n], nil
+}
+
+func (f *fakeConn) Discard(n int) (int, error) {
+	if n > len(f.in) {
+		n = len(f.in)
+	}
+	f.in = f.in[n:]
+	return n, nil
+}
+
+func (f *fakeConn) InboundBuffered() int { return len(f.in) }
+
+func (f *fakeConn) Write(b []byte) (int, error) {
+	f.writes = append(f.writes, append([]byte(nil), b...))
+	return len(b), nil
+}
+
+func (f *fakeConn) Context() any         { return f.ctx }
+func (f *fakeConn) SetContext(ctx any)   { f.ctx = ctx }
+func (f *fakeConn) RemoteAddr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5555} }

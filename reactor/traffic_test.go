@@ -1,0 +1,169 @@
+package reactor
+
+import (
+	"context"
+	"testing"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// newTestServer returns a server that has not started, with the built-in
+// routes, and a connection to feed frames into.
+func newTestServer(t testing.TB) (*Server, *fakeConn) {
+	reg := handler.NewRegistry()
+	builtin.Register(reg)
+	s := New(reg, Options{})
+	fc := &fakeConn{}
+	if _, action := s.OnOpen(fc); action != 0 {
+		t.Fatal("OnOpen refused the connection")
+	}
+	return s, fc
+}
+
+func decodeAll(t testing.TB, b []byte) []proto.Frame {
+	t.Helper()
+	var fs []proto.Frame
+	for len(b) > 0 {
+		f, n, err := proto.Decode(b, nil)
+		if err != nil || n == 0 {
+			t.Fatalf("bad reply stream: n %d, err %v", n, err)
+		}
+		fs = append(fs, f)
+		b = b[n:]
+	}
+	return fs
+}
+
+// TestOneWritePerWakeup: a wake-up with many frames answers them all with a
+// single Write.
+func TestOneWritePerWakeup(t *testing.T) {
+	s, fc := newTestServer(t)
+	const n = 100
+	for i := 1; i <= n; i++ {
+		fc.in = proto.AppendFrame(fc.in, proto.Header{Kind: proto.KindRequest, ID: uint32(i)}, builtin.EchoPacket, nil, []byte{byte(i)})
+	}
+	fc.in = proto.AppendFrame(fc.in, proto.Header{Kind: proto.KindRequest, ID: n + 1}, "No/Such", nil, nil)
+	fc.in = proto.AppendPing(fc.in, []byte("p"))
+	partial := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: n + 2}, builtin.EchoPacket, nil, []byte("later"))
+	fc.in = append(fc.in, partial[:30]...)
+
+	if action := s.OnTraffic(fc); action != 0 {
+		t.Fatalf("action %v", action)
+	}
+	if len(fc.writes) != 1 {
+		t.Fatalf("%d writes for one wake-up, want 1", len(fc.writes))
+	}
+	fs := decodeAll(t, fc.writes[0])
+	if len(fs) != n+2 {
+		t.Fatalf("%d replies, want %d", len(fs), n+2)
+	}
+	for i, f := range fs[:n] {
+		if f.Kind != proto.KindResponse || f.ID != uint32(i+1) || len(f.Payload) != 1 || f.Payload[0] != byte(i+1) {
+			t.Fatalf("reply %d: %v id %d payload % x", i, f.Kind, f.ID, f.Payload)
+		}
+	}
+	if f := fs[n]; f.Kind != proto.KindError || f.Flags != proto.FlagUnprocessed {
+		t.Fatalf("unknown route answered with %v flags %v", f.Kind, f.Flags)
+	} else if code, _ := f.ErrorBody(); code != proto.CodeNotFound {
+		t.Fatalf("unknown route code %v", code)
+	}
+	if f := fs[n+1]; f.Kind != proto.KindPong || string(f.Payload) != "p" {
+		t.Fatalf("ping answered with %v %q", f.Kind, f.Payload)
+	}
+	if len(fc.in) != 30 {
+		t.Fatalf("the partial frame was consumed: %d bytes left", len(fc.in))
+	}
+	fc.in = append(fc.in, partial[30:]...)
+	fc.writes = nil
+	s.OnTraffic(fc)
+	if fs := decodeAll(t, fc.writes[0]); len(fs) != 1 || string(fs[0].Payload) != "later" {
+		t.Fatalf("completed frame answered with %+v", fs)
+	}
+}
+
+func TestProtocolErrorClosesAfterGoAway(t *testing.T) {
+	s, fc := newTestServer(t)
+	fc.in = proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 7}, builtin.EchoPacket, nil, []byte("ok"))
+	fc.in = append(fc.in, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"...)
+	if action := s.OnTraffic(fc); action == 0 {
+		t.Fatal("connection left open after garbage")
+	}
+	fs := decodeAll(t, fc.writes[0])
+	if len(fs) != 2 || fs[0].Kind != proto.KindResponse || fs[1].Kind != proto.KindGoAway {
+		t.Fatalf("replies %+v", fs)
+	}
+	last, code, msg := fs[1].GoAwayBody()
+	if last != 7 || code != proto.CodeInternal || len(msg) == 0 {
+		t.Fatalf("go-away last %d code %v msg %q", last, code, msg)
+	}
+}
+
+func TestReplyOverFrameLimit(t *testing.T) {
+	reg := handler.NewRegistry()
+	reg.HandleFunc("Big/Reply", func(_ context.Context, _, reply []byte) ([]byte, error) {
+		return append(reply, make([]byte, 2048)...), nil
+	})
+	s := New(reg, Options{Limits: proto.Limits{MaxFrameSize: 1024}})
+	fc := &fakeConn{}
+	s.OnOpen(fc)
+	fc.in = proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, "Big/Reply", nil, nil)
+	s.OnTraffic(fc)
+	fs := decodeAll(t, fc.writes[0])
+	if code, msg := fs[0].ErrorBody(); fs[0].Kind != proto.KindError || code != proto.CodeResourceExhausted {
+		t.Fatalf("oversized reply answered with %v %v %q", fs[0].Kind, code, msg)
+	}
+}
+
+// TestInlineRawPathAllocs: the server's raw path, parse to reply, allocates
+// nothing per call.
+func TestInlineRawPathAllocs(t *testing.T) {
+	s, fc := newTestServer(t)
+	var batch []byte
+	for i := 1; i <= 16; i++ {
+		batch = proto.AppendFrame(batch, proto.Header{Kind: proto.KindRequest, ID: uint32(i), Deadline: 1000}, builtin.EchoPacket, nil, make([]byte, 16))
+		batch = proto.AppendFrame(batch, proto.Header{Kind: proto.KindRequest, ID: uint32(i)}, builtin.NoArg, nil, nil)
+	}
+	w := &countingConn{fakeConn: fc}
+	allocs := testing.AllocsPerRun(500, func() {
+		fc.in = batch
+		s.OnTraffic(w)
+	})
+	if allocs != 0 {
+		t.Fatalf("%.2f allocations per wake-up of 32 calls, want 0", allocs)
+	}
+	if w.n == 0 {
+		t.Fatal("nothing written")
+	}
+}
+
+// countingConn counts writes without keeping them, so the test's own
+// bookkeeping does not allocate.
+type countingConn struct {
+	*fakeConn
+	n int
+}
+
+func (c *countingConn) Write(b []byte) (int, error) { c.n++; return len(b), nil }
+
+func TestDrainingRefusesNewCalls(t *testing.T) {
+	s, fc := newTestServer(t)
+	s.draining.Store(true)
+	fc.in = proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 3}, builtin.EchoPacket, nil, nil)
+	s.OnTraffic(fc)
+	fs := decodeAll(t, fc.writes[0])
+	if len(fs) != 2 || fs[0].Kind != proto.KindGoAway || fs[1].Kind != proto.KindError {
+		t.Fatalf("replies while draining: %+v", fs)
+	}
+	if last, _, _ := fs[0].GoAwayBody(); last != 0 {
+		t.Fatalf("go-away names call %d before any call was taken", last)
+	}
+	code, _ := fs[1].ErrorBody()
+	if code != proto.CodeUnavailable || fs[1].Flags != proto.FlagUnprocessed {
+		t.Fatalf("call while draining: code %v flags %v", code, fs[1].Flags)
+	}
+	if _, action := s.OnOpen(&fakeConn{}); action == 0 {
+		t.Fatal("a new connection was accepted while draining")
+	}
+}
