@@ -15,8 +15,10 @@ import (
 type Error struct {
 	Code    proto.Code
 	Message string
-	// Unprocessed reports that the peer never ran a handler for the call
-	// (the Unprocessed flag on the wire), so it is safe to send again.
+	// Unprocessed reports that the call was not acted on (the Unprocessed
+	// flag on the wire), so it is safe to send again. The server sets it
+	// when it refuses a call; a handler sets it on an error it returns
+	// before doing anything.
 	Unprocessed bool
 }
 
@@ -94,4 +96,10 @@ func MessageOf(err error) string {
 		return e.Message
 	}
 	return err.Error()
+}
+
+// IsUnprocessed reports whether err is an *Error marked Unprocessed.
+func IsUnprocessed(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Unprocessed
 }

@@ -5,12 +5,15 @@ import (
 	"reflect"
 
 	"github.com/bytedance/sonic"
+
+	"github.com/rpcd/rpcd/proto"
 )
 
 // Func adapts a typed function to a Handler. The request payload is decoded
 // into a Req with the call's codec (JSON; an empty payload leaves the zero
 // Req) and the Resp returned is encoded with the same codec. A payload that
-// does not decode is answered with InvalidArgument and fn never runs.
+// does not decode is answered with InvalidArgument, marked Unprocessed, and
+// fn never runs.
 //
 //	reg.Handle("Math/Sum", handler.Func(func(ctx context.Context, in Args) (int, error) {
 //		return in.A + in.B, nil
@@ -28,13 +31,15 @@ func (fn typed[Req, Resp]) ServeRPC(ctx context.Context, req []byte, reply []byt
 	codec := JSON
 	if c := CallFrom(ctx); c != nil {
 		if codec = codecFor(c.Codec); codec == nil {
-			return reply, Errorf(ErrInvalidArgument.Code, "route %s takes json, not %v", c.Route, c.Codec)
+			return reply, &Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
+				Message: "route " + c.Route + " takes json, not " + c.Codec.String()}
 		}
 	}
 	var in Req
 	if len(req) > 0 {
 		if err := codec.Unmarshal(req, &in); err != nil {
-			return reply, Errorf(ErrInvalidArgument.Code, "decoding arguments: %v", err)
+			return reply, &Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
+				Message: "decoding arguments: " + err.Error()}
 		}
 	}
 	out, err := fn(ctx, in)

@@ -97,7 +97,11 @@ func (c *conn) finishReply(out []byte, start int, id uint32, oneWay bool, err er
 		}
 	}
 	if err != nil {
-		out = proto.AppendError(out[:start], id, 0, handler.CodeOf(err), handler.MessageOf(err))
+		var flags proto.Flags
+		if handler.IsUnprocessed(err) {
+			flags = proto.FlagUnprocessed
+		}
+		out = proto.AppendError(out[:start], id, flags, handler.CodeOf(err), handler.MessageOf(err))
 	}
 	return out
 }

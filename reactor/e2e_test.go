@@ -233,8 +233,8 @@ func TestUnknownRouteAndBadArguments(t *testing.T) {
 		t.Fatalf("raw codec to a JSON route: %v", err)
 	}
 	err = c.Call(ctx, "Math/Sum", json(`{"a":"one"}`), nil)
-	if !errors.Is(err, handler.ErrInvalidArgument) {
-		t.Fatalf("malformed arguments: %v", err)
+	if !errors.Is(err, handler.ErrInvalidArgument) || !handler.IsUnprocessed(err) {
+		t.Fatalf("malformed arguments: %#v; want InvalidArgument, unprocessed", err)
 	}
 	if ran.Load() != 0 {
 		t.Fatalf("handler ran %d times on bad arguments", ran.Load())

@@ -1,0 +1,265 @@
+"""A minimal rpcd client (wire protocol version 1), written from docs/protocol.md alone.
+
+Standard library only, Python 3.9+. Encodes Request, OneWay, Cancel and Ping frames
+with optional metadata and deadline, cuts frames out of a socket stream however the
+bytes arrive, matches replies by call id, and raises RpcError for Error frames.
+"""
+
+import json
+import socket
+import struct
+from collections import deque
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+# Header: magic "RD", version, kind, flags, codec, route length, call id,
+# deadline (ms), metadata length, reserved (0), payload length. Big-endian, 24 bytes.
+HEADER = struct.Struct(">2sBBBBHIIHHI")
+MAGIC, VERSION = b"RD", 0x01
+REQUEST, RESPONSE, ERROR, ONEWAY, CANCEL, PING, PONG, GOAWAY = range(1, 9)
+FLAG_UNPROCESSED = 0x01
+CODEC_RAW, CODEC_JSON = 0x00, 0x01
+# Default limits ("Limits"): whole frame incl. header, route, metadata; Ping payload.
+MAX_FRAME, MAX_ROUTE, MAX_METADATA, MAX_PING = 4 * 1024 * 1024, 256, 8 * 1024, 64
+
+# Error codes (the numbers are gRPC's); codes above 16 are kept as bare numbers.
+CODE_NAMES = ("OK Canceled Unknown InvalidArgument DeadlineExceeded NotFound "
+              "AlreadyExists PermissionDenied ResourceExhausted FailedPrecondition "
+              "Aborted OutOfRange Unimplemented Internal Unavailable DataLoss "
+              "Unauthenticated").split()
+INVALID_ARGUMENT, NOT_FOUND, INTERNAL, UNAVAILABLE = 3, 5, 13, 14
+
+Metadata = Sequence[Tuple[str, bytes]]
+
+
+class ProtocolError(Exception):
+    """The peer sent bytes that break a rule of the protocol (fatal to the connection)."""
+
+
+class RpcError(Exception):
+    """An Error frame: one call failed; the connection stays usable."""
+
+    def __init__(self, code: int, message: str, unprocessed: bool = False):
+        name = CODE_NAMES[code] if code < len(CODE_NAMES) else "code"
+        super().__init__("%s (%d): %s" % (name, code, message))
+        self.code, self.message, self.unprocessed = code, message, unprocessed
+
+
+class GoAwayError(Exception):
+    """The peer sent GoAway: no new calls may be sent on this connection."""
+
+    def __init__(self, last_call_id: int, code: int, message: str):
+        super().__init__("GoAway last=%d code=%d: %s" % (last_call_id, code, message))
+        self.last_call_id, self.code, self.message = last_call_id, code, message
+
+
+# One decoded frame; metadata is a list of (key, value) pairs in wire order.
+Frame = NamedTuple("Frame", [("kind", int), ("flags", int), ("codec", int),
+                             ("call_id", int), ("deadline_ms", int), ("route", str),
+                             ("metadata", List[Tuple[str, bytes]]), ("payload", bytes)])
+
+
+def encode_metadata(md: Optional[Metadata]) -> bytes:
+    """Entries of keylen (1 B, 1..255), key (printable ASCII), vallen (2 B BE), value."""
+    out = bytearray()
+    for key, value in md or ():
+        k = key.encode("ascii")
+        if not 1 <= len(k) <= 255 or any(b < 0x21 or b > 0x7E for b in k) or len(value) > 0xFFFF:
+            raise ValueError("bad metadata entry %r" % key)
+        out += bytes([len(k)]) + k + struct.pack(">H", len(value)) + value
+    return bytes(out)
+
+
+def encode_frame(kind: int, call_id: int, route: str = "", payload: bytes = b"",
+                 codec: int = CODEC_RAW, flags: int = 0, deadline_ms: int = 0,
+                 metadata: Optional[Metadata] = None) -> bytes:
+    """One whole frame: the 24-byte header, then route, metadata and payload."""
+    r, md = route.encode("ascii"), encode_metadata(metadata)
+    if len(r) > MAX_ROUTE or len(md) > MAX_METADATA or \
+            HEADER.size + len(r) + len(md) + len(payload) > MAX_FRAME:
+        raise ValueError("frame over the default limits")
+    head = HEADER.pack(MAGIC, VERSION, kind, flags, codec, len(r), call_id,
+                       deadline_ms, len(md), 0, len(payload))
+    return head + r + md + bytes(payload)
+
+
+def decode_metadata(section: bytes) -> List[Tuple[str, bytes]]:
+    """The entries must fill the section exactly; keys may repeat."""
+    out, i = [], 0
+    while i < len(section):
+        klen = section[i]
+        if klen == 0 or i + 1 + klen + 2 > len(section):
+            raise ProtocolError("malformed metadata entry at offset %d" % i)
+        key = section[i + 1:i + 1 + klen].decode("ascii", "replace")
+        (vlen,) = struct.unpack_from(">H", section, i + 1 + klen)
+        i += 3 + klen
+        if i + vlen > len(section):
+            raise ProtocolError("metadata value runs past the section")
+        out.append((key, bytes(section[i:i + vlen])))
+        i += vlen
+    return out
+
+
+def parse_error(payload: bytes) -> Tuple[int, str]:
+    """Error body: code (2 B BE), then a UTF-8 message (may be empty)."""
+    if len(payload) < 2:
+        raise ProtocolError("Error body shorter than 2 bytes")
+    return struct.unpack_from(">H", payload)[0], payload[2:].decode("utf-8", "replace")
+
+
+def parse_goaway(payload: bytes) -> Tuple[int, int, str]:
+    """GoAway body: last call id (4 B BE), code (2 B BE), then a UTF-8 message."""
+    if len(payload) < 6:
+        raise ProtocolError("GoAway body shorter than 6 bytes")
+    last, code = struct.unpack_from(">IH", payload)
+    return last, code, payload[6:].decode("utf-8", "replace")
+
+
+def after(a: int, b: int) -> bool:
+    """RFC 1982: id a comes after id b when the signed 32-bit a - b is positive."""
+    return 0 < ((a - b) & 0xFFFFFFFF) < 0x80000000
+
+
+class FrameReader:
+    """Cuts whole frames out of a socket's byte stream, whatever the recv sizes."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.buf = sock, bytearray()
+
+    def _fill(self, n: int) -> bool:
+        """Buffer at least n bytes; False if the stream ended cleanly first."""
+        while len(self.buf) < n:
+            chunk = self.sock.recv(max(65536, n - len(self.buf)))
+            if not chunk:
+                if self.buf:
+                    raise ProtocolError("connection closed inside a frame")
+                return False
+            self.buf += chunk
+        return True
+
+    def read_frame(self) -> Optional[Frame]:
+        """The next frame, or None when the peer closed between frames."""
+        if not self._fill(HEADER.size):
+            return None
+        magic, ver, kind, flags, codec, rlen, cid, deadline, mlen, reserved, plen = \
+            HEADER.unpack_from(self.buf)
+        # Check the header as soon as it is here, before buffering the rest.
+        if magic != MAGIC or ver != VERSION:
+            raise ProtocolError("bad magic %r or version %d" % (magic, ver))
+        if not REQUEST <= kind <= GOAWAY or flags & ~FLAG_UNPROCESSED or reserved:
+            raise ProtocolError("reserved kind, flag bit or header field set")
+        total = HEADER.size + rlen + mlen + plen
+        if rlen > MAX_ROUTE or mlen > MAX_METADATA or total > MAX_FRAME:
+            raise ProtocolError("frame of %d bytes over a limit" % total)
+        self._fill(total)  # raises if the stream ends inside the frame
+        body = bytes(self.buf[HEADER.size:total])
+        del self.buf[:total]
+        return Frame(kind, flags, codec, cid, deadline, body[:rlen].decode("ascii", "replace"),
+                     decode_metadata(body[rlen:rlen + mlen]), body[rlen + mlen:])
+
+
+class Client:
+    """One connection. Not thread-safe: one caller sends and reads."""
+
+    def __init__(self, host: str, port: int, timeout: float = 5.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.settimeout(timeout)  # every send and recv is bounded
+        self.reader = FrameReader(self.sock)
+        self.next_id = 1
+        self.pending: set = set()            # ids of our Requests not yet answered
+        self.replies: Dict[int, Frame] = {}  # replies read before they were asked for
+        self.pongs: deque = deque()
+        self.goaway: Optional[GoAwayError] = None
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send_raw(self, data: bytes) -> None:  # sendall: one write per call
+        self.sock.sendall(data)
+
+    def new_id(self) -> int:
+        """Count up from 1, wrap 0xFFFFFFFF -> 1, skip ids still pending."""
+        while True:
+            cid, self.next_id = self.next_id, self.next_id % 0xFFFFFFFF + 1
+            if cid not in self.pending:
+                return cid
+
+    def request_frame(self, route: str, payload: bytes = b"", codec: int = CODEC_RAW,
+                      metadata: Optional[Metadata] = None, deadline_ms: int = 0,
+                      kind: int = REQUEST) -> Tuple[int, bytes]:
+        """A Request (or OneWay) with a fresh id, built but not sent (for pipelining)."""
+        if self.goaway:  # the receiver of GoAway sends no new calls
+            raise self.goaway
+        cid = self.new_id()
+        if kind == REQUEST:
+            self.pending.add(cid)
+        return cid, encode_frame(kind, cid, route, payload, codec,
+                                 deadline_ms=deadline_ms, metadata=metadata)
+
+    def send_request(self, route: str, payload: bytes = b"", codec: int = CODEC_RAW,
+                     metadata: Optional[Metadata] = None, deadline_ms: int = 0) -> int:
+        cid, data = self.request_frame(route, payload, codec, metadata, deadline_ms)
+        self.send_raw(data)
+        return cid
+
+    def oneway(self, route: str, payload: bytes = b"", codec: int = CODEC_RAW,
+               metadata: Optional[Metadata] = None) -> None:
+        self.send_raw(self.request_frame(route, payload, codec, metadata, kind=ONEWAY)[1])
+
+    def cancel(self, call_id: int) -> None:
+        """Stop waiting for call_id; a reply that crosses the Cancel is dropped."""
+        self.pending.discard(call_id)
+        self.replies.pop(call_id, None)
+        self.send_raw(encode_frame(CANCEL, call_id))
+
+    def read_one(self) -> Frame:
+        """Read one frame and file it by kind. Raises when the stream ends."""
+        f = self.reader.read_frame()
+        if f is None:
+            raise self.goaway or ConnectionError("connection closed by peer")
+        if f.kind in (RESPONSE, ERROR):
+            if f.call_id in self.pending:  # else cancelled or unknown: drop it
+                self.replies[f.call_id] = f
+        elif f.kind == PONG:
+            self.pongs.append(f.payload)
+        elif f.kind == GOAWAY:  # keep reading: calls up to `last` still get answers
+            self.goaway = GoAwayError(*parse_goaway(f.payload))
+        elif f.kind == PING:  # the protocol is symmetric: answer Pings
+            self.send_raw(encode_frame(PONG, 0, payload=f.payload))
+        return f
+
+    def wait(self, call_id: int) -> Frame:
+        """The Response for call_id; raises RpcError if the answer is an Error."""
+        if call_id not in self.pending:
+            raise KeyError("call %d is not pending" % call_id)
+        try:
+            while call_id not in self.replies:
+                self.read_one()
+        except GoAwayError as g:  # closed after GoAway, our call unanswered
+            self.pending.discard(call_id)
+            raise RpcError(UNAVAILABLE, "closed after GoAway: " + g.message,
+                           unprocessed=after(call_id, g.last_call_id)) from g
+        f = self.replies.pop(call_id)
+        self.pending.discard(call_id)
+        if f.kind == ERROR:
+            code, msg = parse_error(f.payload)
+            raise RpcError(code, msg, bool(f.flags & FLAG_UNPROCESSED))
+        return f
+
+    def call(self, route: str, payload: bytes = b"", codec: int = CODEC_RAW,
+             metadata: Optional[Metadata] = None, deadline_ms: int = 0) -> bytes:
+        return self.wait(self.send_request(route, payload, codec, metadata, deadline_ms)).payload
+
+    def call_json(self, route: str, arg=None, **kw):
+        """A JSON call; arg None sends an empty payload ("no argument")."""
+        body = b"" if arg is None else json.dumps(arg).encode("utf-8")
+        out = self.call(route, body, CODEC_JSON, **kw)
+        return json.loads(out) if out else None
+
+    def ping(self, payload: bytes = b"") -> bytes:
+        """Send Ping (0 to 64 bytes) and return the Pong's payload."""
+        if len(payload) > MAX_PING:
+            raise ValueError("Ping payload over 64 bytes")
+        self.send_raw(encode_frame(PING, 0, payload=payload))
+        while not self.pongs:
+            self.read_one()
+        return self.pongs.popleft()

@@ -1,0 +1,205 @@
+"""Interop tests: the Python client (written from docs/protocol.md) against a live rpcd.
+
+    python3 interop/python/test_interop.py 127.0.0.1:7070
+
+The server must have the built-in routes Math/Sum, Bench/EchoPacket,
+Bench/EchoString, Sys/Ping and Sys/Routes. Every socket operation times out
+after 5 seconds.
+"""
+
+import json
+import os
+import socket
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rpcd_client as rc  # noqa: E402
+
+TIMEOUT = 5.0
+ADDR = ("127.0.0.1", 7070)
+
+
+def connect() -> rc.Client:
+    return rc.Client(ADDR[0], ADDR[1], timeout=TIMEOUT)
+
+
+class Offline(unittest.TestCase):
+    """The encoder reproduces the byte examples printed in the document."""
+
+    def test_request_example(self):
+        got = rc.encode_frame(rc.REQUEST, 1, "Math/Sum", b'{"a":1,"b":2}',
+                              rc.CODEC_JSON, deadline_ms=1000)
+        self.assertEqual(got.hex(), "524401010001000800000001000003e8"
+                         "000000000000000d4d6174682f53756d"
+                         "7b2261223a312c2262223a327d")
+
+    def test_response_example(self):
+        got = rc.encode_frame(rc.RESPONSE, 1, payload=b"3", codec=rc.CODEC_JSON)
+        self.assertEqual(got.hex(), "52440102000100000000000100000000"
+                         "000000000000000133")
+
+    def test_error_example(self):
+        data = bytes.fromhex("52440103010000000000000200000000"
+                             "000000000000000a00056e6f20726f75" "7465")
+        f = FakeSocketReader(data).read_frame()
+        self.assertEqual((f.kind, f.flags, f.call_id), (rc.ERROR, rc.FLAG_UNPROCESSED, 2))
+        self.assertEqual(rc.parse_error(f.payload), (rc.NOT_FOUND, "no route"))
+
+    def test_metadata_roundtrip_and_partial_reads(self):
+        md = [("trace-id", b"abc"), ("tenant", b""), ("trace-id", b"second")]
+        data = rc.encode_frame(rc.REQUEST, 9, "A/B", b"xyz", metadata=md) * 2
+        r = FakeSocketReader(data, chunk=1)  # one byte per recv
+        for _ in range(2):
+            f = r.read_frame()
+            self.assertEqual((f.route, f.metadata, f.payload), ("A/B", md, b"xyz"))
+        self.assertIsNone(r.read_frame())
+
+
+def FakeSocketReader(data: bytes, chunk: int = 1 << 20) -> rc.FrameReader:
+    """A FrameReader over canned bytes, delivered chunk bytes at a time."""
+
+    class Sock:
+        pos = 0
+
+        def recv(self, n):
+            out = data[self.pos:self.pos + min(n, chunk)]
+            self.pos += len(out)
+            return out
+
+    return rc.FrameReader(Sock())
+
+
+class Live(unittest.TestCase):
+    def setUp(self):
+        self.c = connect()
+
+    def tearDown(self):
+        self.c.close()
+
+    def test_json_sum(self):
+        self.assertEqual(self.c.call_json("Math/Sum", {"a": 1, "b": 2}), 3)
+
+    def test_response_header(self):
+        # "A Response carries the codec of its Request."
+        cid = self.c.send_request("Math/Sum", b'{"a":1,"b":2}', rc.CODEC_JSON)
+        f = self.c.wait(cid)
+        self.assertEqual((f.kind, f.call_id, f.codec, f.flags, f.route, f.deadline_ms),
+                         (rc.RESPONSE, cid, rc.CODEC_JSON, 0, "", 0))
+        self.assertEqual(json.loads(f.payload), 3)
+
+    def test_json_with_deadline(self):
+        self.assertEqual(self.c.call_json("Math/Sum", {"a": 40, "b": 2}, deadline_ms=1000), 42)
+
+    def test_raw_echo_small_and_large(self):
+        for size in (16, 100_000):
+            body = os.urandom(size)
+            self.assertEqual(self.c.call("Bench/EchoPacket", body, rc.CODEC_RAW), body, size)
+
+    def test_echo_string(self):
+        self.assertEqual(self.c.call_json("Bench/EchoString", "héllo, rpcd"), "héllo, rpcd")
+
+    def test_sys_ping_and_routes(self):
+        self.assertEqual(self.c.call_json("Sys/Ping"), "pong")
+        names = {r["name"] for r in self.c.call_json("Sys/Routes")}
+        for want in ("Math/Sum", "Bench/EchoPacket", "Bench/EchoString", "Sys/Ping"):
+            self.assertIn(want, names)
+
+    def test_pipelined_50(self):
+        ids, blob = {}, bytearray()
+        for i in range(50):
+            cid, frame = self.c.request_frame(
+                "Math/Sum", json.dumps({"a": i, "b": 1000}).encode(), rc.CODEC_JSON)
+            ids[cid] = i + 1000
+            blob += frame
+        self.c.send_raw(bytes(blob))  # all 50 in one write, before any read
+        self.assertEqual(len(ids), 50)
+        for cid, want in ids.items():  # read all 50, each matched by its id
+            f = self.c.wait(cid)
+            self.assertEqual((f.call_id, json.loads(f.payload)), (cid, want))
+        self.assertEqual(self.c.pending, set())
+
+    def test_metadata_accepted(self):
+        md = [("trace-id", b"4bf92f3577b34da6"), ("tenant", b"acme"), ("empty", b"")]
+        self.assertEqual(self.c.call_json("Math/Sum", {"a": 2, "b": 3}, metadata=md), 5)
+        self.assertEqual(self.c.call("Bench/EchoPacket", b"\x00\xff", metadata=md), b"\x00\xff")
+
+    def test_unknown_route(self):
+        with self.assertRaises(rc.RpcError) as cm:
+            self.c.call_json("No/Such", {"x": 1})
+        self.assertEqual(cm.exception.code, rc.NOT_FOUND)
+        self.assertTrue(cm.exception.unprocessed, "Unprocessed flag (0x01) not set")
+        # An unknown route is an error of one call: the connection stays open.
+        self.assertEqual(self.c.call_json("Math/Sum", {"a": 1, "b": 1}), 2)
+
+    def test_ping_pong(self):
+        for payload in (b"", b"keepalive-1234", bytes(range(64))):
+            self.c.send_raw(rc.encode_frame(rc.PING, 0, payload=payload))
+            f = self.c.reader.read_frame()
+            self.assertEqual((f.kind, f.call_id, f.codec, f.flags), (rc.PONG, 0, rc.CODEC_RAW, 0))
+            self.assertEqual(f.payload, payload)
+        self.assertEqual(self.c.ping(b"via-helper"), b"via-helper")
+
+    def test_oneway_and_cancel(self):
+        # "A one-way call: no Response and no Error are ever sent, even when the
+        # route is unknown." Cancel of a finished call is harmless.
+        self.c.oneway("No/Such", b"x")
+        self.c.oneway("Math/Sum", b'{"a":1,"b":2}', rc.CODEC_JSON, metadata=[("k", b"v")])
+        done = self.c.send_request("Sys/Ping", codec=rc.CODEC_JSON)
+        self.c.wait(done)
+        self.c.cancel(done)
+        self.assertEqual(self.c.call_json("Math/Sum", {"a": 2, "b": 2}), 4)
+        self.assertEqual(self.c.ping(b"end"), b"end")
+        self.assertEqual(self.c.replies, {})
+
+    def test_bad_arguments(self):
+        # "A route that takes JSON answers a Request in another codec with Error
+        # InvalidArgument"; undecodable arguments are InvalidArgument too.
+        for payload, codec in ((b'{"a":1,"b":2}', rc.CODEC_RAW), (b"{bad", rc.CODEC_JSON)):
+            with self.assertRaises(rc.RpcError) as cm:
+                self.c.call("Math/Sum", payload, codec)
+            self.assertEqual(cm.exception.code, rc.INVALID_ARGUMENT)
+        self.assertEqual(self.c.call_json("Math/Sum", {"a": 1, "b": 1}), 2)
+
+    # Arguments that do not decode are refused before the handler acts, so the
+    # Error carries the Unprocessed flag (docs/protocol.md, Flags).
+    def test_bad_arguments_unprocessed(self):
+        for payload, codec in ((b'{"a":1,"b":2}', rc.CODEC_RAW), (b"{bad", rc.CODEC_JSON)):
+            with self.assertRaises(rc.RpcError) as cm:
+                self.c.call("Math/Sum", payload, codec)
+            self.assertTrue(cm.exception.unprocessed, "bad arguments not flagged Unprocessed")
+
+    def test_bad_magic_goaway(self):
+        self.c.send_raw(b"XX" + rc.encode_frame(rc.PING, 0)[2:])
+        f = self.c.reader.read_frame()
+        self.assertEqual((f.kind, f.call_id, f.codec), (rc.GOAWAY, 0, rc.CODEC_RAW))
+        last, code, msg = rc.parse_goaway(f.payload)
+        self.assertEqual((last, code), (0, rc.INTERNAL), msg)  # no calls taken in yet
+        # ... then the server closes the connection without reading further.
+        self.assertIsNone(self.c.reader.read_frame(), "expected end of stream after GoAway")
+
+    def test_goaway_names_last_call(self):
+        cid = self.c.send_request("Math/Sum", b'{"a":1,"b":2}', rc.CODEC_JSON)
+        self.c.send_raw(b"RD\x09" + bytes(21))  # unknown version: protocol error
+        f = self.c.wait(cid)  # the call before the bad frame is still answered
+        self.assertEqual(json.loads(f.payload), 3)
+        while self.c.goaway is None:
+            self.c.read_one()
+        self.assertEqual((self.c.goaway.last_call_id, self.c.goaway.code), (cid, rc.INTERNAL))
+        self.assertIsNone(self.c.reader.read_frame())
+        with self.assertRaises(rc.GoAwayError):  # no new calls after GoAway
+            self.c.send_request("Sys/Ping")
+
+
+def main() -> None:
+    global ADDR
+    if len(sys.argv) < 2:
+        sys.exit("usage: test_interop.py HOST:PORT")
+    host, _, port = sys.argv[1].rpartition(":")
+    ADDR = (host.strip("[]") or "127.0.0.1", int(port))
+    socket.setdefaulttimeout(TIMEOUT)
+    unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[2:])
+
+
+if __name__ == "__main__":
+    main()
