@@ -6,6 +6,7 @@ require (
 	github.com/bytedance/sonic v1.15.5
 	github.com/panjf2000/gnet/v2 v2.9.7
 	github.com/valyala/bytebufferpool v1.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -15,7 +16,6 @@ require (
 	github.com/klauspost/cpuid/v2 v2.2.9 // indirect
 	github.com/panjf2000/ants/v2 v2.11.3 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.0 // indirect
 	golang.org/x/arch v0.0.0-20210923205945-b76863e36670 // indirect

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +66,11 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 	defer cancel()
 	nc, err := c.opts.Dial(ctx, c.addr)
 	if err != nil {
-		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: "dial " + c.addr + ": " + err.Error(), Unprocessed: true}
+		msg := err.Error()
+		if _, ok := err.(*net.OpError); !ok { // an OpError names the address itself
+			msg = "dial " + c.addr + ": " + msg
+		}
+		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: true}
 	}
 	return newWire(nc, c.opts.Limits, c.addr), nil
 }

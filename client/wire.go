@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -338,7 +339,7 @@ func (w *wire) fail(cause error) {
 	if cause == errGoAway {
 		msg = "server went away"
 	} else if cause != nil && !errors.Is(cause, net.ErrClosed) {
-		msg += ": " + cause.Error()
+		msg += ": " + strings.TrimPrefix(cause.Error(), "rpcd: ")
 	}
 	w.err = &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: true}
 	pending := w.pending

@@ -98,6 +98,22 @@ func MessageOf(err error) string {
 	return err.Error()
 }
 
+// PanicError is the error of a handler that panicked. It goes on the wire
+// as an Internal error naming the route and the panic's value; the stack
+// stays with the server, for its log.
+type PanicError struct {
+	Route string
+	Value any    // what the handler panicked with
+	Stack []byte // the handler goroutine's stack at the panic
+}
+
+func (e *PanicError) Error() string { return e.Unwrap().Error() }
+
+// Unwrap returns the Internal *Error that CodeOf and MessageOf read.
+func (e *PanicError) Unwrap() error {
+	return Errorf(proto.CodeInternal, "handler for %s panicked: %v", e.Route, e.Value)
+}
+
 // IsUnprocessed reports whether err is an *Error marked Unprocessed.
 func IsUnprocessed(err error) bool {
 	var e *Error

@@ -3,7 +3,6 @@ package handler
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -125,8 +124,8 @@ func (rt *Route) IsBlocking() bool { return rt.blocking }
 // Serve runs the route's handler (with middleware) on req and appends the
 // reply to buf, returning the extended buf. The handler gets an empty slice
 // over buf's spare capacity, so a reply that fits is written in place. A panic
-// in the handler is logged with its stack and returned as an Internal error;
-// on any error, buf comes back as it was given.
+// in the handler is returned as a *PanicError, an Internal error on the wire,
+// for the transport to log; on any error, buf comes back as it was given.
 func (rt *Route) Serve(ctx context.Context, req, buf []byte) ([]byte, error) {
 	start := len(buf)
 	out, err := rt.serve(ctx, req, buf[start:start])
@@ -144,8 +143,7 @@ func (rt *Route) Serve(ctx context.Context, req, buf []byte) ([]byte, error) {
 func (rt *Route) serve(ctx context.Context, req, reply []byte) (out []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			slog.Error("rpcd: handler panicked", "route", rt.name, "panic", p, "stack", string(debug.Stack()))
-			out, err = nil, Errorf(proto.CodeInternal, "handler for %s panicked: %v", rt.name, p)
+			out, err = nil, &PanicError{Route: rt.name, Value: p, Stack: debug.Stack()}
 		}
 	}()
 	return rt.handler.ServeRPC(ctx, req, reply)

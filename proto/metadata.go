@@ -1,6 +1,9 @@
 package proto
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // Metadata is an encoded metadata section: a sequence of entries, each a
 // 1-byte key length, the key, a 2-byte big-endian value length and the value.
@@ -11,7 +14,7 @@ type Metadata []byte
 // printable ASCII and the value at most 65,535 bytes; AppendMetadata panics
 // otherwise, as the caller controls both.
 func AppendMetadata(md Metadata, key string, value []byte) Metadata {
-	if err := checkKey(key); err != nil {
+	if err := CheckMetadataKey(key); err != nil {
 		panic(err)
 	}
 	if len(value) > 0xffff {
@@ -106,13 +109,15 @@ func (md Metadata) Validate() error {
 	return nil
 }
 
-func checkKey(key string) error {
+// CheckMetadataKey reports why key cannot be a metadata key, or nil if it
+// can: 1 to 255 bytes of printable ASCII.
+func CheckMetadataKey(key string) error {
 	if len(key) == 0 || len(key) > 255 {
-		return errProtocol("metadata key of %d bytes, want 1 to 255", len(key))
+		return fmt.Errorf("rpcd: metadata key of %d bytes, want 1 to 255", len(key))
 	}
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c < 0x21 || c > 0x7e {
-			return errProtocol("metadata key byte 0x%02x is not printable ASCII", c)
+			return fmt.Errorf("rpcd: metadata key byte 0x%02x is not printable ASCII", c)
 		}
 	}
 	return nil

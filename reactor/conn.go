@@ -1,6 +1,7 @@
 package reactor
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,9 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 // with an Error when err is set or the reply is over the frame limit. A
 // one-way call's reply is dropped.
 func (c *conn) finishReply(out []byte, start int, id uint32, oneWay bool, err error) []byte {
+	if err != nil {
+		c.logPanic(err)
+	}
 	if oneWay {
 		if err != nil {
 			c.s.log.Debug("rpcd: one-way call failed", "remote", c.remote, "err", err)
@@ -104,6 +108,15 @@ func (c *conn) finishReply(out []byte, start int, id uint32, oneWay bool, err er
 		out = proto.AppendError(out[:start], id, flags, handler.CodeOf(err), handler.MessageOf(err))
 	}
 	return out
+}
+
+// logPanic logs the stack of a handler that panicked; a panic reaches the
+// caller only as an Internal error.
+func (c *conn) logPanic(err error) {
+	var pe *handler.PanicError
+	if errors.As(err, &pe) {
+		c.s.log.Error("rpcd: handler panicked", "route", pe.Route, "remote", c.remote, "panic", pe.Value, "stack", string(pe.Stack))
+	}
 }
 
 // refuse answers a call the server will not run with an Unprocessed Error.

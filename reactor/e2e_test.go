@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -254,7 +255,8 @@ func TestHandlerPanic(t *testing.T) {
 	reg := builtinRegistry()
 	reg.HandleFunc("Panic/Inline", func(context.Context, []byte, []byte) ([]byte, error) { panic("inline boom") })
 	reg.HandleFunc("Panic/Blocking", func(context.Context, []byte, []byte) ([]byte, error) { panic("pool boom") }, handler.Blocking())
-	s := start(t, reg, reactor.Options{})
+	var logs syncBuffer
+	s := start(t, reg, reactor.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	c := dial(t, s, client.Options{})
 	other := dial(t, s, client.Options{})
 	ctx := ctxT(t)
@@ -268,7 +270,29 @@ func TestHandlerPanic(t *testing.T) {
 				t.Fatalf("after %s: %q, %v", route, reply, err)
 			}
 		}
+		// The server's logger has the panic with its stack.
+		if log := logs.String(); !strings.Contains(log, "handler panicked\" route="+route) || !strings.Contains(log, "runtime/debug.Stack") {
+			t.Fatalf("no panic log with a stack for %s in:\n%s", route, log)
+		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestCallContext: the handler sees the route, id, metadata, remote address

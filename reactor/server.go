@@ -3,6 +3,7 @@ package reactor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -30,6 +31,7 @@ type Server struct {
 	stopped  chan struct{} // closed when ListenAndServe returns
 	eng      gnet.Engine
 	addr     net.Addr
+	bootErr  error // why the server could not finish starting
 	draining atomic.Bool
 
 	mu    sync.Mutex
@@ -70,10 +72,8 @@ func (s *Server) serve(addr string) error {
 		s.workers.Add(1)
 		go s.worker()
 	}
-	defer func() {
-		close(s.tasks)
-		s.workers.Wait()
-	}()
+	// Workers end once the queue is drained; Shutdown waits for them.
+	defer close(s.tasks)
 	if !strings.Contains(addr, "://") {
 		addr = "tcp://" + addr
 	}
@@ -89,8 +89,11 @@ func (s *Server) serve(addr string) error {
 	default:
 		close(s.booted) // gnet failed before OnBoot
 	}
-	if err == nil && s.draining.Load() {
-		err = ErrServerClosed
+	switch {
+	case s.bootErr != nil:
+		return s.bootErr
+	case err == nil && s.draining.Load():
+		return ErrServerClosed
 	}
 	return err
 }
@@ -105,10 +108,10 @@ func (s *Server) Start(addr string) error {
 	go func() { errc <- s.serve(addr) }()
 	select {
 	case <-s.booted:
-		if s.Addr() != nil {
+		if s.addr != nil {
 			return nil
 		}
-		return <-errc
+		return <-errc // gnet failed, or OnBoot stopped it
 	case err := <-errc:
 		return err
 	}
@@ -124,29 +127,35 @@ func (s *Server) Addr() net.Addr {
 	}
 }
 
-// OnBoot records the engine and the bound address.
+// OnBoot records the engine and the bound address; if the address cannot
+// be read, it stops the engine and ListenAndServe returns why.
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+	defer close(s.booted)
 	s.eng = eng
-	s.addr = listenerAddr(eng)
-	close(s.booted)
+	addr, err := listenerAddr(eng)
+	if err != nil {
+		s.bootErr = fmt.Errorf("rpcd: reading the listener's address: %w", err)
+		return gnet.Shutdown
+	}
+	s.addr = addr
 	return gnet.None
 }
 
 // listenerAddr asks the kernel which address the listener is bound to, so
 // that ":0" reports the port it got.
-func listenerAddr(eng gnet.Engine) net.Addr {
+func listenerAddr(eng gnet.Engine) (net.Addr, error) {
 	fd, err := eng.Dup()
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), "listener")
 	defer f.Close()
 	ln, err := net.FileListener(f)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	defer ln.Close()
-	return ln.Addr()
+	return ln.Addr(), nil
 }
 
 // OnOpen sets up a connection, or turns it away while draining.
@@ -235,8 +244,10 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 
 // Shutdown stops the server gracefully: it turns new connections away, sends
 // GoAway on every connection, waits for the calls in flight to be answered
-// and written, then stops the event loops. If ctx ends first, Shutdown
-// cancels the calls still running, stops anyway and returns ctx's error.
+// and written, then stops the event loops and the blocking pool. If ctx ends
+// first, Shutdown cancels the calls still running, stops the event loops
+// anyway and returns ctx's error; a Blocking handler that ignores its
+// cancelled context keeps its worker until it returns.
 func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.started.Load() || !s.draining.CompareAndSwap(false, true) {
 		return nil
@@ -271,6 +282,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	_ = s.eng.Stop(stopCtx)
 	select {
 	case <-s.stopped:
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+		return err
+	}
+	workersDone := make(chan struct{})
+	go func() { s.workers.Wait(); close(workersDone) }()
+	select {
+	case <-workersDone:
 	case <-ctx.Done():
 		if err == nil {
 			err = ctx.Err()

@@ -16,9 +16,10 @@ var processWide = []goleak.Option{
 }
 
 // VerifyTestMain runs the tests, then fails the run if any goroutine they
-// started is still running.
-func VerifyTestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, processWide...)
+// started is still running. opts add to goleak's options (a Cleanup, more
+// goroutines to ignore).
+func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
+	goleak.VerifyTestMain(m, append(opts, processWide...)...)
 }
 
 // VerifyNone fails t if any goroutine other than the process-wide ones is

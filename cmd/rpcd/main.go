@@ -1,0 +1,198 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/rpcd/rpcd/handler"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1 // a call, a connection or the server failed
+	exitUsage = 2 // the command line is wrong
+)
+
+// defaultAddr is where serve listens and where call and routes dial.
+const defaultAddr = "127.0.0.1:7070"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run runs the command line args (without the program name) and returns the
+// exit status. serve stops on SIGINT or SIGTERM.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, signals: notifySignals}
+	return c.run(args)
+}
+
+// cli is one run of the program with its standard streams. Tests build one
+// directly to feed serve its signals from a channel.
+type cli struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	// signals subscribes to the signals that stop serve; stop unsubscribes.
+	signals func() (sigs <-chan os.Signal, stop func())
+
+	// register, if set, adds routes after the built-in ones (tests).
+	register func(*handler.Registry)
+}
+
+// notifySignals relays SIGINT and SIGTERM, which stop serve.
+func notifySignals() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// command is a subcommand.
+type command struct {
+	name     string
+	synopsis string // what follows "rpcd name" in the usage line
+	summary  string // one line for the command list
+	about    string // a paragraph for -h
+	example  string // one or more example lines for -h
+
+	// setup defines the command's flags on fs and returns the function
+	// that runs the command once they are parsed, given the arguments
+	// left after the flags.
+	setup func(fs *flag.FlagSet) func(c *cli, args []string) error
+}
+
+// commands lists the subcommands in the order help shows them.
+var commands = []*command{serveCmd, callCmd, routesCmd}
+
+// lookup returns the command called name, or nil.
+func lookup(name string) *command {
+	for _, cmd := range commands {
+		if cmd.name == name {
+			return cmd
+		}
+	}
+	return nil
+}
+
+// run dispatches args to a command, or prints help, and returns the exit
+// status.
+func (c *cli) run(args []string) int {
+	if len(args) == 0 {
+		printCommands(c.stderr)
+		return exitUsage
+	}
+	switch name := args[0]; name {
+	case "-h", "-help", "--help":
+		printCommands(c.stdout)
+		return exitOK
+	case "help":
+		if len(args) == 1 {
+			printCommands(c.stdout)
+			return exitOK
+		}
+		cmd := lookup(args[1])
+		if cmd == nil {
+			fmt.Fprintf(c.stderr, "rpcd help: unknown command %q\n\n", args[1])
+			printCommands(c.stderr)
+			return exitUsage
+		}
+		fs, _ := cmd.flagSet()
+		fs.SetOutput(c.stdout)
+		fs.Usage()
+		return exitOK
+	default:
+		cmd := lookup(name)
+		if cmd == nil {
+			fmt.Fprintf(c.stderr, "rpcd: unknown command %q\n\n", name)
+			printCommands(c.stderr)
+			return exitUsage
+		}
+		return c.runCommand(cmd, args[1:])
+	}
+}
+
+// flagSet returns the command's flags, with a usage that shows the
+// synopsis, what the command does and an example, and the function that
+// runs the command.
+func (cmd *command) flagSet() (*flag.FlagSet, func(*cli, []string) error) {
+	fs := flag.NewFlagSet("rpcd "+cmd.name, flag.ContinueOnError)
+	runFn := cmd.setup(fs)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: rpcd %s %s\n\n%s\n\nexample:\n", cmd.name, cmd.synopsis, cmd.about)
+		for _, line := range strings.Split(cmd.example, "\n") {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+		fmt.Fprint(w, "\nflags:\n")
+		fs.PrintDefaults()
+	}
+	return fs, runFn
+}
+
+// runCommand parses the command's flags and runs it. -h prints the usage on
+// standard output and exits 0; a usage error prints the mistake and the
+// usage line on standard error and exits 2.
+func (c *cli) runCommand(cmd *command, args []string) int {
+	fs, runFn := cmd.flagSet()
+	fs.SetOutput(io.Discard) // Parse's own messages; reported below
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(c.stdout)
+		fs.Usage()
+		return exitOK
+	}
+	fs.SetOutput(c.stderr)
+	if err == nil {
+		err = runFn(c, fs.Args())
+	} else {
+		err = &usageError{err.Error()}
+	}
+	var ue *usageError
+	var st exitStatus
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(c.stderr, "rpcd %s: %s\nusage: rpcd %s %s\nRun \"rpcd %s -h\" for more.\n",
+			cmd.name, ue.msg, cmd.name, cmd.synopsis, cmd.name)
+		return exitUsage
+	case errors.As(err, &st):
+		return int(st)
+	default:
+		fmt.Fprintln(c.stderr, err)
+		return exitFail
+	}
+}
+
+// usageError is a mistake on the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// usagef returns a usageError with the formatted message.
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// exitStatus ends a command whose failure has already been reported (in
+// the log) with that status.
+type exitStatus int
+
+func (s exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
+
+// printCommands writes the list of commands to w.
+func printCommands(w io.Writer) {
+	fmt.Fprint(w, "Rpcd serves rpcd routes and calls them.\n\nusage: rpcd <command> [flags] [arguments]\n\ncommands:\n")
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-7s %s\n", cmd.name, cmd.summary)
+	}
+	fmt.Fprintf(w, "  %-7s %s\n", "help", "print this list, or a command's usage: rpcd help call")
+	fmt.Fprint(w, "\nRun \"rpcd <command> -h\" for a command's flags.\n")
+}

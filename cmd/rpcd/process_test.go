@@ -1,0 +1,188 @@
+package main
+
+import (
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestProcessCall runs `rpcd call` and `rpcd routes` processes against one
+// `rpcd serve` process.
+func TestProcessCall(t *testing.T) {
+	d := startServe(t, "-log-format", "json", "-loops", "2")
+	a := d.addr
+
+	tests := []struct {
+		name       string
+		stdin      string
+		args       []string
+		wantCode   int
+		wantStdout string // exact
+		wantStderr string // substring; "" means stderr must be empty
+	}{
+		{name: "sum", args: []string{"call", "-addr", a, "Math/Sum", `{"a":1,"b":2}`},
+			wantStdout: "3\n"},
+		{name: "sum with spaces", args: []string{"call", "-addr", a, "Math/Sum", "{ \"a\": 40,\n \"b\": 2 }"},
+			wantStdout: "42\n"},
+		{name: "arg from stdin", stdin: "{\"a\":2,\"b\":3}\n", args: []string{"call", "-addr", a, "Math/Sum", "-"},
+			wantStdout: "5\n"},
+		{name: "no arg", args: []string{"call", "-addr", a, "Bench/NoArg"},
+			wantStdout: "42\n"},
+		{name: "string reply", args: []string{"call", "-addr", a, "Bench/EchoString", `"hi there"`},
+			wantStdout: "\"hi there\"\n"},
+		{name: "meta", args: []string{"call", "-addr", a, "-meta", "trace-id=abc123", "-meta", "tenant=t1", "Sys/Ping"},
+			wantStdout: "\"pong\"\n"},
+		{name: "raw arg", args: []string{"call", "-raw", "-addr", a, "Bench/EchoPacket", "hello"},
+			wantStdout: "hello"},
+		{name: "raw from stdin", stdin: "bytes\x00\xff\nmore\n", args: []string{"call", "-raw", "-addr", a, "Bench/EchoPacket", "-"},
+			wantStdout: "bytes\x00\xff\nmore\n"},
+		{name: "raw no arg", args: []string{"call", "-raw", "-addr", a, "Bench/EchoPacket"},
+			wantStdout: ""},
+		{name: "unknown route", args: []string{"call", "-addr", a, "No/Such"},
+			wantCode: 1, wantStderr: "rpcd: not found: no route No/Such"},
+		{name: "bad argument", args: []string{"call", "-addr", a, "Math/Sum", `"seven"`},
+			wantCode: 1, wantStderr: "rpcd: invalid argument: "},
+		{name: "json route called raw", args: []string{"call", "-raw", "-addr", a, "Math/Sum", `{"a":1,"b":2}`},
+			wantCode: 1, wantStderr: "rpcd: invalid argument: "},
+		{name: "invalid json", args: []string{"call", "-addr", a, "Math/Sum", `{"a":1,`},
+			wantCode: 2, wantStderr: "not valid JSON"},
+		{name: "empty stdin is not json", args: []string{"call", "-addr", a, "Math/Sum", "-"},
+			wantCode: 2, wantStderr: "not valid JSON"},
+		{name: "bad meta", args: []string{"call", "-addr", a, "-meta", "novalue", "Sys/Ping"},
+			wantCode: 2, wantStderr: "key=value"},
+		{name: "missing route", args: []string{"call", "-addr", a},
+			wantCode: 2, wantStderr: "usage: rpcd call"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := rpcd(t, tt.stdin, tt.args...)
+			if r.code != tt.wantCode {
+				t.Errorf("exit status %d, want %d; stderr:\n%s", r.code, tt.wantCode, r.stderr)
+			}
+			if r.stdout != tt.wantStdout {
+				t.Errorf("stdout %q, want %q", r.stdout, tt.wantStdout)
+			}
+			if tt.wantStderr == "" && r.stderr != "" {
+				t.Errorf("stderr %q, want none", r.stderr)
+			}
+			if !strings.Contains(r.stderr, tt.wantStderr) {
+				t.Errorf("stderr %q, want it to contain %q", r.stderr, tt.wantStderr)
+			}
+		})
+	}
+
+	t.Run("routes", func(t *testing.T) {
+		r := rpcd(t, "", "routes", "-addr", a)
+		if r.code != 0 || r.stderr != "" {
+			t.Fatalf("exit status %d, stderr %q", r.code, r.stderr)
+		}
+		got := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+		for _, want := range []string{"Bench/EchoPacket", "Bench/EchoString", "Bench/MultiArgs", "Bench/NoArg", "Math/Sum", "Sys/Ping", "Sys/Routes"} {
+			if !slices.Contains(got, want) {
+				t.Errorf("routes lack %s; got:\n%s", want, r.stdout)
+			}
+		}
+		if !slices.IsSorted(got) {
+			t.Errorf("routes not in the server's (sorted) order:\n%s", r.stdout)
+		}
+	})
+}
+
+// TestProcessServeSignals checks that serve drains and exits 0 on SIGTERM
+// and SIGINT, with the default text log.
+func TestProcessServeSignals(t *testing.T) {
+	for _, sig := range []os.Signal{syscall.SIGTERM, os.Interrupt} {
+		t.Run(sig.String(), func(t *testing.T) {
+			d := startServe(t)
+			if r := rpcd(t, "", "call", "-addr", d.addr, "Sys/Ping"); r.code != 0 || r.stdout != "\"pong\"\n" {
+				t.Fatalf("call before the signal: exit status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+			if code := d.stop(t, sig); code != 0 {
+				t.Errorf("exit status %d after %v, want 0; log:\n%s", code, sig, d.log.String())
+			}
+			log := d.log.String()
+			for _, want := range []string{`msg="rpcd: serving"`, "GOMAXPROCS=", "routes=", `msg="rpcd: draining"`, `msg="rpcd: stopped"`} {
+				if !strings.Contains(log, want) {
+					t.Errorf("log lacks %s:\n%s", want, log)
+				}
+			}
+		})
+	}
+}
+
+// TestProcessServePortTaken checks that serve exits 1 when its address is
+// in use.
+func TestProcessServePortTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	r := rpcd(t, "", "serve", "-addr", ln.Addr().String())
+	if r.code != 1 {
+		t.Errorf("exit status %d, want 1; stderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "rpcd: cannot listen") || !strings.Contains(r.stderr, ln.Addr().String()) {
+		t.Errorf("stderr does not say it cannot listen on %s:\n%s", ln.Addr(), r.stderr)
+	}
+}
+
+// TestProcessCallNoServer checks that a call with no server to answer exits
+// 1 with a message naming the address.
+func TestProcessCallNoServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	for _, cmd := range []string{"call", "routes"} {
+		args := []string{cmd, "-addr", addr, "-timeout", "2s"}
+		if cmd == "call" {
+			args = append(args, "Sys/Ping")
+		}
+		r := rpcd(t, "", args...)
+		if r.code != 1 || r.stdout != "" {
+			t.Errorf("%s: exit status %d, stdout %q; want 1 and none", cmd, r.code, r.stdout)
+		}
+		if !strings.Contains(r.stderr, "rpcd: unavailable: dial tcp "+addr+": connect: connection refused") {
+			t.Errorf("%s: stderr %q does not name the failed dial", cmd, r.stderr)
+		}
+	}
+}
+
+// TestProcessHelp checks the help of the binary itself.
+func TestProcessHelp(t *testing.T) {
+	tests := []struct {
+		args     []string
+		wantCode int
+		want     string // in stdout when 0, in stderr otherwise
+	}{
+		{[]string{"-h"}, 0, "commands:"},
+		{[]string{"help"}, 0, "commands:"},
+		{[]string{"help", "call"}, 0, "usage: rpcd call [flags] ROUTE [ARG]"},
+		{[]string{"serve", "-h"}, 0, "usage: rpcd serve [flags]"},
+		{[]string{"call", "-h"}, 0, "example:\n  rpcd call Math/Sum"},
+		{[]string{"routes", "-help"}, 0, "usage: rpcd routes [flags]"},
+		{nil, 2, "commands:"},
+		{[]string{"frobnicate"}, 2, `rpcd: unknown command "frobnicate"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(append([]string{"rpcd"}, tt.args...), " "), func(t *testing.T) {
+			r := rpcd(t, "", tt.args...)
+			if r.code != tt.wantCode {
+				t.Errorf("exit status %d, want %d", r.code, tt.wantCode)
+			}
+			out := r.stdout
+			if tt.wantCode != 0 {
+				out = r.stderr
+			}
+			if !strings.Contains(out, tt.want) {
+				t.Errorf("output lacks %q:\nstdout:\n%s\nstderr:\n%s", tt.want, r.stdout, r.stderr)
+			}
+		})
+	}
+}

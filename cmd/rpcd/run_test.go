@@ -1,0 +1,311 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// TestRunUsage checks, in process, the command lines that end before
+// anything is served or dialled.
+func TestRunUsage(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string // substring
+		wantStderr string // substring
+	}{
+		{"no args", nil, 2, "", "usage: rpcd <command>"},
+		{"-h", []string{"-h"}, 0, "usage: rpcd <command>", ""},
+		{"--help", []string{"--help"}, 0, "usage: rpcd <command>", ""},
+		{"help", []string{"help"}, 0, "call    call a route", ""},
+		{"help serve", []string{"help", "serve"}, 0, "-drain-timeout duration", ""},
+		{"help unknown", []string{"help", "nope"}, 2, "", `unknown command "nope"`},
+		{"unknown command", []string{"nope"}, 2, "", `rpcd: unknown command "nope"`},
+		{"serve -h", []string{"serve", "-h"}, 0, "example:\n  rpcd serve -addr", ""},
+		{"serve unknown flag", []string{"serve", "-port", "1"}, 2, "", "rpcd serve: flag provided but not defined: -port"},
+		{"serve argument", []string{"serve", "now"}, 2, "", `unexpected argument "now"`},
+		{"serve negative loops", []string{"serve", "-loops", "-1"}, 2, "", "-loops is -1"},
+		{"serve tiny frame", []string{"serve", "-max-frame", "8"}, 2, "", "-max-frame is 8"},
+		{"serve negative inflight", []string{"serve", "-max-inflight", "-3"}, 2, "", "-max-inflight is -3"},
+		{"serve zero drain", []string{"serve", "-drain-timeout", "0s"}, 2, "", "-drain-timeout is 0s"},
+		{"serve bad duration", []string{"serve", "-drain-timeout", "soon"}, 2, "", "invalid value"},
+		{"serve log level", []string{"serve", "-log-level", "loud"}, 2, "", `-log-level is "loud"`},
+		{"serve log format", []string{"serve", "-log-format", "xml"}, 2, "", `-log-format is "xml"`},
+		{"call -h", []string{"call", "-h"}, 0, "usage: rpcd call [flags] ROUTE [ARG]", ""},
+		{"call no route", []string{"call"}, 2, "", "want ROUTE and at most one ARG, got 0"},
+		{"call too many", []string{"call", "A/B", "1", "2"}, 2, "", "got 3 arguments"},
+		{"call bad route", []string{"call", "A B"}, 2, "", "want printable ASCII"},
+		{"call bad json", []string{"call", "Math/Sum", "{a:1}"}, 2, "", "ARG is not valid JSON"},
+		{"call two json values", []string{"call", "Math/Sum", "1 2"}, 2, "", "ARG is not valid JSON"},
+		{"call zero timeout", []string{"call", "-timeout", "0s", "Sys/Ping"}, 2, "", "-timeout is 0s"},
+		{"call meta no =", []string{"call", "-meta", "k", "Sys/Ping"}, 2, "", `"k" is not key=value`},
+		{"call meta empty key", []string{"call", "-meta", "=v", "Sys/Ping"}, 2, "", "want 1 to 255"},
+		{"call meta bad key", []string{"call", "-meta", "k\x01=v", "Sys/Ping"}, 2, "", "is not printable ASCII"},
+		{"call meta long key", []string{"call", "-meta", strings.Repeat("k", 256) + "=v", "Sys/Ping"}, 2, "", "key of 256 bytes"},
+		{"routes -h", []string{"routes", "-h"}, 0, "rpcd routes -addr", ""},
+		{"routes argument", []string{"routes", "extra"}, 2, "", `unexpected argument "extra"`},
+		{"routes zero timeout", []string{"routes", "-timeout", "-1s"}, 2, "", "-timeout is -1s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tt.args, strings.NewReader(""), &stdout, &stderr)
+			if code != tt.wantCode {
+				t.Errorf("exit status %d, want %d; stderr:\n%s", code, tt.wantCode, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tt.wantStdout) {
+				t.Errorf("stdout lacks %q:\n%s", tt.wantStdout, stdout.String())
+			}
+			if !strings.Contains(stderr.String(), tt.wantStderr) {
+				t.Errorf("stderr lacks %q:\n%s", tt.wantStderr, stderr.String())
+			}
+			if tt.wantCode == 0 && stderr.Len() > 0 {
+				t.Errorf("stderr %q, want none", stderr.String())
+			}
+			if tt.wantCode == 2 && stdout.Len() > 0 {
+				t.Errorf("stdout %q on a usage error, want none", stdout.String())
+			}
+		})
+	}
+}
+
+// spacedJSON is Test/Spaced's reply: JSON as no encoder would write it.
+const spacedJSON = "{ \"a\" :  [1, 2.50],\n\t\"b\": \"\\u00e9\" }"
+
+// testRoutes are added to the built-in routes by the in-process servers:
+// Test/Meta returns the call's trace-id metadata; Test/Spaced returns
+// spacedJSON; Test/Block is Blocking, tells entered it runs and returns when
+// its context ends.
+func testRoutes(entered chan<- struct{}) func(*handler.Registry) {
+	return func(reg *handler.Registry) {
+		reg.Handle("Test/Meta", handler.Func(func(ctx context.Context, _ struct{}) (string, error) {
+			v, _ := handler.CallFrom(ctx).Metadata.Get("trace-id")
+			return string(v), nil
+		}))
+		reg.HandleFunc("Test/Spaced", func(_ context.Context, _, reply []byte) ([]byte, error) {
+			return append(reply, spacedJSON...), nil
+		})
+		reg.Handle("Test/Block", handler.Func(func(ctx context.Context, _ struct{}) (int, error) {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), handler.Blocking())
+	}
+}
+
+// server is `rpcd serve` run in this process, stopped by signals sent on
+// sigs.
+type server struct {
+	sigs chan os.Signal
+	log  *syncBuffer
+	code chan int // receives serve's exit status
+	addr string
+}
+
+// serveInProcess runs serve with args and the test routes until it logs
+// its address. The test's cleanup stops it if it still runs.
+func serveInProcess(t *testing.T, entered chan<- struct{}, args ...string) *server {
+	t.Helper()
+	s := &server{sigs: make(chan os.Signal, 2), log: &syncBuffer{}, code: make(chan int, 1)}
+	c := &cli{
+		stdin:    strings.NewReader(""),
+		stdout:   &bytes.Buffer{},
+		stderr:   s.log,
+		signals:  func() (<-chan os.Signal, func()) { return s.sigs, func() {} },
+		register: testRoutes(entered),
+	}
+	args = append([]string{"serve", "-addr", "127.0.0.1:0", "-log-format", "json", "-loops", "1"}, args...)
+	exited := make(chan struct{})
+	go func() {
+		s.code <- c.run(args)
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+			return
+		default:
+		}
+		s.sigs <- syscall.SIGTERM
+		select {
+		case <-exited:
+		case <-time.After(stopTimeout):
+			t.Errorf("in-process serve did not stop within %v of SIGTERM", stopTimeout)
+		}
+	})
+	addr, err := waitServing(s.log, exited)
+	if err != nil {
+		t.Fatalf("serve: %v; log:\n%s", err, s.log.String())
+	}
+	s.addr = addr
+	return s
+}
+
+// wait returns serve's exit status, failing the test if it takes longer
+// than d.
+func (s *server) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case code := <-s.code:
+		return code
+	case <-time.After(d):
+		t.Fatalf("serve did not return within %v; log:\n%s", d, s.log.String())
+		return -1
+	}
+}
+
+// callInProcess runs `rpcd call` or `rpcd routes` in this process.
+func callInProcess(args ...string) (stdout, stderr string, code int) {
+	var o, e bytes.Buffer
+	c := &cli{stdin: strings.NewReader(""), stdout: &o, stderr: &e}
+	code = c.run(args)
+	return o.String(), e.String(), code
+}
+
+func TestServeInProcess(t *testing.T) {
+	s := serveInProcess(t, nil)
+
+	if out, errOut, code := callInProcess("call", "-addr", s.addr, "-meta", "trace-id=abc123", "Test/Meta"); code != 0 || out != "\"abc123\"\n" {
+		t.Errorf("call with -meta: exit status %d, stdout %q, stderr %q; want 0 and %q", code, out, errOut, "\"abc123\"\n")
+	}
+	if out, errOut, code := callInProcess("call", "-addr", s.addr, "Test/Spaced"); code != 0 || out != spacedJSON+"\n" {
+		t.Errorf("call: exit status %d, stdout %q, stderr %q; want 0 and the reply verbatim, %q", code, out, errOut, spacedJSON+"\n")
+	}
+	if out, errOut, code := callInProcess("call", "-addr", s.addr, "-timeout", "200ms", "Test/Block"); code != 1 || !strings.Contains(errOut, "rpcd: deadline exceeded") {
+		t.Errorf("call past its timeout: exit status %d, stdout %q, stderr %q; want 1 and a deadline error", code, out, errOut)
+	}
+	out, errOut, code := callInProcess("routes", "-addr", s.addr)
+	if code != 0 || !strings.Contains(out, "\nTest/Block (blocking)\nTest/Meta\nTest/Spaced\n") {
+		t.Errorf("routes: exit status %d, stdout %q, stderr %q; want Test/Block marked blocking", code, out, errOut)
+	}
+
+	s.sigs <- syscall.SIGTERM
+	if code := s.wait(t, stopTimeout); code != 0 {
+		t.Errorf("exit status %d after SIGTERM, want 0; log:\n%s", code, s.log.String())
+	}
+	for _, want := range []string{`"msg":"rpcd: serving"`, `"loops":1`, `"msg":"rpcd: draining"`, `"signal":"terminated"`, `"msg":"rpcd: stopped"`} {
+		if !strings.Contains(s.log.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, s.log.String())
+		}
+	}
+}
+
+// blockingCall starts a Test/Block call and waits until its handler runs.
+// The returned channel receives the call's error.
+func blockingCall(t *testing.T, addr string, entered <-chan struct{}) <-chan error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	cl, err := client.Dial(ctx, addr, client.Options{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		defer cancel()
+		defer cl.Close()
+		errc <- cl.Call(ctx, "Test/Block", nil, nil)
+	}()
+	select {
+	case <-entered:
+	case err := <-errc:
+		t.Fatalf("Test/Block returned before the signal: %v", err)
+	case <-time.After(startTimeout):
+		t.Fatal("Test/Block did not start")
+	}
+	return errc
+}
+
+// TestServeDrainTimeout checks that a call outlasting -drain-timeout makes
+// serve exit 1 once the timeout passes.
+func TestServeDrainTimeout(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	s := serveInProcess(t, entered, "-drain-timeout", "300ms")
+	errc := blockingCall(t, s.addr, entered)
+
+	start := time.Now()
+	s.sigs <- syscall.SIGTERM
+	if code := s.wait(t, stopTimeout); code != 1 {
+		t.Errorf("exit status %d after a drain timeout, want 1; log:\n%s", code, s.log.String())
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("serve returned %v after the signal, before the drain timeout", d)
+	}
+	if !strings.Contains(s.log.String(), "rpcd: drain timed out") {
+		t.Errorf("log does not report the drain timeout:\n%s", s.log.String())
+	}
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Error("the call cut short by the shutdown succeeded")
+		}
+	case <-time.After(stopTimeout):
+		t.Fatal("the call in flight did not end after the shutdown")
+	}
+}
+
+// TestServeSecondSignal checks that a second signal during a drain makes
+// serve return at once with status 1.
+func TestServeSecondSignal(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	s := serveInProcess(t, entered, "-drain-timeout", "1m")
+	errc := blockingCall(t, s.addr, entered)
+
+	s.sigs <- syscall.SIGTERM
+	if err := waitLog(s.log, "rpcd: draining"); err != nil {
+		t.Fatal(err)
+	}
+	s.sigs <- os.Interrupt
+	if code := s.wait(t, 5*time.Second); code != 1 {
+		t.Errorf("exit status %d after a second signal, want 1; log:\n%s", code, s.log.String())
+	}
+	if !strings.Contains(s.log.String(), "rpcd: second signal") {
+		t.Errorf("log does not report the second signal:\n%s", s.log.String())
+	}
+	// Returning cut the drain short, which cancels the call in flight.
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Error("the call cut short by the shutdown succeeded")
+		}
+	case <-time.After(stopTimeout):
+		t.Fatal("the call in flight did not end after serve returned")
+	}
+}
+
+// waitLog waits up to startTimeout for log to contain s.
+func waitLog(log *syncBuffer, s string) error {
+	deadline := time.Now().Add(startTimeout)
+	for !strings.Contains(log.String(), s) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("log lacks %q after %v:\n%s", s, startTimeout, log.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
+// TestCallStdinTooLarge checks that an ARG on standard input larger than
+// any frame is refused before anything is dialled.
+func TestCallStdinTooLarge(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	c := &cli{stdin: strings.NewReader(strings.Repeat("x", proto.DefaultMaxFrameSize+1)), stdout: &stdout, stderr: &stderr}
+	code := c.run([]string{"call", "-raw", "-addr", "127.0.0.1:1", "Bench/EchoPacket", "-"})
+	if code != 1 || !strings.Contains(stderr.String(), "exceeds the frame limit") {
+		t.Errorf("exit status %d, stderr %q; want 1 and the frame limit named", code, stderr.String())
+	}
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/proto"
+	"github.com/rpcd/rpcd/reactor"
+)
+
+var serveCmd = &command{
+	name:     "serve",
+	synopsis: "[flags]",
+	summary:  "serve the built-in routes",
+	about: `Serve listens on -addr and serves the built-in routes (Sys/*, Math/Sum,
+Bench/*) on gnet event loops, logging to standard error. Once listening it
+logs "rpcd: serving" with the address it is bound to. On SIGINT or SIGTERM
+it drains: it sends GoAway on every connection, answers the calls in flight
+for up to -drain-timeout, logs "rpcd: stopped" and exits 0, or 1 if the
+calls outlast -drain-timeout. A second signal exits at once with status 1.`,
+	example: `rpcd serve -addr 127.0.0.1:7070 -log-format json`,
+	setup:   setupServe,
+}
+
+// serveFlags are serve's flags.
+type serveFlags struct {
+	addr         string
+	loops        int
+	maxFrame     int
+	maxInflight  int
+	drainTimeout time.Duration
+	logLevel     string
+	logFormat    string
+}
+
+// setupServe defines serve's flags; see command.setup.
+func setupServe(fs *flag.FlagSet) func(*cli, []string) error {
+	f := &serveFlags{}
+	fs.StringVar(&f.addr, "addr", defaultAddr, "`address` to listen on: host:port (port 0 picks one), or unix:///path")
+	fs.IntVar(&f.loops, "loops", 0, "number of event loops; 0 means GOMAXPROCS")
+	fs.IntVar(&f.maxFrame, "max-frame", proto.DefaultMaxFrameSize, "largest frame read or written, header included, in `bytes`")
+	fs.IntVar(&f.maxInflight, "max-inflight", 0, "blocking calls in flight per connection; 0 means the reactor's default")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "how long a shutdown waits for the calls in flight")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log `format`: text or json")
+	return func(c *cli, args []string) error { return c.serve(f, args) }
+}
+
+func (c *cli) serve(f *serveFlags, args []string) error {
+	if len(args) > 0 {
+		return usagef("unexpected argument %q", args[0])
+	}
+	switch {
+	case f.loops < 0:
+		return usagef("-loops is %d, want 0 or more", f.loops)
+	case f.maxFrame < proto.HeaderSize:
+		return usagef("-max-frame is %d, want at least %d", f.maxFrame, proto.HeaderSize)
+	case f.maxInflight < 0:
+		return usagef("-max-inflight is %d, want 0 or more", f.maxInflight)
+	case f.drainTimeout <= 0:
+		return usagef("-drain-timeout is %v, want more than 0", f.drainTimeout)
+	}
+	logger, err := newLogger(c.stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+
+	reg := handler.NewRegistry()
+	builtin.Register(reg)
+	if c.register != nil {
+		c.register(reg)
+	}
+	loops := f.loops
+	if loops == 0 {
+		loops = runtime.GOMAXPROCS(0)
+	}
+	srv := reactor.New(reg, reactor.Options{
+		Loops:       loops,
+		Limits:      proto.Limits{MaxFrameSize: f.maxFrame},
+		MaxInflight: f.maxInflight,
+		Logger:      logger,
+	})
+
+	// Subscribe before listening: a signal that comes once the address is
+	// logged must drain, not kill the process.
+	sigs, stopSignals := c.signals()
+	defer stopSignals()
+
+	if err := srv.Start(f.addr); err != nil {
+		logger.Error("rpcd: cannot listen", "addr", f.addr, "err", err)
+		return exitStatus(exitFail)
+	}
+	logger.Info("rpcd: serving",
+		"addr", srv.Addr().String(),
+		"loops", loops,
+		"GOMAXPROCS", runtime.GOMAXPROCS(0),
+		"routes", len(reg.Routes()))
+
+	sig := <-sigs
+	logger.Info("rpcd: draining", "signal", sig.String(), "timeout", f.drainTimeout.String())
+	ctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
+	defer cancel() // on a second signal, also cuts the drain short
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			logger.Error("rpcd: drain timed out; calls still in flight were cancelled", "timeout", f.drainTimeout.String(), "err", err)
+			logger.Info("rpcd: stopped")
+			return exitStatus(exitFail)
+		}
+		logger.Info("rpcd: stopped")
+		return nil
+	case sig := <-sigs:
+		logger.Error("rpcd: second signal; exiting without draining", "signal", sig.String())
+		return exitStatus(exitFail)
+	}
+}
+
+// newLogger returns a logger writing to w at level ("debug", "info", "warn"
+// or "error") in format ("text" or "json").
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	switch level {
+	case "debug":
+		lv = slog.LevelDebug
+	case "info":
+		lv = slog.LevelInfo
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		return nil, usagef("-log-level is %q, want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usagef("-log-format is %q, want text or json", format)
+}
