@@ -7,6 +7,7 @@ test:
 lint:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	go vet ./...
+	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 # Each parser for a while; FUZZTIME=5m for longer.
 FUZZTIME ?= 30s

@@ -89,7 +89,11 @@ func (c *Client) keep(s *slot) {
 			}
 			w.close(nil)
 			s.w.Store(nil)
-			attempt = 0
+			// A connection that lived a while resets the backoff; one cut at
+			// once (a draining server turns new ones away) keeps it growing.
+			if time.Since(w.born) > time.Second {
+				attempt = 0
+			}
 		}
 		select {
 		case <-time.After(c.backoff(attempt)):

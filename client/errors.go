@@ -1,8 +1,6 @@
 package client
 
 import (
-	"errors"
-
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -15,5 +13,3 @@ var ErrClosed error = &handler.Error{Code: proto.CodeUnavailable, Message: "clie
 func errNoConn(addr string) error {
 	return &handler.Error{Code: proto.CodeUnavailable, Message: "no connection to " + addr, Unprocessed: true}
 }
-
-var errBadReply = errors.New("rpcd: reply does not decode")

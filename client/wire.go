@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
@@ -20,6 +21,7 @@ type wire struct {
 	nc   net.Conn
 	lim  proto.Limits
 	addr string
+	born time.Time
 
 	pmu     sync.Mutex
 	pending map[uint32]*call
@@ -43,6 +45,7 @@ func newWire(nc net.Conn, lim proto.Limits, addr string) *wire {
 		nc:      nc,
 		lim:     lim,
 		addr:    addr,
+		born:    time.Now(),
 		pending: make(map[uint32]*call),
 		wsig:    make(chan struct{}, 1),
 		done:    make(chan struct{}),

@@ -131,12 +131,13 @@ func (c *conn) refuse(out []byte, f *proto.Frame, code proto.Code, msg string) [
 // cancel cancels a blocking call in flight. Inline calls finish before the
 // loop reads the next frame, so they are never found here.
 func (c *conn) cancel(id uint32) {
+	// Under mu, so the task cannot finish and be reused for another call
+	// between the lookup and the cancel.
 	c.mu.Lock()
-	t := c.calls[id]
-	c.mu.Unlock()
-	if t != nil {
+	if t := c.calls[id]; t != nil {
 		t.call.Cancel(errCanceled)
 	}
+	c.mu.Unlock()
 }
 
 // goAway appends the connection's GoAway and refuses calls from now on.
