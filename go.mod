@@ -3,6 +3,7 @@ module github.com/rpcd/rpcd
 go 1.26
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/bytedance/sonic v1.15.5
 	github.com/panjf2000/gnet/v2 v2.9.7
 	github.com/valyala/bytebufferpool v1.0.0

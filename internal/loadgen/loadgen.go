@@ -1,0 +1,275 @@
+// Package loadgen drives calls at a server and measures them: throughput,
+// errors by kind, and latency percentiles from an HDR histogram. It knows
+// nothing of rpcd's transport; a caller supplies the call. `rpcd bench` and
+// the bench module's peer comparison both run on it.
+//
+// Two shapes of load: closed loop (Callers goroutines each call as fast as
+// replies come) and open loop (Rate calls per second in total, each call's
+// latency measured from when it was scheduled, so a stalled server cannot
+// hide its latency by slowing the callers down, as wrk2 does it).
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// ErrWrongReply is what a CallFunc returns for a reply that arrived but is
+// not the one expected (an echo that differs, a sum that is wrong).
+var ErrWrongReply = errors.New("rpcd: wrong reply")
+
+// CallFunc makes one call for caller number worker (0 to Callers-1) and
+// returns the bytes it moved, request and reply together.
+type CallFunc func(ctx context.Context, worker int) (bytes int, err error)
+
+// Config shapes a run. Callers and one of Duration or Calls are required.
+type Config struct {
+	Callers  int           // concurrent callers
+	Duration time.Duration // how long to measure; ignored if Calls > 0
+	Calls    int64         // how many calls to measure, in total
+	Warmup   time.Duration // calls before measuring, not counted
+
+	// Rate, if positive, makes the load open-loop: this many calls per
+	// second in total, spread evenly over the callers, each latency counted
+	// from the call's scheduled start.
+	Rate float64
+
+	// Classify names an error for the per-kind counts; default: the
+	// error's text, "wrong reply" for ErrWrongReply.
+	Classify func(error) string
+
+	// Progress, if set, is called about once a second with the figures so
+	// far (a live progress line).
+	Progress func(Progress)
+}
+
+// Progress is a run's state while it runs.
+type Progress struct {
+	Elapsed time.Duration
+	Calls   int64
+	Errors  int64
+}
+
+// Result is a finished run.
+type Result struct {
+	Calls       int64            `json:"calls"`
+	Errors      int64            `json:"errors"`
+	ErrorsBy    map[string]int64 `json:"errors_by,omitempty"`
+	Elapsed     time.Duration    `json:"-"`
+	CallsPerSec float64          `json:"calls_per_sec"`
+	BytesPerSec float64          `json:"bytes_per_sec"`
+	MeanUS      float64          `json:"mean_us"`
+	P50US       float64          `json:"p50_us"`
+	P90US       float64          `json:"p90_us"`
+	P99US       float64          `json:"p99_us"`
+	P999US      float64          `json:"p999_us"`
+	MaxUS       float64          `json:"max_us"`
+	// CPUPerCall is this process's user+system CPU time over the measured
+	// part of the run, divided by the calls: the load generator's side of
+	// the bill (and the server's too, when it runs in this process).
+	CPUPerCallUS float64 `json:"cpu_per_call_us"`
+}
+
+// Histograms record nanoseconds from 100ns to 2 minutes at 3 significant
+// digits.
+func newHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(100, 120e9, 3) }
+
+// caller is one caller's own tallies, merged at the end so callers never
+// share a lock.
+type caller struct {
+	hist   *hdrhistogram.Histogram
+	calls  int64
+	bytes  int64
+	errors map[string]int64
+}
+
+// Run runs the load until the duration or the number of calls is reached,
+// or ctx ends, and returns what it measured. An error means the run could
+// not be made (a bad Config); failed calls are counted, not returned.
+func Run(ctx context.Context, cfg Config, call CallFunc) (Result, error) {
+	if cfg.Callers <= 0 {
+		return Result{}, fmt.Errorf("rpcd: loadgen: %d callers, want at least 1", cfg.Callers)
+	}
+	if cfg.Calls <= 0 && cfg.Duration <= 0 {
+		return Result{}, errors.New("rpcd: loadgen: neither a duration nor a number of calls")
+	}
+	if cfg.Rate < 0 {
+		return Result{}, fmt.Errorf("rpcd: loadgen: rate %v, want 0 (closed loop) or more", cfg.Rate)
+	}
+	if cfg.Classify == nil {
+		cfg.Classify = classify
+	}
+
+	if cfg.Warmup > 0 {
+		wctx, cancel := context.WithTimeout(ctx, cfg.Warmup)
+		warm := cfg
+		warm.Calls, warm.Duration, warm.Warmup, warm.Progress = 0, cfg.Warmup, 0, nil
+		runPhase(wctx, warm, call, &tally{})
+		cancel()
+		if ctx.Err() != nil {
+			return Result{}, ctx.Err()
+		}
+	}
+
+	var t tally
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfg.Calls <= 0 {
+		var stop context.CancelFunc
+		mctx, stop = context.WithTimeout(mctx, cfg.Duration)
+		defer stop()
+	}
+	cpu0 := cpuTime()
+	start := time.Now()
+	done := make(chan struct{})
+	if cfg.Progress != nil {
+		go func() {
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					cfg.Progress(Progress{Elapsed: time.Since(start), Calls: t.done.Load(), Errors: t.errors.Load()})
+				}
+			}
+		}()
+	}
+	callers := runPhase(mctx, cfg, call, &t)
+	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
+	close(done)
+	return summarize(callers, elapsed, cpu), nil
+}
+
+// tally counts a phase's calls across its callers.
+type tally struct {
+	started atomic.Int64 // calls begun, against Config.Calls
+	done    atomic.Int64 // calls finished, for the progress line
+	errors  atomic.Int64
+}
+
+// runPhase runs the callers until ctx ends or cfg.Calls have begun.
+func runPhase(ctx context.Context, cfg Config, call CallFunc, t *tally) []*caller {
+	callers := make([]*caller, cfg.Callers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range callers {
+		cl := &caller{hist: newHistogram(), errors: map[string]int64{}}
+		callers[i] = cl
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var interval time.Duration
+			var next time.Time
+			if cfg.Rate > 0 {
+				interval = time.Duration(float64(cfg.Callers) / cfg.Rate * float64(time.Second))
+				next = start.Add(time.Duration(float64(i) / cfg.Rate * float64(time.Second)))
+			}
+			for ctx.Err() == nil {
+				if cfg.Calls > 0 && t.started.Add(1) > cfg.Calls {
+					return
+				}
+				began := time.Now()
+				if interval > 0 {
+					if wait := time.Until(next); wait > 0 {
+						select {
+						case <-time.After(wait):
+						case <-ctx.Done():
+							return
+						}
+					}
+					began = next // latency counts from the schedule
+					next = next.Add(interval)
+				}
+				n, err := call(ctx, i)
+				took := time.Since(began)
+				if err != nil && ctx.Err() != nil && cfg.Calls <= 0 {
+					return // cut off by the end of the run, not a failure
+				}
+				t.done.Add(1)
+				cl.calls++
+				cl.bytes += int64(n)
+				if err != nil {
+					cl.errors[cfg.Classify(err)]++
+					t.errors.Add(1)
+					continue
+				}
+				_ = cl.hist.RecordValue(int64(took))
+			}
+		}()
+	}
+	wg.Wait()
+	return callers
+}
+
+func summarize(callers []*caller, elapsed, cpu time.Duration) Result {
+	h := newHistogram()
+	r := Result{Elapsed: elapsed, ErrorsBy: map[string]int64{}}
+	var bytes int64
+	for _, cl := range callers {
+		h.Merge(cl.hist)
+		r.Calls += cl.calls
+		bytes += cl.bytes
+		for k, v := range cl.errors {
+			r.ErrorsBy[k] += v
+			r.Errors += v
+		}
+	}
+	if len(r.ErrorsBy) == 0 {
+		r.ErrorsBy = nil
+	}
+	secs := elapsed.Seconds()
+	if secs > 0 {
+		r.CallsPerSec = float64(r.Calls) / secs
+		r.BytesPerSec = float64(bytes) / secs
+	}
+	us := func(ns int64) float64 { return float64(ns) / 1e3 }
+	if h.TotalCount() > 0 {
+		r.MeanUS = h.Mean() / 1e3
+		r.P50US = us(h.ValueAtQuantile(50))
+		r.P90US = us(h.ValueAtQuantile(90))
+		r.P99US = us(h.ValueAtQuantile(99))
+		r.P999US = us(h.ValueAtQuantile(99.9))
+		r.MaxUS = us(h.Max())
+	}
+	if r.Calls > 0 {
+		r.CPUPerCallUS = float64(cpu.Microseconds()) / float64(r.Calls)
+	}
+	return r
+}
+
+// ErrorKinds returns the error kinds of r sorted by name.
+func (r Result) ErrorKinds() []string {
+	kinds := make([]string, 0, len(r.ErrorsBy))
+	for k := range r.ErrorsBy {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	return kinds
+}
+
+func classify(err error) string {
+	if errors.Is(err, ErrWrongReply) {
+		return "wrong reply"
+	}
+	return err.Error()
+}
+
+// cpuTime returns this process's user plus system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

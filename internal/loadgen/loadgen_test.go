@@ -1,0 +1,105 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestCallsAndErrors(t *testing.T) {
+	var n atomic.Int64
+	res, err := Run(context.Background(), Config{Callers: 4, Calls: 1000}, func(_ context.Context, w int) (int, error) {
+		if w < 0 || w >= 4 {
+			t.Errorf("worker %d out of range", w)
+		}
+		switch k := n.Add(1); {
+		case k%10 == 0:
+			return 8, ErrWrongReply
+		case k%25 == 0:
+			return 0, errors.New("boom")
+		}
+		return 16, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Calls != 1000 || n.Load() != 1000 {
+		t.Fatalf("%d calls counted, %d made; want 1000", res.Calls, n.Load())
+	}
+	if res.ErrorsBy["wrong reply"] != 100 || res.ErrorsBy["boom"] != 20 || res.Errors != 120 {
+		t.Fatalf("errors %v (total %d)", res.ErrorsBy, res.Errors)
+	}
+	if res.CallsPerSec <= 0 || res.BytesPerSec <= 0 || res.P50US <= 0 || res.MaxUS < res.P99US || res.P99US < res.P50US {
+		t.Fatalf("figures do not hold together: %+v", res)
+	}
+}
+
+// TestLatencyPercentiles: a call that sleeps 2ms shows it in every
+// percentile.
+func TestLatencyPercentiles(t *testing.T) {
+	res, err := Run(context.Background(), Config{Callers: 2, Calls: 40}, func(context.Context, int) (int, error) {
+		time.Sleep(2 * time.Millisecond)
+		return 0, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.P50US < 2000 || res.MaxUS < res.P999US {
+		t.Fatalf("p50 %.0fµs, max %.0fµs; want p50 >= 2000µs", res.P50US, res.MaxUS)
+	}
+}
+
+// TestOpenLoopCountsFromSchedule: when the server stalls, open-loop
+// latency includes the time calls waited for their turn.
+func TestOpenLoopCountsFromSchedule(t *testing.T) {
+	var k atomic.Int64
+	stall := func(context.Context, int) (int, error) {
+		if k.Add(1) == 1 {
+			time.Sleep(200 * time.Millisecond) // one stall of 200ms
+		}
+		return 0, nil
+	}
+	open, err := Run(context.Background(), Config{Callers: 1, Calls: 100, Rate: 1000}, stall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Store(0)
+	closed, err := Run(context.Background(), Config{Callers: 1, Calls: 100}, stall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closed loop: one slow call, the rest instant, so the median is tiny.
+	// Open loop at 1000/s: the calls scheduled during the stall all waited.
+	if closed.P50US > 1000 {
+		t.Fatalf("closed-loop p50 %.0fµs, want well under 1ms", closed.P50US)
+	}
+	if open.P50US < 50000 {
+		t.Fatalf("open-loop p50 %.0fµs, want the stall to show (over 50ms)", open.P50US)
+	}
+}
+
+func TestDurationAndWarmup(t *testing.T) {
+	var calls atomic.Int64
+	res, err := Run(context.Background(), Config{Callers: 2, Duration: 100 * time.Millisecond, Warmup: 50 * time.Millisecond},
+		func(context.Context, int) (int, error) { calls.Add(1); time.Sleep(time.Millisecond); return 0, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Calls == 0 || res.Calls >= calls.Load() {
+		t.Fatalf("measured %d of %d calls; warm-up calls must not count", res.Calls, calls.Load())
+	}
+	if res.Elapsed < 100*time.Millisecond || res.Elapsed > 2*time.Second {
+		t.Fatalf("ran %v for a 100ms duration", res.Elapsed)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	noop := func(context.Context, int) (int, error) { return 0, nil }
+	for _, cfg := range []Config{{Calls: 1}, {Callers: 1}, {Callers: 1, Calls: 1, Rate: -1}} {
+		if _, err := Run(context.Background(), cfg, noop); err == nil {
+			t.Errorf("config %+v accepted", cfg)
+		}
+	}
+}
