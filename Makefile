@@ -1,5 +1,5 @@
 # The habits in one place. `make test` is what CI runs (.ci/run).
-.PHONY: test lint fuzz bench serve
+.PHONY: test lint fuzz bench bench-peers serve
 
 test:
 	go test -race ./...
@@ -16,6 +16,10 @@ fuzz:
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
+
+# rpcd beside its peers and floors, every cell, medians of 3 runs (about 10 minutes).
+bench-peers:
+	cd bench && go run . -d 2s -runs 3 -json results.json
 
 serve:
 	go run ./cmd/rpcd serve

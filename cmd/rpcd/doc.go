@@ -1,6 +1,6 @@
 // Rpcd is the rpcd daemon and command-line client: it serves the built-in
-// routes on gnet event loops, calls routes on a running server, and lists a
-// server's routes.
+// routes on gnet event loops, calls routes on a running server, lists a
+// server's routes, and load-tests a server.
 //
 // Usage:
 //
@@ -11,6 +11,7 @@
 //	serve   serve the built-in routes (Sys/*, Math/Sum, Bench/*)
 //	call    call a route and print its reply
 //	routes  list the routes a server has
+//	bench   load a server and report calls/s and latency
 //	help    print this list, or a command's usage: rpcd help call
 //
 // Every command takes -h for its flags.
@@ -54,6 +55,59 @@
 // Routes calls Sys/Routes and prints one route per line, in the order the
 // server returns them, with " (blocking)" after routes that run on the
 // blocking pool.
+//
+// # bench
+//
+//	rpcd bench [-addr ADDR] [-scenario NoArg] [-c 1] [-inflight 1]
+//	           [-d 5s | -n N] [-warmup 1s] [-rate 0] [-timeout 5s] [-json]
+//	rpcd bench -route ROUTE [-payload FILE | -size N] [-json-codec] [-expect-echo] ...
+//	rpcd bench -matrix seed [-d 2s] [-warmup 500ms] [-addr ADDR] [-json]
+//
+// Bench is the load generator users load-test servers with. Without -addr
+// it starts this program as "rpcd serve -addr 127.0.0.1:0" in a child
+// process, reads the address from its "rpcd: serving" line, loads it, and
+// stops it at the end (SIGTERM, then SIGKILL after 5s), also on an error or
+// Ctrl-C. The first line of output names the server: "server: child process
+// pid N at ADDR", or "server: ADDR".
+//
+// The scenarios are those of the NewLife.Remoting report, each reply
+// checked: NoArg (Bench/NoArg, reply 42), EchoString16 and EchoString2000
+// (Bench/EchoString, a JSON string echoed), MultiArgs (Bench/MultiArgs),
+// EchoPacket16 and EchoPacket2000 (Bench/EchoPacket, raw bytes echoed), and
+// Sum (Math/Sum, a and b new on every call). -route loads any route with
+// the bytes of -payload FILE or -size N bytes, raw or, with -json-codec,
+// JSON; its replies are checked only with -expect-echo. A reply that is
+// not the one expected counts as a "wrong reply" error; other errors count
+// by their rpcd code ("unavailable", "deadline exceeded", ...).
+//
+// -c is the number of TCP connections, each with -inflight callers calling
+// without pause (closed loop) for -d after -warmup, or until -n calls in
+// all; -rate R makes it open loop, R calls/s in total, each latency counted
+// from the call's scheduled start. -timeout is each call's deadline.
+//
+//	$ rpcd bench -scenario EchoPacket16 -c 4 -inflight 32 -d 5s
+//	server: child process pid 4242 at 127.0.0.1:40123
+//	EchoPacket16: Bench/EchoPacket, raw, 16-byte payload; 5s after 1s warm-up, ...
+//	scenario      conns×inflight  calls   calls/s  errors  mean µs  p50 µs  ...
+//	EchoPacket16  4×32            ...
+//
+// The table gives calls, calls/s, errors, mean, p50, p90, p99, p99.9 and
+// max latency in µs, MB/s of request and reply payloads, and this process's
+// CPU time per call; errors are listed by kind below it, each with its
+// first message. -json writes one JSON object instead, with calls,
+// calls_per_sec, errors, errors_by, mean_us, p50_us, p90_us, p99_us,
+// p999_us, max_us, bytes_per_sec, cpu_per_call_us and the settings of the
+// run. On a terminal, standard error shows a progress line each second.
+//
+// -matrix seed reproduces the NewLife table against one server: the six
+// NewLife scenarios at 1, 4, 16, 20 and 32 callers, each on its own
+// connection, then NoArg and EchoPacket16 over 100 connections; each cell
+// runs -d (default 2s) after -warmup (default 500ms). It prints one table,
+// calls/s and p99 µs per cell, or with -json an array of cell objects.
+//
+// Bench exits 0 when the run completes, even if calls failed; 1 if it
+// cannot run, if every call failed, or on Ctrl-C (after printing what was
+// measured); 2 on a usage error.
 //
 // # Exit status
 //

@@ -130,8 +130,11 @@ func Run(ctx context.Context, cfg Config, call CallFunc) (Result, error) {
 	cpu0 := cpuTime()
 	start := time.Now()
 	done := make(chan struct{})
+	var progress sync.WaitGroup
 	if cfg.Progress != nil {
+		progress.Add(1)
 		go func() {
+			defer progress.Done()
 			tick := time.NewTicker(time.Second)
 			defer tick.Stop()
 			for {
@@ -148,7 +151,20 @@ func Run(ctx context.Context, cfg Config, call CallFunc) (Result, error) {
 	elapsed := time.Since(start)
 	cpu := cpuTime() - cpu0
 	close(done)
+	progress.Wait() // no Progress call after Run returns
 	return summarize(callers, elapsed, cpu), nil
+}
+
+// over reports whether the phase's context has ended. A context's deadline
+// can pass a moment before its timer cancels it, and a client that checks
+// deadlines itself fails calls in that moment; those failures are the end
+// of the run, not errors.
+func over(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // tally counts a phase's calls across its callers.
@@ -175,7 +191,7 @@ func runPhase(ctx context.Context, cfg Config, call CallFunc, t *tally) []*calle
 				interval = time.Duration(float64(cfg.Callers) / cfg.Rate * float64(time.Second))
 				next = start.Add(time.Duration(float64(i) / cfg.Rate * float64(time.Second)))
 			}
-			for ctx.Err() == nil {
+			for !over(ctx) {
 				if cfg.Calls > 0 && t.started.Add(1) > cfg.Calls {
 					return
 				}
@@ -193,7 +209,7 @@ func runPhase(ctx context.Context, cfg Config, call CallFunc, t *tally) []*calle
 				}
 				n, err := call(ctx, i)
 				took := time.Since(began)
-				if err != nil && ctx.Err() != nil && cfg.Calls <= 0 {
+				if err != nil && over(ctx) {
 					return // cut off by the end of the run, not a failure
 				}
 				t.done.Add(1)

@@ -103,3 +103,62 @@ func TestBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestEndOfRunIsNotAnError: calls failing because the run's deadline has
+// passed (a client that checks deadlines itself fails them before the
+// context's timer fires) are the end of the run, not errors.
+func TestEndOfRunIsNotAnError(t *testing.T) {
+	res, err := Run(context.Background(), Config{Callers: 4, Duration: 50 * time.Millisecond},
+		func(ctx context.Context, _ int) (int, error) {
+			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+				return 0, errors.New("deadline passed before the call was sent")
+			}
+			time.Sleep(100 * time.Microsecond)
+			return 0, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 0 {
+		t.Fatalf("%d errors at the end of a healthy run: %v", res.Errors, res.ErrorsBy)
+	}
+}
+
+// TestCancelledCallsRunNotErrors: in a run of n calls cut short by its
+// caller, the calls the cut interrupted are not errors.
+func TestCancelledCallsRunNotErrors(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(30*time.Millisecond, cancel)
+	res, err := Run(ctx, Config{Callers: 2, Calls: 1 << 40}, func(ctx context.Context, _ int) (int, error) {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Millisecond):
+			return 0, nil
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 0 || res.Calls == 0 {
+		t.Fatalf("%d calls, %d errors (%v); want calls and no errors", res.Calls, res.Errors, res.ErrorsBy)
+	}
+}
+
+func TestProgressStopsWithRun(t *testing.T) {
+	var after atomic.Bool
+	var returned atomic.Bool
+	_, err := Run(context.Background(), Config{Callers: 1, Duration: 1100 * time.Millisecond, Progress: func(Progress) {
+		if returned.Load() {
+			after.Store(true)
+		}
+	}}, func(context.Context, int) (int, error) { time.Sleep(time.Millisecond); return 0, nil })
+	returned.Store(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	if after.Load() {
+		t.Fatal("Progress called after Run returned")
+	}
+}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package main
+
+import "syscall"
+
+// childProcAttr puts the child server in a process group of its own, so a
+// Ctrl-C reaches bench, which stops the child.
+func childProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
