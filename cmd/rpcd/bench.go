@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,6 +61,10 @@ scenarios at 1, 4, 16, 20 and 32 callers with a connection each, and the
 throughput rows, NoArg and EchoPacket16 over 100 connections; each cell
 runs -d (2s by default here) after -warmup (500ms by default here).
 
+-runs N makes every cell N times, the whole set of cells once per run so
+that a noisy moment hits cells evenly, and reports for each cell the run
+with the median calls/s (its other figures from that same run).
+
 Output is a table, or with -json one JSON object (an array of them with
 -matrix). Latency is in µs from send to reply. MB/s counts request and
 reply payloads. CPU µs/call is this process's user+system CPU time per
@@ -74,7 +80,7 @@ every call failed, or it was interrupted; 2 on a usage error.`,
 rpcd bench -addr 10.0.0.7:7070 -scenario NoArg -c 16 -rate 50000 -json
 rpcd bench -route Bench/EchoPacket -size 100 -expect-echo -n 100000
 rpcd bench -route Orders/Put -payload order.json -json-codec -c 8
-rpcd bench -matrix seed -d 2s`,
+rpcd bench -matrix seed -d 2s -runs 3`,
 	setup: setupBench,
 }
 
@@ -115,6 +121,7 @@ type benchFlags struct {
 	maxFrame   int
 	jsonOut    bool
 	matrix     string
+	runs       int
 
 	set map[string]bool // the flags given on the command line
 }
@@ -139,6 +146,7 @@ func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.IntVar(&f.maxFrame, "max-frame", proto.DefaultMaxFrameSize, "largest frame sent or read, header included, in `bytes`; given to the child server too")
 	fs.BoolVar(&f.jsonOut, "json", false, "write the results as JSON on standard output")
 	fs.StringVar(&f.matrix, "matrix", "", "`name` of a set of runs to make in one go: seed (the NewLife table)")
+	fs.IntVar(&f.runs, "runs", 1, "make every cell `N` times, interleaved, and report each cell's median run by calls/s")
 	return func(c *cli, args []string) error {
 		f.set = map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
@@ -160,6 +168,7 @@ type benchPlan struct {
 	duration time.Duration // 0 when calls is set
 	calls    int64
 	warmup   time.Duration
+	runs     int // each cell this many times; the median run is reported
 }
 
 // plan checks the flags and returns the runs they ask for, with a
@@ -185,7 +194,10 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 		return nil, usagef("-timeout is %v, want more than 0", f.timeout)
 	case f.maxFrame < proto.HeaderSize:
 		return nil, usagef("-max-frame is %d, want at least %d", f.maxFrame, proto.HeaderSize)
+	case f.runs < 1:
+		return nil, usagef("-runs is %d, want 1 or more", f.runs)
 	}
+	p.runs = f.runs
 	if f.calls > 0 {
 		p.duration = 0
 	}
@@ -376,22 +388,30 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 	if isTerminal(c.stderr) {
 		progress = &progressLine{w: c.stderr}
 	}
-	var reports []*benchReport
+	runs := make([][]*benchReport, len(p.cells)) // each cell's runs
 	var runErr error
-	for _, cell := range p.cells {
-		r, err := c.runCell(ctx, f, p, target, cell, progress)
-		if err != nil {
-			runErr = err
-			break
-		}
-		reports = append(reports, r)
-		if ctx.Err() != nil {
-			runErr = errBenchInterrupted
-			break
+sweeps:
+	for range p.runs {
+		for i, cell := range p.cells {
+			r, err := c.runCell(ctx, f, p, target, cell, progress)
+			if err != nil {
+				runErr = err
+				break sweeps
+			}
+			runs[i] = append(runs[i], r)
+			if ctx.Err() != nil {
+				break sweeps
+			}
 		}
 	}
 	if ctx.Err() != nil {
 		runErr = errBenchInterrupted
+	}
+	var reports []*benchReport
+	for _, rs := range runs {
+		if len(rs) > 0 {
+			reports = append(reports, medianRun(rs))
+		}
 	}
 	if len(reports) == 0 && runErr != nil {
 		if runErr == errBenchInterrupted {
@@ -418,6 +438,30 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 		return runErr
 	}
 	return allFailed(reports)
+}
+
+// medianRun returns the run with the median calls/s (the lower middle one
+// of an even number), with the errors of all the runs.
+func medianRun(rs []*benchReport) *benchReport {
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(a, b *benchReport) int { return cmp.Compare(a.CallsPerSec, b.CallsPerSec) })
+	m := *sorted[(len(sorted)-1)/2]
+	m.Runs = len(rs)
+	if len(rs) > 1 {
+		m.Errors, m.ErrorsBy, m.FirstErrors = 0, map[string]int64{}, map[string]string{}
+		for _, r := range rs {
+			m.Errors += r.Errors
+			for k, v := range r.ErrorsBy {
+				m.ErrorsBy[k] += v
+			}
+			for k, v := range r.FirstErrors {
+				if _, ok := m.FirstErrors[k]; !ok {
+					m.FirstErrors[k] = v
+				}
+			}
+		}
+	}
+	return &m
 }
 
 // errBenchInterrupted ends a bench cut short by SIGINT or SIGTERM.

@@ -32,6 +32,7 @@ type benchReport struct {
 	P999US       float64           `json:"p999_us"`
 	MaxUS        float64           `json:"max_us"`
 	CPUPerCallUS float64           `json:"cpu_per_call_us"`
+	Runs         int               `json:"runs"` // the median of this many; errors are their sum
 	Settings     benchSettings     `json:"settings"`
 }
 
@@ -105,6 +106,9 @@ func loadText(p *benchPlan, s benchSettings) string {
 		b.WriteString("closed loop")
 	}
 	fmt.Fprintf(&b, ", %v timeout; GOMAXPROCS %d", s.Timeout, s.GOMAXPROCS)
+	if p.runs > 1 {
+		fmt.Fprintf(&b, "; median of %d interleaved runs by calls/s, errors summed", p.runs)
+	}
 	return b.String()
 }
 

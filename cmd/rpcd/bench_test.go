@@ -171,6 +171,35 @@ func TestProcessBenchChildJSON(t *testing.T) {
 	}
 }
 
+// TestProcessBenchRuns: -runs N makes each cell N times and reports one of
+// them, the median, with the errors of all.
+func TestProcessBenchRuns(t *testing.T) {
+	r := rpcd(t, "", "bench", "-json", "-n", "100", "-warmup", "0", "-runs", "3", "-scenario", "NoArg")
+	if r.code != 0 {
+		t.Fatalf("exit status %d, want 0; stderr:\n%s", r.code, r.stderr)
+	}
+	res := decodeBench(t, []byte(r.stdout))
+	if res["runs"] != 3.0 || res["calls"] != 100.0 || res["errors"] != 0.0 {
+		t.Errorf("runs %v, calls %v, errors %v; want 3, 100 (one run's) and 0", res["runs"], res["calls"], res["errors"])
+	}
+}
+
+func TestMedianRun(t *testing.T) {
+	mk := func(cps float64, errs int64) *benchReport {
+		return &benchReport{CallsPerSec: cps, Errors: errs, ErrorsBy: map[string]int64{"unavailable": errs}}
+	}
+	m := medianRun([]*benchReport{mk(300, 1), mk(100, 0), mk(200, 2)})
+	if m.CallsPerSec != 200 || m.Runs != 3 || m.Errors != 3 || m.ErrorsBy["unavailable"] != 3 {
+		t.Fatalf("median of 100, 200, 300 calls/s: %+v", m)
+	}
+	if m := medianRun([]*benchReport{mk(300, 0), mk(100, 0)}); m.CallsPerSec != 100 {
+		t.Fatalf("median of two runs is the lower, got %v", m.CallsPerSec)
+	}
+	if m := medianRun([]*benchReport{mk(5, 1)}); m.Runs != 1 || m.Errors != 1 {
+		t.Fatalf("one run: %+v", m)
+	}
+}
+
 // TestProcessBenchScenarios loads one `rpcd serve` process with every
 // scenario and with routes of the user's choice.
 func TestProcessBenchScenarios(t *testing.T) {
@@ -570,6 +599,7 @@ func TestBenchUsage(t *testing.T) {
 		{"zero duration", []string{"-d", "0s"}, 2, "-d is 0s"},
 		{"negative warmup", []string{"-warmup", "-1s"}, 2, "-warmup is -1s"},
 		{"negative rate", []string{"-rate", "-5"}, 2, "-rate is -5"},
+		{"zero runs", []string{"-runs", "0"}, 2, "-runs is 0, want 1 or more"},
 		{"zero timeout", []string{"-timeout", "0s"}, 2, "-timeout is 0s"},
 		{"unknown matrix", []string{"-matrix", "all"}, 2, `-matrix is "all", want seed`},
 		{"matrix with -c", []string{"-matrix", "seed", "-c", "4"}, 2, "drop -c"},
