@@ -218,7 +218,8 @@ func (c *Client) notify(ctx context.Context, codec proto.Codec, route string, pa
 		return err
 	}
 	h.ID = w.newID()
-	return w.enqueueRequest(h, route, md, payload)
+	dl, _ := ctx.Deadline()
+	return w.enqueueRequest(h, route, md, payload, dl)
 }
 
 // header checks a call against the limits and builds its frame header.
@@ -261,7 +262,8 @@ func (c *Client) start(ctx context.Context, codec proto.Codec, route string, pay
 		return nil, err
 	}
 	h.ID = cl.id
-	if err := w.enqueueRequest(h, route, md, payload); err != nil {
+	dl, _ := ctx.Deadline()
+	if err := w.enqueueRequest(h, route, md, payload, dl); err != nil {
 		if w.forget(cl) {
 			return nil, err
 		}

@@ -350,3 +350,25 @@ func waitFor(t testing.TB, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestDeadlineWhileWriting: a server that stops reading cannot hold a
+// caller past its deadline, even while the caller is the one writing.
+func TestDeadlineWhileWriting(t *testing.T) {
+	hold := make(chan struct{})
+	addr := fakeServer(t, func(nc net.Conn) { <-hold }) // accepts, never reads
+	defer close(hold)
+	c := dial(t, addr, client.Options{})
+	big := make([]byte, 3<<20) // more than the socket buffers take
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		begin := time.Now()
+		_, err := c.CallRaw(ctx, builtin.EchoPacket, big, nil)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call %d to a server that does not read: %v", i, err)
+		}
+		if d := time.Since(begin); d > 2*time.Second {
+			t.Fatalf("call %d returned %v after its 200ms deadline", i, d)
+		}
+	}
+}

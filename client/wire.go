@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,10 +32,12 @@ type wire struct {
 	goingAway atomic.Bool // the server sent GoAway: no new calls here
 	goAwayID  uint32      // its last call id; guarded by pmu
 
-	wmu   sync.Mutex
-	wbuf  []byte        // frames waiting for the writer
-	spare []byte        // the writer's previous buffer, for reuse
-	wsig  chan struct{} // the writer has frames to send
+	wmu      sync.Mutex
+	wbuf     []byte        // frames queued while a write is in progress
+	spare    []byte        // a written buffer, for reuse
+	flushing bool          // a goroutine is writing; it or the writer sends wbuf
+	wsig     chan struct{} // hands the writer the frames queued during a write
+	wdl      bool          // a write deadline is set; owned by whoever is flushing
 
 	done chan struct{} // closed when the wire fails
 	wg   sync.WaitGroup
@@ -119,48 +122,112 @@ func (w *wire) forget(cl *call) bool {
 // abandon tells the server the caller of id stopped waiting, and closes the
 // wire if it was only kept open for that call.
 func (w *wire) abandon(id uint32) {
-	_ = w.enqueueFrame(proto.AppendCancel(nil, id))
+	w.enqueueAsync(proto.AppendCancel(nil, id)) // never block a caller whose time is up
 	w.closeIfIdle()
 }
 
-// enqueueRequest appends a Request or OneWay frame to the write queue,
-// encoding it in place.
-func (w *wire) enqueueRequest(h proto.Header, route string, md proto.Metadata, payload []byte) error {
+// enqueueRequest sends a Request or OneWay frame, encoding it in place. A
+// caller that writes itself stops writing at deadline (if not zero) and
+// leaves the rest to the writer goroutine, so a server that stops reading
+// cannot hold it past its deadline.
+func (w *wire) enqueueRequest(h proto.Header, route string, md proto.Metadata, payload []byte, deadline time.Time) error {
 	w.wmu.Lock()
 	if w.dead() {
 		w.wmu.Unlock()
 		return w.failure()
 	}
-	was := len(w.wbuf)
 	w.wbuf = proto.AppendFrame(w.wbuf, h, route, md, payload)
-	w.wmu.Unlock()
-	if was == 0 {
-		w.signal()
-	}
-	return nil
+	return w.flushLocked(deadline)
 }
 
-// enqueueFrame appends a built frame to the write queue.
-func (w *wire) enqueueFrame(frame []byte) error {
+// enqueueAsync queues a frame for the writer goroutine and never writes on
+// the calling goroutine: the reader answers Pings with it, and a reader
+// blocked in a write could deadlock with a server blocked writing to it.
+func (w *wire) enqueueAsync(frame []byte) {
 	w.wmu.Lock()
 	if w.dead() {
 		w.wmu.Unlock()
-		return w.failure()
+		return
 	}
-	was := len(w.wbuf)
 	w.wbuf = append(w.wbuf, frame...)
-	w.wmu.Unlock()
-	if was == 0 {
-		w.signal()
+	if w.flushing {
+		w.wmu.Unlock()
+		return
 	}
-	return nil
-}
-
-// signal wakes the writer, which takes everything queued when it runs.
-func (w *wire) signal() {
+	w.flushing = true
+	w.wmu.Unlock()
 	select {
 	case w.wsig <- struct{}{}:
 	default:
+	}
+}
+
+// flushLocked sends what is queued, with wmu held, and unlocks it. If no
+// write is in progress, the calling goroutine writes itself: a lone call
+// costs no goroutine hand-off. If one is, the frames wait for it. Frames
+// queued while this goroutine writes go to the writer goroutine, which
+// sends them all in one write: under load, one hand-off carries many calls.
+func (w *wire) flushLocked(deadline time.Time) error {
+	if w.flushing {
+		w.wmu.Unlock()
+		return nil
+	}
+	w.flushing = true
+	buf := w.takeLocked()
+	w.wmu.Unlock()
+	w.setWriteDeadline(deadline)
+	n, err := w.nc.Write(buf)
+	w.wmu.Lock()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The caller's time is up; what it did not write goes first to the
+		// writer, which writes without a deadline.
+		w.wbuf = append(buf[n:len(buf):len(buf)], w.wbuf...)
+		w.wmu.Unlock()
+		w.wsig <- struct{}{} // cannot block: only the flushing owner sends
+		return nil
+	}
+	w.recycleLocked(buf)
+	if err != nil {
+		w.flushing = false
+		w.wmu.Unlock()
+		w.fail(err)
+		return nil // the wire completes every call with the failure
+	}
+	if len(w.wbuf) == 0 {
+		w.flushing = false
+		w.wmu.Unlock()
+		return nil
+	}
+	w.wmu.Unlock()
+	select { // flushing stays set: the writer owns the queue now
+	case w.wsig <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// setWriteDeadline sets the connection's write deadline for the flushing
+// goroutine, touching the socket only when it changes.
+func (w *wire) setWriteDeadline(t time.Time) {
+	if t.IsZero() && !w.wdl {
+		return
+	}
+	_ = w.nc.SetWriteDeadline(t)
+	w.wdl = !t.IsZero()
+}
+
+// takeLocked takes the queued frames, leaving an empty queue.
+func (w *wire) takeLocked() []byte {
+	buf := w.wbuf
+	w.wbuf, w.spare = w.spare[:0], nil
+	return buf
+}
+
+// recycleLocked keeps a written buffer for reuse, unless a huge frame grew
+// it.
+func (w *wire) recycleLocked(buf []byte) {
+	if cap(buf) <= 1<<20 {
+		w.spare = buf[:0]
 	}
 }
 
@@ -173,6 +240,9 @@ func (w *wire) dead() bool {
 	}
 }
 
+// writeLoop sends the frames handed to it, and those queued while it
+// writes, until the queue is empty; then it gives the writing back to the
+// callers.
 func (w *wire) writeLoop() {
 	defer w.wg.Done()
 	for {
@@ -182,20 +252,21 @@ func (w *wire) writeLoop() {
 			return
 		}
 		w.wmu.Lock()
-		buf := w.wbuf
-		w.wbuf, w.spare = w.spare[:0], nil
-		w.wmu.Unlock()
-		if len(buf) == 0 {
-			continue
+		w.setWriteDeadline(time.Time{})
+		for len(w.wbuf) > 0 {
+			buf := w.takeLocked()
+			w.wmu.Unlock()
+			_, err := w.nc.Write(buf)
+			w.wmu.Lock()
+			w.recycleLocked(buf)
+			if err != nil {
+				w.flushing = false
+				w.wmu.Unlock()
+				w.fail(err)
+				return
+			}
 		}
-		if _, err := w.nc.Write(buf); err != nil {
-			w.fail(err)
-			return
-		}
-		w.wmu.Lock()
-		if cap(buf) <= 1<<20 { // keep the buffer unless a huge frame grew it
-			w.spare = buf[:0]
-		}
+		w.flushing = false
 		w.wmu.Unlock()
 	}
 }
@@ -293,7 +364,7 @@ func (w *wire) handle(f *proto.Frame) {
 			cl.finish(&handler.Error{Code: code, Message: string(msg), Unprocessed: f.Flags&proto.FlagUnprocessed != 0})
 		}
 	case proto.KindPing:
-		_ = w.enqueueFrame(proto.AppendPong(nil, f.Payload))
+		w.enqueueAsync(proto.AppendPong(nil, f.Payload))
 	case proto.KindGoAway:
 		last, _, _ := f.GoAwayBody()
 		w.pmu.Lock()
@@ -303,7 +374,7 @@ func (w *wire) handle(f *proto.Frame) {
 		w.closeIfIdle()
 	case proto.KindRequest:
 		// This client serves no routes; the protocol still owes an answer.
-		_ = w.enqueueFrame(proto.AppendError(nil, f.ID, proto.FlagUnprocessed, proto.CodeNotFound, "client serves no routes"))
+		w.enqueueAsync(proto.AppendError(nil, f.ID, proto.FlagUnprocessed, proto.CodeNotFound, "client serves no routes"))
 	case proto.KindOneWay, proto.KindCancel, proto.KindPong:
 	}
 }
@@ -326,6 +397,7 @@ var errGoAway = errors.New("rpcd: server sent go-away")
 
 // goAwayAndClose tells the server why its bytes are refused.
 func (w *wire) goAwayAndClose(err error) {
+	_ = w.nc.SetWriteDeadline(time.Now().Add(time.Second)) // best effort: the wire is closing
 	_, _ = w.nc.Write(proto.AppendGoAway(nil, 0, proto.CodeInternal, err.Error()))
 }
 
