@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -173,6 +174,12 @@ func (w *wire) flushLocked(deadline time.Time) error {
 		return nil
 	}
 	w.flushing = true
+	w.wmu.Unlock()
+	// Let the goroutines that are ready to run (callers woken by replies)
+	// queue their frames first: one write then carries them all. With
+	// nothing else to run, this returns at once.
+	runtime.Gosched()
+	w.wmu.Lock()
 	buf := w.takeLocked()
 	w.wmu.Unlock()
 	w.setWriteDeadline(deadline)
