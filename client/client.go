@@ -283,10 +283,15 @@ func (c *Client) do(ctx context.Context, codec proto.Codec, route string, payloa
 	if err != nil {
 		return err
 	}
+	done := ctx.Done()
+	if done == nil { // a context that never ends: no select needed
+		<-cl.done
+		return cl.err
+	}
 	select {
 	case <-cl.done:
 		return cl.err
-	case <-ctx.Done():
+	case <-done:
 	}
 	if !w.forget(cl) {
 		<-cl.done // a reply is being delivered; take it

@@ -5,9 +5,7 @@ func Pending(c *Client) int {
 	n := 0
 	for _, s := range c.slots {
 		if w := s.w.Load(); w != nil {
-			w.pmu.Lock()
-			n += len(w.pending)
-			w.pmu.Unlock()
+			n += w.pending.len()
 		}
 	}
 	return n

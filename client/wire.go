@@ -25,10 +25,10 @@ type wire struct {
 	addr string
 	born time.Time
 
-	pmu     sync.Mutex
-	pending map[uint32]*call
-	nextID  uint32
-	err     error // set once the wire has failed; guarded by pmu
+	pending pendingTable
+
+	pmu sync.Mutex
+	err error // set once the wire has failed; guarded by pmu
 
 	goingAway atomic.Bool // the server sent GoAway: no new calls here
 	goAwayID  uint32      // its last call id; guarded by pmu
@@ -50,7 +50,6 @@ func newWire(nc net.Conn, lim proto.Limits, addr string) *wire {
 		lim:     lim,
 		addr:    addr,
 		born:    time.Now(),
-		pending: make(map[uint32]*call),
 		wsig:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
@@ -65,60 +64,22 @@ func (w *wire) usable() bool { return !w.dead() && !w.goingAway.Load() }
 
 // register gives cl a call id and enters it in the pending table.
 func (w *wire) register(cl *call) error {
-	w.pmu.Lock()
-	defer w.pmu.Unlock()
-	if w.err != nil {
-		return w.err
+	if !w.pending.add(cl) {
+		return w.failure()
 	}
-	for {
-		w.nextID++
-		if w.nextID == 0 {
-			continue // 0 names the connection, never a call
-		}
-		if _, busy := w.pending[w.nextID]; !busy {
-			break
-		}
-	}
-	cl.id = w.nextID
-	w.pending[cl.id] = cl
 	return nil
 }
 
 // newID returns an id for a one-way call, which never waits for a reply.
-func (w *wire) newID() uint32 {
-	w.pmu.Lock()
-	defer w.pmu.Unlock()
-	for {
-		w.nextID++
-		if _, busy := w.pending[w.nextID]; w.nextID != 0 && !busy {
-			return w.nextID
-		}
-	}
-}
+func (w *wire) newID() uint32 { return w.pending.freeID() }
 
 // take removes the call with id from the table; nil if it is not there.
 // Whoever takes a call completes it.
-func (w *wire) take(id uint32) *call {
-	w.pmu.Lock()
-	cl := w.pending[id]
-	if cl != nil {
-		delete(w.pending, id)
-	}
-	w.pmu.Unlock()
-	return cl
-}
+func (w *wire) take(id uint32) *call { return w.pending.take(id) }
 
 // forget removes cl from the table if it is still there and reports whether
 // it was: the caller now owns its completion.
-func (w *wire) forget(cl *call) bool {
-	w.pmu.Lock()
-	defer w.pmu.Unlock()
-	if w.pending[cl.id] == cl {
-		delete(w.pending, cl.id)
-		return true
-	}
-	return false
-}
+func (w *wire) forget(cl *call) bool { return w.pending.forget(cl) }
 
 // abandon tells the server the caller of id stopped waiting, and closes the
 // wire if it was only kept open for that call.
@@ -392,10 +353,7 @@ func (w *wire) closeIfIdle() {
 	if !w.goingAway.Load() {
 		return
 	}
-	w.pmu.Lock()
-	idle := len(w.pending) == 0
-	w.pmu.Unlock()
-	if idle {
+	if w.pending.len() == 0 {
 		w.fail(errGoAway)
 	}
 }
@@ -424,11 +382,10 @@ func (w *wire) fail(cause error) {
 		msg += ": " + strings.TrimPrefix(cause.Error(), "rpcd: ")
 	}
 	w.err = &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: true}
-	pending := w.pending
-	w.pending = make(map[uint32]*call)
 	goneAway, last := w.goingAway.Load(), w.goAwayID
 	close(w.done)
 	w.pmu.Unlock()
+	pending := w.pending.close()
 
 	_ = w.nc.Close()
 	for id, cl := range pending {

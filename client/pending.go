@@ -1,0 +1,127 @@
+package client
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// pendingShards spreads the calls waiting on one connection over locks, so
+// that many callers and the reader rarely meet on one.
+const pendingShards = 32
+
+// pendingTable holds a connection's calls waiting for replies, by call id.
+// Once closed, it takes no call.
+type pendingTable struct {
+	next   atomic.Uint32
+	closed atomic.Bool
+	shards [pendingShards]pendingShard
+}
+
+type pendingShard struct {
+	mu    sync.Mutex
+	calls map[uint32]*call
+	_     [40]byte // keep shards on separate cache lines
+}
+
+func (t *pendingTable) shard(id uint32) *pendingShard { return &t.shards[id%pendingShards] }
+
+// add gives cl an id no waiting call has, and enters it. It returns false
+// if the table is closed.
+func (t *pendingTable) add(cl *call) bool {
+	for {
+		id := t.newID()
+		s := t.shard(id)
+		s.mu.Lock()
+		if t.closed.Load() {
+			s.mu.Unlock()
+			return false
+		}
+		if _, busy := s.calls[id]; busy {
+			s.mu.Unlock()
+			continue // a call 2^32 ids old still waits; take the next id
+		}
+		if s.calls == nil {
+			s.calls = make(map[uint32]*call)
+		}
+		cl.id = id
+		s.calls[id] = cl
+		s.mu.Unlock()
+		return true
+	}
+}
+
+// newID returns the next id, never 0, which names the connection itself.
+func (t *pendingTable) newID() uint32 {
+	for {
+		if id := t.next.Add(1); id != 0 {
+			return id
+		}
+	}
+}
+
+// freeID returns an id for a one-way call: one no waiting call has.
+func (t *pendingTable) freeID() uint32 {
+	for {
+		id := t.newID()
+		s := t.shard(id)
+		s.mu.Lock()
+		_, busy := s.calls[id]
+		s.mu.Unlock()
+		if !busy {
+			return id
+		}
+	}
+}
+
+// take removes and returns the call with id; nil if none waits.
+func (t *pendingTable) take(id uint32) *call {
+	s := t.shard(id)
+	s.mu.Lock()
+	cl := s.calls[id]
+	if cl != nil {
+		delete(s.calls, id)
+	}
+	s.mu.Unlock()
+	return cl
+}
+
+// forget removes cl if it still waits and reports whether it did.
+func (t *pendingTable) forget(cl *call) bool {
+	s := t.shard(cl.id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls[cl.id] == cl {
+		delete(s.calls, cl.id)
+		return true
+	}
+	return false
+}
+
+// len returns the number of waiting calls.
+func (t *pendingTable) len() int {
+	n := 0
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		n += len(s.calls)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// close closes the table and returns the calls that were waiting. A call
+// added concurrently is either among them or refused.
+func (t *pendingTable) close() map[uint32]*call {
+	t.closed.Store(true)
+	all := make(map[uint32]*call)
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for id, cl := range s.calls {
+			all[id] = cl
+		}
+		s.calls = nil
+		s.mu.Unlock()
+	}
+	return all
+}
