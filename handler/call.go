@@ -61,6 +61,13 @@ func (c *Call) Start(parent context.Context, deadline time.Time) {
 // End releases what the call holds and clears it for reuse. The transport
 // calls it after the handler has returned.
 func (c *Call) End() {
+	if c.timer == nil && c.done == nil && c.err == nil {
+		// Nothing was armed, made or cancelled: no other goroutine can be
+		// looking at c, and there is nothing to release.
+		c.deadline = time.Time{}
+		c.Route, c.ID, c.Codec, c.Metadata, c.Remote, c.parent = "", 0, 0, nil, nil, nil
+		return
+	}
 	c.mu.Lock()
 	if c.timer != nil {
 		c.timer.Stop()

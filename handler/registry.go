@@ -98,6 +98,28 @@ func (r *Registry) Lookup(name []byte) *Route {
 	return (*r.routes.Load())[string(name)]
 }
 
+// RouteCache remembers the route a connection looked up last, as calls on
+// one connection often go to one route. The zero RouteCache is empty. It is
+// not safe for concurrent use.
+type RouteCache struct {
+	table *map[string]*Route
+	route *Route
+}
+
+// LookupCached is Lookup through c: the last route found is compared by
+// name instead of hashed, as long as the registry has not changed since.
+func (r *Registry) LookupCached(name []byte, c *RouteCache) *Route {
+	t := r.routes.Load()
+	if c.table == t && c.route != nil && string(name) == c.route.name {
+		return c.route
+	}
+	rt := (*t)[string(name)]
+	if rt != nil {
+		c.table, c.route = t, rt
+	}
+	return rt
+}
+
 // RouteInfo describes a registered route.
 type RouteInfo struct {
 	Name     string `json:"name"`

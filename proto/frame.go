@@ -55,16 +55,32 @@ func Decode(b []byte, l *Limits) (f Frame, n int, err error) {
 	if len(b) < n {
 		return f, 0, nil
 	}
-	p := HeaderSize
-	f.Route = b[p : p+int(f.RouteLen) : p+int(f.RouteLen)]
-	p += int(f.RouteLen)
-	f.Metadata = Metadata(b[p : p+int(f.MetadataLen) : p+int(f.MetadataLen)])
-	p += int(f.MetadataLen)
-	f.Payload = b[p:n:n]
-	if err := f.check(); err != nil {
+	if f, err = DecodeFrame(f.Header, b); err != nil {
 		return Frame{}, 0, err
 	}
 	return f, n, nil
+}
+
+// DecodeFrame takes the sections of a frame whose header h DecodeHeader has
+// accepted, from b, which holds the whole frame (h.Len() bytes or more),
+// and checks them. Together the two do what Decode does, for a reader that
+// learns a frame's length before it has the frame.
+func DecodeFrame(h Header, b []byte) (Frame, error) {
+	f := Frame{Header: h}
+	n := h.Len()
+	if len(b) < n {
+		return Frame{}, io.ErrShortBuffer
+	}
+	p := HeaderSize
+	f.Route = b[p : p+int(h.RouteLen) : p+int(h.RouteLen)]
+	p += int(h.RouteLen)
+	f.Metadata = Metadata(b[p : p+int(h.MetadataLen) : p+int(h.MetadataLen)])
+	p += int(h.MetadataLen)
+	f.Payload = b[p:n:n]
+	if err := f.check(); err != nil {
+		return Frame{}, err
+	}
+	return f, nil
 }
 
 // DecodeHeader parses and checks the fixed header at the start of b, which
@@ -81,9 +97,80 @@ func DecodeHeader(b []byte, l *Limits) (Header, error) {
 	return h, err
 }
 
+// kindRule is what a kind's header may hold (docs/protocol.md, "Rules per
+// kind").
+type kindRule struct {
+	valid      bool
+	route      bool   // a route is required; without, none is allowed
+	anyCodec   bool   // a codec other than raw is allowed
+	zeroID     bool   // the call id must be 0; without, it must not be
+	flags      Flags  // flag bits allowed
+	minPayload uint32 // the body's fixed part
+	maxPayload uint32 // 0: no bound but the frame limit
+}
+
+var kindRules = [256]kindRule{
+	KindRequest:  {valid: true, route: true, anyCodec: true},
+	KindResponse: {valid: true, anyCodec: true},
+	KindError:    {valid: true, flags: FlagUnprocessed, minPayload: 2},
+	KindOneWay:   {valid: true, route: true, anyCodec: true},
+	KindCancel:   {valid: true, maxPayload: 1}, // no payload: less than 1 byte
+	KindPing:     {valid: true, zeroID: true, maxPayload: MaxPingPayload + 1},
+	KindPong:     {valid: true, zeroID: true, maxPayload: MaxPingPayload + 1},
+	KindGoAway:   {valid: true, zeroID: true, minPayload: 6},
+}
+
 // decodeHeader fills h from the first HeaderSize bytes of b and checks every
-// rule that the header alone can break.
+// rule that the header alone can break: table lookups and comparisons, with
+// the message for a broken rule made by explainHeader.
 func decodeHeader(b []byte, l *Limits, h *Header) error {
+	_ = b[HeaderSize-1]
+	*h = Header{
+		Kind:        Kind(b[3]),
+		Flags:       Flags(b[4]),
+		Codec:       Codec(b[5]),
+		RouteLen:    binary.BigEndian.Uint16(b[6:]),
+		ID:          binary.BigEndian.Uint32(b[8:]),
+		Deadline:    binary.BigEndian.Uint32(b[12:]),
+		MetadataLen: binary.BigEndian.Uint16(b[16:]),
+		PayloadLen:  binary.BigEndian.Uint32(b[20:]),
+	}
+	r := &kindRules[h.Kind]
+	maxFrame, maxRoute, maxMeta := DefaultMaxFrameSize, DefaultMaxRoute, DefaultMaxMetadata
+	if l != nil {
+		if l.MaxFrameSize > 0 {
+			maxFrame = l.MaxFrameSize
+		}
+		if l.MaxRoute > 0 {
+			maxRoute = l.MaxRoute
+		}
+		if l.MaxMetadata > 0 {
+			maxMeta = l.MaxMetadata
+		}
+	}
+	if b[0] != Magic0 || b[1] != Magic1 || b[2] != Version || b[18]|b[19] != 0 || !r.valid ||
+		h.Flags&^r.flags != 0 ||
+		(h.Codec != CodecRaw && !r.anyCodec) ||
+		(h.Deadline != 0 && !r.route) ||
+		(h.ID == 0) != r.zeroID ||
+		(h.RouteLen != 0) != r.route || int(h.RouteLen) > maxRoute ||
+		int(h.MetadataLen) > maxMeta ||
+		h.Len() > maxFrame ||
+		h.PayloadLen < r.minPayload || (r.maxPayload != 0 && h.PayloadLen >= r.maxPayload) {
+		if err := explainHeader(b, l); err != nil {
+			return err
+		}
+		return errProtocol("header breaks a rule") // unreachable while the two agree
+	}
+	return nil
+}
+
+// explainHeader checks the header at the start of b rule by rule, in the
+// order docs/protocol.md gives them, and says which rule it breaks. It is
+// the slow path of decodeHeader, run only for a header that breaks one;
+// FuzzDecode checks that the two always agree.
+func explainHeader(b []byte, l *Limits) error {
+	h := &Header{}
 	if b[0] != Magic0 || b[1] != Magic1 {
 		return errProtocol("bad magic 0x%02x%02x, want 0x%02x%02x", b[0], b[1], Magic0, Magic1)
 	}
@@ -247,7 +334,9 @@ func FinishFrame(buf []byte, start int) int {
 }
 
 func appendHeader(dst []byte, h *Header) []byte {
-	var b [HeaderSize]byte
+	n := len(dst)
+	dst = append(dst, make([]byte, HeaderSize)...) // grows in place; no allocation when it fits
+	b := dst[n : n+HeaderSize : n+HeaderSize]
 	b[0], b[1], b[2] = Magic0, Magic1, Version
 	b[3], b[4], b[5] = byte(h.Kind), byte(h.Flags), byte(h.Codec)
 	binary.BigEndian.PutUint16(b[6:], h.RouteLen)
@@ -255,7 +344,7 @@ func appendHeader(dst []byte, h *Header) []byte {
 	binary.BigEndian.PutUint32(b[12:], h.Deadline)
 	binary.BigEndian.PutUint16(b[16:], h.MetadataLen)
 	binary.BigEndian.PutUint32(b[20:], h.PayloadLen)
-	return append(dst, b[:]...)
+	return dst
 }
 
 // AppendError appends an Error frame answering call id with code and msg.

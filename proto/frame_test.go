@@ -218,3 +218,30 @@ func BenchmarkAppendFrame(b *testing.B) {
 		buf = AppendFrame(buf[:0], Header{Kind: KindResponse, ID: 1}, "", nil, payload)
 	}
 }
+
+// TestHeaderChecksAgree sets every header byte of every golden frame to
+// every value and checks that decodeHeader's fast path and explainHeader,
+// which builds the messages, accept and refuse the same headers.
+func TestHeaderChecksAgree(t *testing.T) {
+	refused := 0
+	for _, v := range readGolden(t) {
+		for i := 0; i < HeaderSize; i++ {
+			for x := 0; x < 256; x++ {
+				b := patch(v.bytes, func(b []byte) { b[i] = byte(x) })
+				for _, l := range []*Limits{nil, {MaxFrameSize: 64, MaxRoute: 8, MaxMetadata: 16}} {
+					var h Header
+					fast, slow := decodeHeader(b, l, &h), explainHeader(b, l)
+					if (fast == nil) != (slow == nil) || (fast != nil && fast.Error() != slow.Error()) {
+						t.Fatalf("%s with byte %d = %#x: fast %v, rule by rule %v", v.name, i, x, fast, slow)
+					}
+					if fast != nil {
+						refused++
+					}
+				}
+			}
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no mutated header was refused")
+	}
+}

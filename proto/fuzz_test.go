@@ -70,6 +70,17 @@ func FuzzDecode(f *testing.F) {
 	}
 	lim := &Limits{MaxFrameSize: 1 << 16}
 	f.Fuzz(func(t *testing.T, in []byte, s1, s2 uint8) {
+		// The fast header check and the rule-by-rule one agree on every
+		// header, under the fuzz limits and the defaults.
+		if len(in) >= HeaderSize {
+			for _, l := range []*Limits{lim, nil} {
+				var h Header
+				fast, slow := decodeHeader(in, l, &h), explainHeader(in, l)
+				if (fast == nil) != (slow == nil) || (fast != nil && fast.Error() != slow.Error()) {
+					t.Fatalf("header % x: fast check %v, rule by rule %v", in[:HeaderSize], fast, slow)
+				}
+			}
+		}
 		whole, restWhole, errWhole := decodeAll(in, lim)
 		// A frame that decodes must re-encode to exactly its bytes.
 		off := 0

@@ -20,6 +20,7 @@ type conn struct {
 	gc     gnet.Conn // nil when frames are fed directly (tests, benchmarks)
 	remote net.Addr
 	call   handler.Call // reused by every inline call: one runs at a time
+	routes handler.RouteCache
 
 	lastID    uint32 // newest call id taken in, named by GoAway
 	goingAway bool   // GoAway sent: new calls are refused
@@ -61,7 +62,7 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	if c.goingAway {
 		return c.refuse(out, f, proto.CodeUnavailable, "server is draining")
 	}
-	rt := c.s.reg.Lookup(f.Route)
+	rt := c.s.reg.LookupCached(f.Route, &c.routes)
 	if rt == nil {
 		return c.refuse(out, f, proto.CodeNotFound, "no route "+string(f.Route))
 	}

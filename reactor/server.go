@@ -204,18 +204,21 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 	action := gnet.None
 	var now time.Time
 	for {
-		hdr, err := gc.Peek(proto.HeaderSize)
+		b, err := gc.Peek(proto.HeaderSize)
 		if err != nil {
 			break // not a whole header yet
 		}
-		f, n, err := proto.Decode(hdr, &s.opts.Limits)
-		if err == nil && n == 0 {
-			need := f.Len()
-			if gc.InboundBuffered() < need {
-				break // the header is good; wait for the rest
+		h, err := proto.DecodeHeader(b, &s.opts.Limits)
+		var f proto.Frame
+		n := h.Len()
+		if err == nil {
+			if n > proto.HeaderSize {
+				if gc.InboundBuffered() < n {
+					break // the header is good; wait for the rest
+				}
+				b, _ = gc.Peek(n)
 			}
-			frame, _ := gc.Peek(need)
-			f, n, err = proto.Decode(frame, &s.opts.Limits)
+			f, err = proto.DecodeFrame(h, b)
 		}
 		if err != nil {
 			s.log.Info("rpcd: closing connection on a protocol error", "remote", c.remote, "err", err)
