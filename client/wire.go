@@ -46,12 +46,12 @@ type wire struct {
 
 func newWire(nc net.Conn, lim proto.Limits, addr string) *wire {
 	w := &wire{
-		nc:      nc,
-		lim:     lim,
-		addr:    addr,
-		born:    time.Now(),
-		wsig:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
+		nc:   nc,
+		lim:  lim,
+		addr: addr,
+		born: time.Now(),
+		wsig: make(chan struct{}, 1),
+		done: make(chan struct{}),
 	}
 	w.wg.Add(2)
 	go w.readLoop()
