@@ -55,32 +55,25 @@ func Decode(b []byte, l *Limits) (f Frame, n int, err error) {
 	if len(b) < n {
 		return f, 0, nil
 	}
-	if f, err = DecodeFrame(f.Header, b); err != nil {
+	if err = DecodeFrame(&f, b); err != nil {
 		return Frame{}, 0, err
 	}
 	return f, n, nil
 }
 
-// DecodeFrame takes the sections of a frame whose header h DecodeHeader has
-// accepted, from b, which holds the whole frame (h.Len() bytes or more),
+// DecodeFrame fills in the sections of f, whose Header DecodeHeader has
+// accepted, from b, which holds the whole frame (f.Len() bytes or more),
 // and checks them. Together the two do what Decode does, for a reader that
 // learns a frame's length before it has the frame.
-func DecodeFrame(h Header, b []byte) (Frame, error) {
-	f := Frame{Header: h}
-	n := h.Len()
+func DecodeFrame(f *Frame, b []byte) error {
+	rl, ml, n := int(f.RouteLen), int(f.MetadataLen), f.Len()
 	if len(b) < n {
-		return Frame{}, io.ErrShortBuffer
+		return io.ErrShortBuffer
 	}
-	p := HeaderSize
-	f.Route = b[p : p+int(h.RouteLen) : p+int(h.RouteLen)]
-	p += int(h.RouteLen)
-	f.Metadata = Metadata(b[p : p+int(h.MetadataLen) : p+int(h.MetadataLen)])
-	p += int(h.MetadataLen)
-	f.Payload = b[p:n:n]
-	if err := f.check(); err != nil {
-		return Frame{}, err
-	}
-	return f, nil
+	f.Route = b[HeaderSize : HeaderSize+rl : HeaderSize+rl]
+	f.Metadata = Metadata(b[HeaderSize+rl : HeaderSize+rl+ml : HeaderSize+rl+ml])
+	f.Payload = b[HeaderSize+rl+ml : n : n]
+	return f.check()
 }
 
 // DecodeHeader parses and checks the fixed header at the start of b, which
@@ -269,9 +262,12 @@ func explainHeader(b []byte, l *Limits) error {
 // check enforces the rules on the sections of a whole frame.
 func (f *Frame) check() error {
 	for _, c := range f.Route {
-		if c < 0x21 || c > 0x7e {
+		if c-0x21 > 0x7e-0x21 { // outside 0x21-0x7e
 			return errProtocol("route byte 0x%02x is not printable ASCII", c)
 		}
+	}
+	if len(f.Metadata) == 0 {
+		return nil
 	}
 	return f.Metadata.Validate()
 }

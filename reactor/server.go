@@ -201,38 +201,7 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 	}
 	out = c.takeReplies(out)
 
-	action := gnet.None
-	var now time.Time
-	for {
-		b, err := gc.Peek(proto.HeaderSize)
-		if err != nil {
-			break // not a whole header yet
-		}
-		h, err := proto.DecodeHeader(b, &s.opts.Limits)
-		var f proto.Frame
-		n := h.Len()
-		if err == nil {
-			if n > proto.HeaderSize {
-				if gc.InboundBuffered() < n {
-					break // the header is good; wait for the rest
-				}
-				b, _ = gc.Peek(n)
-			}
-			f, err = proto.DecodeFrame(h, b)
-		}
-		if err != nil {
-			s.log.Info("rpcd: closing connection on a protocol error", "remote", c.remote, "err", err)
-			out = proto.AppendGoAway(out, c.lastID, proto.CodeInternal, err.Error())
-			action = gnet.Close
-			break
-		}
-		if f.Deadline > 0 && now.IsZero() {
-			now = time.Now()
-		}
-		out = c.handleFrame(&f, out, now)
-		_, _ = gc.Discard(n)
-	}
-
+	out, action := c.readFrames(gc, out)
 	if len(out) > 0 {
 		if _, err := gc.Write(out); err != nil {
 			action = gnet.Close
@@ -243,6 +212,59 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 		outPool.Put(bp)
 	}
 	return action
+}
+
+// readFrames runs every whole frame buffered on gc and appends the replies
+// to out. It looks at the first frame's header alone until that frame is
+// whole, so a large frame arriving in pieces is not copied over and over;
+// then it takes everything buffered in one Peek (a view into gnet's buffer
+// when nothing was left over from an earlier wake-up), runs the whole
+// frames in it, and discards them at once. A frame that breaks the
+// protocol ends the connection with a GoAway saying why.
+func (c *conn) readFrames(gc gnet.Conn, out []byte) ([]byte, gnet.Action) {
+	lim := &c.s.opts.Limits
+	b, err := gc.Peek(proto.HeaderSize)
+	if err != nil {
+		return out, gnet.None // not a whole header yet
+	}
+	h, err := proto.DecodeHeader(b, lim)
+	if err == nil && gc.InboundBuffered() < h.Len() {
+		return out, gnet.None // the header is good; wait for the rest
+	}
+	var buf []byte
+	if err == nil {
+		buf, _ = gc.Peek(-1)
+	}
+	var now time.Time
+	var f proto.Frame
+	done := 0
+	for err == nil { // h holds the header at buf[done:], accepted
+		n := h.Len()
+		if len(buf)-done < n {
+			break
+		}
+		f.Header = h
+		if err = proto.DecodeFrame(&f, buf[done:]); err != nil {
+			break
+		}
+		if f.Deadline > 0 && now.IsZero() {
+			now = time.Now()
+		}
+		out = c.handleFrame(&f, out, now)
+		done += n
+		if len(buf)-done < proto.HeaderSize {
+			break
+		}
+		h, err = proto.DecodeHeader(buf[done:], lim)
+	}
+	if done > 0 {
+		_, _ = gc.Discard(done) // the frames' views end here
+	}
+	if err != nil {
+		c.s.log.Info("rpcd: closing connection on a protocol error", "remote", c.remote, "err", err)
+		return proto.AppendGoAway(out, c.lastID, proto.CodeInternal, err.Error()), gnet.Close
+	}
+	return out, gnet.None
 }
 
 // Shutdown stops the server gracefully: it turns new connections away, sends
