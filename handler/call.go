@@ -58,14 +58,17 @@ func (c *Call) Start(parent context.Context, deadline time.Time) {
 	c.mu.Unlock()
 }
 
-// End releases what the call holds and clears it for reuse. The transport
-// calls it after the handler has returned.
+// End releases what the call holds (its deadline timer, its cancellation)
+// and drops its view of the request's metadata. The transport calls it after
+// the handler has returned, and sets the other fields anew for the next
+// call; Remote and the parent may stay, for the next call on the same
+// connection.
 func (c *Call) End() {
 	if c.timer == nil && c.done == nil && c.err == nil {
 		// Nothing was armed, made or cancelled: no other goroutine can be
 		// looking at c, and there is nothing to release.
 		c.deadline = time.Time{}
-		c.Route, c.ID, c.Codec, c.Metadata, c.Remote, c.parent = "", 0, 0, nil, nil, nil
+		c.Metadata = nil
 		return
 	}
 	c.mu.Lock()
@@ -78,7 +81,7 @@ func (c *Call) End() {
 	c.err = nil
 	c.deadline = time.Time{}
 	c.mu.Unlock()
-	c.Route, c.ID, c.Codec, c.Metadata, c.Remote, c.parent = "", 0, 0, nil, nil, nil
+	c.Metadata = nil
 }
 
 // Cancel cancels the call with err (context.Canceled or

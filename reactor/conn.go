@@ -34,7 +34,9 @@ type conn struct {
 }
 
 func newConn(s *Server, gc gnet.Conn, remote net.Addr) *conn {
-	return &conn{s: s, gc: gc, remote: remote, calls: make(map[uint32]*task)}
+	c := &conn{s: s, gc: gc, remote: remote, calls: make(map[uint32]*task)}
+	c.call.Remote = remote
+	return c
 }
 
 // handleFrame acts on one whole frame and appends what it answers to out.
@@ -75,7 +77,7 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	}
 
 	call := &c.call
-	call.Route, call.ID, call.Codec, call.Metadata, call.Remote = rt.Name(), f.ID, f.Codec, f.Metadata, c.remote
+	call.Route, call.ID, call.Codec, call.Metadata = rt.Name(), f.ID, f.Codec, f.Metadata
 	call.Start(c.s.opts.BaseContext, deadline)
 	out, start := proto.BeginFrame(out, proto.Header{Kind: proto.KindResponse, Codec: f.Codec, ID: f.ID}, "", nil)
 	out, err := rt.Serve(call, f.Payload, out)

@@ -102,6 +102,7 @@ func (t *task) release() {
 	t.call.End()
 	bytebufferpool.Put(t.frame)
 	t.c, t.rt, t.oneWay, t.frame, t.payload = nil, nil, false, nil, 0
+	t.call.Remote = nil
 	taskPool.Put(t)
 }
 
