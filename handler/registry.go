@@ -148,27 +148,23 @@ func (rt *Route) IsBlocking() bool { return rt.blocking }
 // over buf's spare capacity, so a reply that fits is written in place. A panic
 // in the handler is returned as a *PanicError, an Internal error on the wire,
 // for the transport to log; on any error, buf comes back as it was given.
-func (rt *Route) Serve(ctx context.Context, req, buf []byte) ([]byte, error) {
+func (rt *Route) Serve(ctx context.Context, req, buf []byte) (out []byte, err error) {
 	start := len(buf)
-	out, err := rt.serve(ctx, req, buf[start:start])
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = buf[:start], &PanicError{Route: rt.name, Value: p, Stack: debug.Stack()}
+		}
+	}()
+	reply, err := rt.handler.ServeRPC(ctx, req, buf[start:start])
 	switch {
 	case err != nil:
 		return buf, err
-	case len(out) == 0:
+	case len(reply) == 0:
 		return buf, nil
-	case cap(buf) > start && &out[0] == &buf[start : start+1][0]:
-		return buf[:start+len(out)], nil // appended in place
+	case cap(buf) > start && &reply[0] == &buf[start:start+1][0]:
+		return buf[:start+len(reply)], nil // appended in place
 	}
-	return append(buf, out...), nil
-}
-
-func (rt *Route) serve(ctx context.Context, req, reply []byte) (out []byte, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			out, err = nil, &PanicError{Route: rt.name, Value: p, Stack: debug.Stack()}
-		}
-	}()
-	return rt.handler.ServeRPC(ctx, req, reply)
+	return append(buf, reply...), nil
 }
 
 // ValidRoute reports why name cannot be a route, or nil if it can.

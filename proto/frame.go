@@ -261,15 +261,37 @@ func explainHeader(b []byte, l *Limits) error {
 
 // check enforces the rules on the sections of a whole frame.
 func (f *Frame) check() error {
-	for _, c := range f.Route {
-		if c-0x21 > 0x7e-0x21 { // outside 0x21-0x7e
-			return errProtocol("route byte 0x%02x is not printable ASCII", c)
+	if !printable(f.Route) {
+		for _, c := range f.Route {
+			if c < 0x21 || c > 0x7e {
+				return errProtocol("route byte 0x%02x is not printable ASCII", c)
+			}
 		}
 	}
 	if len(f.Metadata) == 0 {
 		return nil
 	}
 	return f.Metadata.Validate()
+}
+
+// printable reports whether every byte of b is in 0x21-0x7e, eight bytes
+// at a time: a byte below 0x21 borrows into its high bit when 0x21 is
+// taken from it, and one above 0x7e carries into it when 1 is added.
+func printable(b []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
+		if ((x-ones*0x21)&^x|(x+ones*1)|x)&highs != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // ErrorBody returns the code and message of an Error frame decoded by Decode.
@@ -317,6 +339,13 @@ func BeginFrame(dst []byte, h Header, route string, md Metadata) ([]byte, int) {
 	dst = appendHeader(dst, &h)
 	dst = append(dst, route...)
 	return append(dst, md...), start
+}
+
+// BeginResponse is BeginFrame for a Response to call id in codec: no route,
+// no metadata.
+func BeginResponse(dst []byte, id uint32, codec Codec) ([]byte, int) {
+	h := Header{Kind: KindResponse, Codec: codec, ID: id}
+	return appendHeader(dst, &h), len(dst)
 }
 
 // FinishFrame sets the payload length of the frame that BeginFrame started at

@@ -245,3 +245,31 @@ func TestHeaderChecksAgree(t *testing.T) {
 		t.Fatal("no mutated header was refused")
 	}
 }
+
+// TestPrintable checks the eight-bytes-at-a-time route check against the
+// plain one for every byte value at every position of routes of several
+// lengths.
+func TestPrintable(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 9, 16, 23} {
+		for i := 0; i < n; i++ {
+			for x := 0; x < 256; x++ {
+				b := []byte(strings.Repeat("a", n))
+				b[i] = byte(x)
+				want := x >= 0x21 && x <= 0x7e
+				if got := printable(b); got != want {
+					t.Fatalf("printable(% x) = %v, want %v", b, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestBeginResponse(t *testing.T) {
+	buf, start := BeginResponse([]byte("head"), 9, CodecJSON)
+	buf = append(buf, "42"...)
+	FinishFrame(buf, start)
+	want := AppendFrame([]byte("head"), Header{Kind: KindResponse, Codec: CodecJSON, ID: 9}, "", nil, []byte("42"))
+	if start != 4 || string(buf) != string(want) {
+		t.Fatalf("start %d, frame % x, want % x", start, buf, want)
+	}
+}

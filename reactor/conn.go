@@ -79,7 +79,7 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	call := &c.call
 	call.Route, call.ID, call.Codec, call.Metadata = rt.Name(), f.ID, f.Codec, f.Metadata
 	call.Start(c.s.opts.BaseContext, deadline)
-	out, start := proto.BeginFrame(out, proto.Header{Kind: proto.KindResponse, Codec: f.Codec, ID: f.ID}, "", nil)
+	out, start := proto.BeginResponse(out, f.ID, f.Codec)
 	out, err := rt.Serve(call, f.Payload, out)
 	call.End()
 	return c.finishReply(out, start, f.ID, oneWay, err)

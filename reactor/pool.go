@@ -71,7 +71,7 @@ func (t *task) run() {
 	c, s := t.c, t.c.s
 	buf := bytebufferpool.Get()
 	id := t.call.ID
-	out, start := proto.BeginFrame(buf.B[:0], proto.Header{Kind: proto.KindResponse, Codec: t.call.Codec, ID: id}, "", nil)
+	out, start := proto.BeginResponse(buf.B[:0], id, t.call.Codec)
 	var err error
 	if err = t.call.Err(); err == nil { // not cancelled while queued
 		out, err = t.rt.Serve(&t.call, t.frame.B[t.payload:], out)
