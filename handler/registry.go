@@ -161,7 +161,7 @@ func (rt *Route) Serve(ctx context.Context, req, buf []byte) (out []byte, err er
 		return buf, err
 	case len(reply) == 0:
 		return buf, nil
-	case cap(buf) > start && &reply[0] == &buf[start:start+1][0]:
+	case cap(buf) > start && &reply[0] == &buf[start : start+1][0]:
 		return buf[:start+len(reply)], nil // appended in place
 	}
 	return append(buf, reply...), nil
