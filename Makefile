@@ -13,6 +13,8 @@ lint:
 FUZZTIME ?= 30s
 fuzz:
 	go test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./proto
+	go test -run '^$$' -fuzz FuzzJSONString -fuzztime $(FUZZTIME) ./handler
+	go test -run '^$$' -fuzz FuzzJSONFloat -fuzztime $(FUZZTIME) ./handler
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...

@@ -1,7 +1,11 @@
 package handler
 
 import (
-	"github.com/bytedance/sonic"
+	"errors"
+	"sync"
+	"unsafe"
+
+	"github.com/bytedance/sonic/decoder"
 	"github.com/bytedance/sonic/encoder"
 
 	"github.com/rpcd/rpcd/proto"
@@ -18,24 +22,53 @@ type Codec interface {
 	Unmarshal(data []byte, v any) error
 }
 
-// JSON is the JSON codec, backed by sonic. Decoded strings are copies, never
-// views into the request bytes.
+// JSON is the JSON codec, backed by sonic, with its own paths for strings,
+// booleans and numbers. Decoded strings are copies, never views into the
+// request bytes.
 var JSON Codec = jsonCodec{}
-
-// jsonAPI decodes with CopyString: an inline handler's request bytes are the
-// connection's input buffer, reused as soon as the handler returns.
-var jsonAPI = sonic.Config{CopyString: true}.Froze()
 
 type jsonCodec struct{}
 
 func (jsonCodec) ID() proto.Codec { return proto.CodecJSON }
 
 func (jsonCodec) Append(dst []byte, v any) ([]byte, error) {
+	if out, ok := appendScalar(dst, v); ok {
+		return out, nil
+	}
+	return encodeSonic(dst, v)
+}
+
+// encodeSonic is apart from Append because the slice header it hands sonic
+// escapes to the heap: the scalar paths must not pay for that allocation.
+func encodeSonic(dst []byte, v any) ([]byte, error) {
 	err := encoder.EncodeInto(&dst, v, 0)
 	return dst, err
 }
 
-func (jsonCodec) Unmarshal(data []byte, v any) error { return jsonAPI.Unmarshal(data, v) }
+// decoders reuses sonic's decoders, which are made per call otherwise.
+var decoders = sync.Pool{New: func() any { return decoder.NewDecoder("") }}
+
+func (jsonCodec) Unmarshal(data []byte, v any) error {
+	if ok, err := unmarshalScalar(data, v); ok {
+		return err
+	}
+	// A view of data, not a copy: CopyString makes every decoded string a
+	// copy, and the decoder drops the view before going back to the pool.
+	d := decoders.Get().(*decoder.Decoder)
+	d.Reset(unsafe.String(unsafe.SliceData(data), len(data)))
+	d.SetOptions(decoder.OptionCopyString)
+	err := d.Decode(v)
+	if err == nil {
+		err = d.CheckTrailings()
+	}
+	d.Reset("")
+	decoders.Put(d)
+	if err != nil {
+		// sonic's errors quote the input; this one owns its text.
+		return errors.New(err.Error())
+	}
+	return nil
+}
 
 // codecFor returns the codec registered for id, or nil.
 func codecFor(id proto.Codec) Codec {

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"reflect"
+	"sync"
 
 	"github.com/bytedance/sonic"
 
@@ -22,12 +23,21 @@ func Func[Req, Resp any](fn func(ctx context.Context, in Req) (Resp, error)) Han
 	// Compile sonic's codecs for both types now, not on the first call.
 	_ = sonic.Pretouch(reflect.TypeFor[Req]())
 	_ = sonic.Pretouch(reflect.TypeFor[Resp]())
-	return typed[Req, Resp](fn)
+	return &typed[Req, Resp]{fn: fn, states: sync.Pool{New: func() any { return new(typedState[Req, Resp]) }}}
 }
 
-type typed[Req, Resp any] func(ctx context.Context, in Req) (Resp, error)
+type typed[Req, Resp any] struct {
+	fn     func(ctx context.Context, in Req) (Resp, error)
+	states sync.Pool // of *typedState: the values live there, not on the heap per call
+}
 
-func (fn typed[Req, Resp]) ServeRPC(ctx context.Context, req []byte, reply []byte) ([]byte, error) {
+// typedState holds one call's decoded argument and result.
+type typedState[Req, Resp any] struct {
+	in  Req
+	out Resp
+}
+
+func (h *typed[Req, Resp]) ServeRPC(ctx context.Context, req []byte, reply []byte) ([]byte, error) {
 	codec := JSON
 	if c := CallFrom(ctx); c != nil {
 		if codec = codecFor(c.Codec); codec == nil {
@@ -35,21 +45,30 @@ func (fn typed[Req, Resp]) ServeRPC(ctx context.Context, req []byte, reply []byt
 				Message: "route " + c.Route + " takes json, not " + c.Codec.String()}
 		}
 	}
-	var in Req
+	st := h.states.Get().(*typedState[Req, Resp])
+	defer h.put(st)
 	if len(req) > 0 {
-		if err := codec.Unmarshal(req, &in); err != nil {
+		if err := codec.Unmarshal(req, &st.in); err != nil {
 			return reply, &Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
 				Message: "decoding arguments: " + err.Error()}
 		}
 	}
-	out, err := fn(ctx, in)
+	out, err := h.fn(ctx, st.in)
 	if err != nil {
 		return reply, err
 	}
+	st.out = out
 	start := len(reply)
-	reply, err = codec.Append(reply, &out)
+	reply, err = codec.Append(reply, &st.out)
 	if err != nil {
-		return reply[:start], Errorf(ErrInternal.Code, "encoding reply: %v", err)
+		return reply[:start], Errorf(proto.CodeInternal, "encoding reply: %v", err)
 	}
 	return reply, nil
+}
+
+// put clears a state, so the pool holds no reference from a finished call,
+// and returns it to the pool.
+func (h *typed[Req, Resp]) put(st *typedState[Req, Resp]) {
+	*st = typedState[Req, Resp]{}
+	h.states.Put(st)
 }

@@ -167,3 +167,22 @@ func TestDrainingRefusesNewCalls(t *testing.T) {
 		t.Fatal("a new connection was accepted while draining")
 	}
 }
+
+// TestInlineTypedPathAllocs: a typed JSON call (EchoString) allocates at
+// most once on the server: the decoded string, which the handler owns.
+func TestInlineTypedPathAllocs(t *testing.T) {
+	s, fc := newTestServer(t)
+	var batch []byte
+	const calls = 16
+	for i := 1; i <= calls; i++ {
+		batch = proto.AppendFrame(batch, proto.Header{Kind: proto.KindRequest, Codec: proto.CodecJSON, ID: uint32(i)}, builtin.EchoString, nil, []byte(`"0123456789abcdef"`))
+	}
+	w := &countingConn{fakeConn: fc}
+	allocs := testing.AllocsPerRun(500, func() {
+		fc.in = batch
+		s.OnTraffic(w)
+	})
+	if allocs > calls {
+		t.Fatalf("%.2f allocations per wake-up of %d typed calls, want at most %d", allocs, calls, calls)
+	}
+}
