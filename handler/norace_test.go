@@ -1,0 +1,5 @@
+//go:build !race
+
+package handler
+
+const raceEnabled = false
