@@ -98,8 +98,45 @@ func (w *wire) enqueueRequest(h proto.Header, route string, md proto.Metadata, p
 		w.wmu.Unlock()
 		return w.failure()
 	}
+	if len(payload) >= bigPayload && !w.flushing {
+		return w.writeBig(h, route, md, payload, deadline)
+	}
 	w.wbuf = proto.AppendFrame(w.wbuf, h, route, md, payload)
 	return w.flushLocked(deadline)
+}
+
+// bigPayload is the size from which a request's payload is written from
+// the caller's own slice, with writev, instead of being copied into the
+// write queue first.
+const bigPayload = 64 << 10
+
+// writeBig writes, with wmu held and no write in progress, whatever is
+// queued, then the frame's head, then its payload straight from the
+// caller's slice, in one writev; it unlocks wmu. The payload is in the
+// kernel, or copied to the writer's queue, when it returns.
+func (w *wire) writeBig(h proto.Header, route string, md proto.Metadata, payload []byte, deadline time.Time) error {
+	w.flushing = true
+	w.wbuf = proto.AppendHead(w.wbuf, h, route, md, len(payload))
+	head := w.takeLocked()
+	w.wmu.Unlock()
+	w.setWriteDeadline(deadline)
+	bufs := net.Buffers{head, payload}
+	n, err := bufs.WriteTo(w.nc)
+	w.wmu.Lock()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The caller's time is up; the writer sends the rest, which must
+		// not point into the caller's payload any more.
+		var rest []byte
+		if int(n) < len(head) {
+			rest = append(head[n:len(head):len(head)], payload...)
+		} else {
+			rest = append([]byte(nil), payload[int(n)-len(head):]...)
+		}
+		w.wbuf = append(rest, w.wbuf...)
+		return w.handOffLocked()
+	}
+	w.recycleLocked(head)
+	return w.wroteLocked(err)
 }
 
 // enqueueAsync queues a frame for the writer goroutine and never writes on
@@ -150,11 +187,23 @@ func (w *wire) flushLocked(deadline time.Time) error {
 		// The caller's time is up; what it did not write goes first to the
 		// writer, which writes without a deadline.
 		w.wbuf = append(buf[n:len(buf):len(buf)], w.wbuf...)
-		w.wmu.Unlock()
-		w.wsig <- struct{}{} // cannot block: only the flushing owner sends
-		return nil
+		return w.handOffLocked()
 	}
 	w.recycleLocked(buf)
+	return w.wroteLocked(err)
+}
+
+// handOffLocked gives the queue, with the rest of a caller's cut-off
+// write in front, to the writer goroutine, and unlocks wmu.
+func (w *wire) handOffLocked() error {
+	w.wmu.Unlock()
+	w.wsig <- struct{}{} // cannot block: only the flushing owner sends
+	return nil
+}
+
+// wroteLocked ends a caller's write, with wmu held, and unlocks it: an
+// error fails the wire; frames queued during the write go to the writer.
+func (w *wire) wroteLocked(err error) error {
 	if err != nil {
 		w.flushing = false
 		w.wmu.Unlock()

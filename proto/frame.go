@@ -328,6 +328,18 @@ func AppendFrame(dst []byte, h Header, route string, md Metadata, payload []byte
 	return append(dst, payload...)
 }
 
+// AppendHead appends the header, route and metadata of a frame whose
+// payload, of payloadLen bytes, the caller sends right after them from
+// elsewhere (with writev, say) rather than copying it in.
+func AppendHead(dst []byte, h Header, route string, md Metadata, payloadLen int) []byte {
+	h.RouteLen = uint16(len(route))
+	h.MetadataLen = uint16(len(md))
+	h.PayloadLen = uint32(payloadLen)
+	dst = appendHeader(dst, &h)
+	dst = append(dst, route...)
+	return append(dst, md...)
+}
+
 // BeginFrame appends the header, route and metadata of a frame whose payload
 // the caller appends next, in place; FinishFrame then sets the payload length.
 // It returns the extended buffer and the offset at which the frame starts.

@@ -273,3 +273,13 @@ func TestBeginResponse(t *testing.T) {
 		t.Fatalf("start %d, frame % x, want % x", start, buf, want)
 	}
 }
+
+func TestAppendHead(t *testing.T) {
+	md := AppendMetadata(nil, "k", []byte("v"))
+	h := Header{Kind: KindRequest, ID: 4}
+	payload := []byte("the payload")
+	got := append(AppendHead([]byte("x"), h, "A/B", md, len(payload)), payload...)
+	if want := AppendFrame([]byte("x"), h, "A/B", md, payload); string(got) != string(want) {
+		t.Fatalf("head + payload\n got % x\nwant % x", got, want)
+	}
+}

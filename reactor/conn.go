@@ -3,6 +3,7 @@ package reactor
 import (
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,9 @@ type conn struct {
 
 	lastID    uint32 // newest call id taken in, named by GoAway
 	goingAway bool   // GoAway sent: new calls are refused
+
+	big       []byte       // a large frame being gathered (see bigFrame)
+	bigHeader proto.Header // its header, accepted
 
 	closed atomic.Bool
 
@@ -76,6 +80,11 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 		return c.dispatch(rt, f, out, deadline)
 	}
 
+	if n := len(f.Payload); n > bigFrame && cap(out)-len(out) < proto.HeaderSize+n {
+		// Room for a reply as large as the request (an echo) before the
+		// handler appends it: one copy, not one per growth step.
+		out = slices.Grow(out, proto.HeaderSize+n)
+	}
 	call := &c.call
 	call.Route, call.ID, call.Codec, call.Metadata = rt.Name(), f.ID, f.Codec, f.Metadata
 	call.Start(c.s.opts.BaseContext, deadline)

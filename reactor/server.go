@@ -178,6 +178,9 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 		return gnet.None
 	}
 	c.closeCalls()
+	if c.big != nil {
+		c.releaseBig()
+	}
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
@@ -207,12 +210,18 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 			action = gnet.Close
 		}
 	}
-	if cap(out) <= 1<<20 { // let a huge reply's buffer go
+	if cap(out) <= 2*s.opts.Limits.MaxFrameSize { // let a huger buffer go
 		*bp = out[:0]
 		outPool.Put(bp)
 	}
 	return action
 }
+
+// bigFrame is the size from which a frame that is still arriving is
+// gathered into a buffer of its own, taken from gnet's input as it comes,
+// rather than left in gnet's ring buffer, which would copy it on every
+// read and once more to make it contiguous.
+const bigFrame = 64 << 10
 
 // readFrames runs every whole frame buffered on gc and appends the replies
 // to out. It looks at the first frame's header alone until that frame is
@@ -222,6 +231,14 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 // frames in it, and discards them at once. A frame that breaks the
 // protocol ends the connection with a GoAway saying why.
 func (c *conn) readFrames(gc gnet.Conn, out []byte) ([]byte, gnet.Action) {
+	if c.big != nil {
+		whole, err := false, error(nil)
+		if out, whole, err = c.gatherBig(gc, out); err != nil {
+			return c.protocolError(out, err)
+		} else if !whole {
+			return out, gnet.None
+		}
+	}
 	lim := &c.s.opts.Limits
 	b, err := gc.Peek(proto.HeaderSize)
 	if err != nil {
@@ -229,7 +246,13 @@ func (c *conn) readFrames(gc gnet.Conn, out []byte) ([]byte, gnet.Action) {
 	}
 	h, err := proto.DecodeHeader(b, lim)
 	if err == nil && gc.InboundBuffered() < h.Len() {
-		return out, gnet.None // the header is good; wait for the rest
+		if h.Len() >= bigFrame {
+			c.startBig(h)
+			out, _, err = c.gatherBig(gc, out) // not whole: fewer bytes are buffered
+		}
+		if err == nil {
+			return out, gnet.None // the header is good; wait for the rest
+		}
 	}
 	var buf []byte
 	if err == nil {
@@ -261,10 +284,64 @@ func (c *conn) readFrames(gc gnet.Conn, out []byte) ([]byte, gnet.Action) {
 		_, _ = gc.Discard(done) // the frames' views end here
 	}
 	if err != nil {
-		c.s.log.Info("rpcd: closing connection on a protocol error", "remote", c.remote, "err", err)
-		return proto.AppendGoAway(out, c.lastID, proto.CodeInternal, err.Error()), gnet.Close
+		return c.protocolError(out, err)
 	}
 	return out, gnet.None
+}
+
+// protocolError ends the connection on bytes that break the protocol: a
+// GoAway saying why, after the replies already made.
+func (c *conn) protocolError(out []byte, err error) ([]byte, gnet.Action) {
+	c.s.log.Info("rpcd: closing connection on a protocol error", "remote", c.remote, "err", err)
+	return proto.AppendGoAway(out, c.lastID, proto.CodeInternal, err.Error()), gnet.Close
+}
+
+// bigBufs holds the buffers large frames are gathered in.
+var bigBufs sync.Pool
+
+// startBig makes room for a large frame whose accepted header is h. The
+// whole frame's room is taken at once, so its bytes are copied once.
+func (c *conn) startBig(h proto.Header) {
+	n := h.Len()
+	if p, ok := bigBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		c.big = (*p)[:0]
+	} else {
+		c.big = make([]byte, 0, n)
+	}
+	c.bigHeader = h
+}
+
+// gatherBig moves what gc has buffered of the large frame being gathered
+// into its buffer; once the frame is whole, it runs it, appending the reply
+// to out, and reports true.
+func (c *conn) gatherBig(gc gnet.Conn, out []byte) ([]byte, bool, error) {
+	n := c.bigHeader.Len()
+	avail, _ := gc.Peek(-1)
+	k := min(len(avail), n-len(c.big))
+	c.big = append(c.big, avail[:k]...)
+	_, _ = gc.Discard(k)
+	if len(c.big) < n {
+		return out, false, nil
+	}
+	defer c.releaseBig()
+	f := proto.Frame{Header: c.bigHeader}
+	if err := proto.DecodeFrame(&f, c.big); err != nil {
+		return out, false, err
+	}
+	var now time.Time
+	if f.Deadline > 0 {
+		now = time.Now()
+	}
+	return c.handleFrame(&f, out, now), true, nil
+}
+
+// releaseBig returns the large frame's buffer to the pool.
+func (c *conn) releaseBig() {
+	b := c.big[:0]
+	c.big = nil
+	if cap(b) <= c.s.opts.Limits.MaxFrameSize {
+		bigBufs.Put(&b)
+	}
 }
 
 // Shutdown stops the server gracefully: it turns new connections away, sends

@@ -1,6 +1,7 @@
 package reactor
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -187,5 +188,62 @@ func TestInlineTypedPathAllocs(t *testing.T) {
 	})
 	if allocs > calls {
 		t.Fatalf("%.2f allocations per wake-up of %d typed calls, want at most %d", allocs, calls, calls)
+	}
+}
+
+// TestBigFrameInPieces: a frame over bigFrame arriving in pieces is
+// gathered apart from gnet's buffer and answered once whole, and what
+// follows it in the last piece is answered too.
+func TestBigFrameInPieces(t *testing.T) {
+	s, fc := newTestServer(t)
+	payload := make([]byte, 3*bigFrame+5)
+	for i := range payload {
+		payload[i] = byte(i * 13)
+	}
+	stream := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, builtin.EchoPacket, nil, payload)
+	stream = proto.AppendFrame(stream, proto.Header{Kind: proto.KindRequest, ID: 2}, builtin.EchoPacket, nil, []byte("next"))
+	stream = proto.AppendFrame(stream, proto.Header{Kind: proto.KindRequest, ID: 3}, builtin.EchoPacket, nil, payload[:bigFrame+1])
+	var replies []proto.Frame
+	for len(stream) > 0 {
+		k := min(len(stream), 50000)
+		fc.in = append(fc.in, stream[:k]...)
+		stream = stream[k:]
+		if action := s.OnTraffic(fc); action != 0 {
+			t.Fatalf("action %v", action)
+		}
+		for _, w := range fc.writes {
+			replies = append(replies, decodeAll(t, w)...)
+		}
+		fc.writes = nil
+	}
+	if len(replies) != 3 {
+		t.Fatalf("%d replies, want 3", len(replies))
+	}
+	for i, want := range [][]byte{payload, []byte("next"), payload[:bigFrame+1]} {
+		if f := replies[i]; f.ID != uint32(i+1) || !bytes.Equal(f.Payload, want) {
+			t.Fatalf("reply %d: id %d, %d bytes", i, f.ID, len(f.Payload))
+		}
+	}
+	if len(fc.in) != 0 {
+		t.Fatalf("%d bytes left unread", len(fc.in))
+	}
+}
+
+// TestBigFrameBadSections: a large frame whose sections break the protocol
+// is refused once gathered, with a GoAway, like any other.
+func TestBigFrameBadSections(t *testing.T) {
+	s, fc := newTestServer(t)
+	frame := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, "Bad Route", nil, make([]byte, 2*bigFrame))
+	fc.in = append(fc.in, frame[:bigFrame]...)
+	if action := s.OnTraffic(fc); action != 0 {
+		t.Fatalf("action %v on the first piece", action)
+	}
+	fc.in = append(fc.in, frame[bigFrame:]...)
+	if action := s.OnTraffic(fc); action == 0 {
+		t.Fatal("connection left open after a bad large frame")
+	}
+	fs := decodeAll(t, fc.writes[len(fc.writes)-1])
+	if fs[len(fs)-1].Kind != proto.KindGoAway {
+		t.Fatalf("last frame %v, want GoAway", fs[len(fs)-1].Kind)
 	}
 }
