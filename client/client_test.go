@@ -151,7 +151,9 @@ func TestReconnect(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != proto.CodeUnavailable || !e.Unprocessed {
 		t.Fatalf("call with the server down: %#v", err)
 	}
-	if d := time.Since(begin); d > time.Second {
+	// Fails at once rather than waiting for a reconnection: far under the
+	// 5s a dial may take, with room for a loaded machine.
+	if d := time.Since(begin); d > 3*time.Second {
 		t.Fatalf("call with the server down took %v; it should fail fast", d)
 	}
 
@@ -367,7 +369,7 @@ func TestDeadlineWhileWriting(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("call %d to a server that does not read: %v", i, err)
 		}
-		if d := time.Since(begin); d > 2*time.Second {
+		if d := time.Since(begin); d > 5*time.Second { // not held until the server reads
 			t.Fatalf("call %d returned %v after its 200ms deadline", i, d)
 		}
 	}
