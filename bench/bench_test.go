@@ -253,3 +253,20 @@ func TestBenchMain(t *testing.T) {
 		}
 	}
 }
+
+// TestRRQM runs the sequential Sum test in-process for every system that
+// sums, with each result checked by runSum.
+func TestRRQM(t *testing.T) {
+	var out strings.Builder
+	if err := runSum([]string{"rpcd", "grpc", "netrpc", "tcp-floor"}, 50, 1, true, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, name := range []string{"rpcd", "grpc", "netrpc"} {
+		if !strings.Contains(out.String(), name) {
+			t.Errorf("no row for %s:\n%s", name, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "tcp-floor") {
+		t.Errorf("a system without Sum has a row:\n%s", out.String())
+	}
+}

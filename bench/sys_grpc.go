@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 
@@ -29,17 +30,24 @@ type echoServer interface {
 	Echo(context.Context, *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error)
 }
 
-const echoMethod = "/bench.Echo/Echo"
+const (
+	echoMethod = "/bench.Echo/Echo"
+	sumMethod  = "/bench.Echo/Sum"
+)
 
 // echoServiceDesc is the grpc.ServiceDesc for the bench.Echo service, as
 // protoc-gen-go-grpc would generate it for
 //
-//	service Echo { rpc Echo(google.protobuf.BytesValue) returns (google.protobuf.BytesValue); }
+//	service Echo {
+//	  rpc Echo(google.protobuf.BytesValue) returns (google.protobuf.BytesValue);
+//	  rpc Sum(google.protobuf.BytesValue) returns (google.protobuf.Int64Value); // for the RRQM test
+//	}
 var echoServiceDesc = grpc.ServiceDesc{
 	ServiceName: "bench.Echo",
 	HandlerType: (*echoServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{MethodName: "Echo", Handler: echoEchoHandler},
+		{MethodName: "Sum", Handler: echoSumHandler},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "bench/echo.proto",
@@ -58,6 +66,19 @@ func echoEchoHandler(srv any, ctx context.Context, dec func(any) error, intercep
 		return srv.(echoServer).Echo(ctx, req.(*wrapperspb.BytesValue))
 	}
 	return interceptor(ctx, in, info, handler)
+}
+
+// echoSumHandler serves Sum: two big-endian int64s in, their sum out.
+func echoSumHandler(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	in := new(wrapperspb.BytesValue)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if len(in.Value) != 16 {
+		return nil, errors.New("bench: Sum wants 16 bytes")
+	}
+	a, b := int64(binary.BigEndian.Uint64(in.Value)), int64(binary.BigEndian.Uint64(in.Value[8:]))
+	return &wrapperspb.Int64Value{Value: a + b}, nil
 }
 
 // echoClient is the client stub, as protoc-gen-go-grpc would generate it.
