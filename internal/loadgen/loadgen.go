@@ -89,6 +89,11 @@ type caller struct {
 	calls  int64
 	bytes  int64
 	errors map[string]int64
+
+	// done and failed mirror calls and the errors for the progress line,
+	// which reads them while the caller runs.
+	done, failed atomic.Int64
+	_            [48]byte // keep callers' counters off each other's cache lines
 }
 
 // Run runs the load until the duration or the number of calls is reached,
@@ -112,14 +117,14 @@ func Run(ctx context.Context, cfg Config, call CallFunc) (Result, error) {
 		wctx, cancel := context.WithTimeout(ctx, cfg.Warmup)
 		warm := cfg
 		warm.Calls, warm.Duration, warm.Warmup, warm.Progress = 0, cfg.Warmup, 0, nil
-		runPhase(wctx, warm, call, &tally{})
+		runPhase(wctx, warm, call, newTally(cfg.Callers))
 		cancel()
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
 	}
 
-	var t tally
+	t := newTally(cfg.Callers)
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if cfg.Calls <= 0 {
@@ -142,12 +147,13 @@ func Run(ctx context.Context, cfg Config, call CallFunc) (Result, error) {
 				case <-done:
 					return
 				case <-tick.C:
-					cfg.Progress(Progress{Elapsed: time.Since(start), Calls: t.done.Load(), Errors: t.errors.Load()})
+					calls, errs := t.progress()
+					cfg.Progress(Progress{Elapsed: time.Since(start), Calls: calls, Errors: errs})
 				}
 			}
 		}()
 	}
-	callers := runPhase(mctx, cfg, call, &t)
+	callers := runPhase(mctx, cfg, call, t)
 	elapsed := time.Since(start)
 	cpu := cpuTime() - cpu0
 	close(done)
@@ -155,77 +161,102 @@ func Run(ctx context.Context, cfg Config, call CallFunc) (Result, error) {
 	return summarize(callers, elapsed, cpu), nil
 }
 
-// over reports whether the phase's context has ended. A context's deadline
-// can pass a moment before its timer cancels it, and a client that checks
-// deadlines itself fails calls in that moment; those failures are the end
-// of the run, not errors.
-func over(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
+// newTally returns the tallies of a phase with n callers.
+func newTally(n int) *tally {
+	t := &tally{callers: make([]*caller, n)}
+	for i := range t.callers {
+		t.callers[i] = &caller{hist: newHistogram(), errors: map[string]int64{}}
 	}
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
+	return t
 }
 
 // tally counts a phase's calls across its callers.
 type tally struct {
 	started atomic.Int64 // calls begun, against Config.Calls
-	done    atomic.Int64 // calls finished, for the progress line
-	errors  atomic.Int64
+	callers []*caller    // for the progress line
+}
+
+// progress sums the callers' counts so far.
+func (t *tally) progress() (calls, errors int64) {
+	for _, cl := range t.callers {
+		calls += cl.done.Load()
+		errors += cl.failed.Load()
+	}
+	return calls, errors
 }
 
 // runPhase runs the callers until ctx ends or cfg.Calls have begun.
 func runPhase(ctx context.Context, cfg Config, call CallFunc, t *tally) []*caller {
-	callers := make([]*caller, cfg.Callers)
+	callers := t.callers
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i := range callers {
-		cl := &caller{hist: newHistogram(), errors: map[string]int64{}}
-		callers[i] = cl
+	for i, cl := range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var interval time.Duration
-			var next time.Time
-			if cfg.Rate > 0 {
-				interval = time.Duration(float64(cfg.Callers) / cfg.Rate * float64(time.Second))
-				next = start.Add(time.Duration(float64(i) / cfg.Rate * float64(time.Second)))
-			}
-			for !over(ctx) {
-				if cfg.Calls > 0 && t.started.Add(1) > cfg.Calls {
-					return
-				}
-				began := time.Now()
-				if interval > 0 {
-					if wait := time.Until(next); wait > 0 {
-						select {
-						case <-time.After(wait):
-						case <-ctx.Done():
-							return
-						}
-					}
-					began = next // latency counts from the schedule
-					next = next.Add(interval)
-				}
-				n, err := call(ctx, i)
-				took := time.Since(began)
-				if err != nil && over(ctx) {
-					return // cut off by the end of the run, not a failure
-				}
-				t.done.Add(1)
-				cl.calls++
-				cl.bytes += int64(n)
-				if err != nil {
-					cl.errors[cfg.Classify(err)]++
-					t.errors.Add(1)
-					continue
-				}
-				_ = cl.hist.RecordValue(int64(took))
-			}
+			cl.run(ctx, cfg, call, t, i, start)
 		}()
 	}
 	wg.Wait()
 	return callers
+}
+
+// run makes caller i's calls until the phase ends.
+func (cl *caller) run(ctx context.Context, cfg Config, call CallFunc, t *tally, i int, start time.Time) {
+	var interval time.Duration
+	var next time.Time
+	if cfg.Rate > 0 {
+		interval = time.Duration(float64(cfg.Callers) / cfg.Rate * float64(time.Second))
+		next = start.Add(time.Duration(float64(i) / cfg.Rate * float64(time.Second)))
+	}
+	// The end of the phase: its context's channel and deadline, read once.
+	// A context's deadline can pass a moment before its timer cancels it,
+	// and a client that checks deadlines itself fails calls in that
+	// moment; those failures are the end of the run, not errors.
+	done := ctx.Done()
+	end, hasEnd := ctx.Deadline()
+	over := func(now time.Time) bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return hasEnd && !now.Before(end)
+		}
+	}
+	now := time.Now()
+	for !over(now) {
+		if cfg.Calls > 0 && t.started.Add(1) > cfg.Calls {
+			return
+		}
+		// One clock read per call: a call begins when the previous one
+		// ended, give or take the few nanoseconds of counting it.
+		began := now
+		if interval > 0 {
+			if wait := time.Until(next); wait > 0 {
+				select {
+				case <-time.After(wait):
+				case <-done:
+					return
+				}
+			}
+			began = next // latency counts from the schedule
+			next = next.Add(interval)
+		}
+		n, err := call(ctx, i)
+		now = time.Now()
+		if err != nil && over(now) {
+			return // cut off by the end of the run, not a failure
+		}
+		cl.calls++
+		cl.bytes += int64(n)
+		if err != nil {
+			cl.errors[cfg.Classify(err)]++
+			cl.failed.Add(1)
+		} else {
+			_ = cl.hist.RecordValue(int64(now.Sub(began)))
+		}
+		cl.done.Add(1)
+	}
 }
 
 func summarize(callers []*caller, elapsed, cpu time.Duration) Result {
