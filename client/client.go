@@ -72,7 +72,7 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 		}
 		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: true}
 	}
-	return newWire(nc, c.opts.Limits, c.addr), nil
+	return newWire(nc, c.opts.Limits), nil
 }
 
 // keep redials s's connection whenever it breaks, until Close.

@@ -22,7 +22,6 @@ import (
 type wire struct {
 	nc   net.Conn
 	lim  proto.Limits
-	addr string
 	born time.Time
 
 	pending pendingTable
@@ -44,11 +43,10 @@ type wire struct {
 	wg   sync.WaitGroup
 }
 
-func newWire(nc net.Conn, lim proto.Limits, addr string) *wire {
+func newWire(nc net.Conn, lim proto.Limits) *wire {
 	w := &wire{
 		nc:   nc,
 		lim:  lim,
-		addr: addr,
 		born: time.Now(),
 		wsig: make(chan struct{}, 1),
 		done: make(chan struct{}),
