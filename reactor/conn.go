@@ -29,6 +29,17 @@ type conn struct {
 	big       []byte       // a large frame being gathered (see bigFrame)
 	bigHeader proto.Header // its header, accepted
 
+	inboundLeft int // bytes left buffered at the end of the last wake-up
+	backlogLast int // unread output at the last wake-up
+
+	// Shared with the sweeper, times from Server.clock.
+	lastRead     atomic.Int64 // when bytes last arrived
+	frameStart   atomic.Int64 // when the frame now arriving began; 0 if none
+	backlogSince atomic.Int64 // since when output waits unread without shrinking; 0 if none
+	pingSent     atomic.Int64 // when the sweeper asked for a Ping; 0 if none is out
+	wantPing     atomic.Bool  // the loop sends a Ping at its next wake-up
+	ending       atomic.Pointer[ending]
+
 	closed atomic.Bool
 
 	mu      sync.Mutex
@@ -41,6 +52,13 @@ func newConn(s *Server, gc gnet.Conn, remote net.Addr) *conn {
 	c := &conn{s: s, gc: gc, remote: remote, calls: make(map[uint32]*task)}
 	c.call.Remote = remote
 	return c
+}
+
+// ending is why the sweeper ends a connection: the loop sends a GoAway with
+// it, then closes.
+type ending struct {
+	code proto.Code
+	msg  string
 }
 
 // handleFrame acts on one whole frame and appends what it answers to out.

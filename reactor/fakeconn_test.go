@@ -34,7 +34,8 @@ func (f *fakeConn) Discard(n int) (int, error) {
 	return n, nil
 }
 
-func (f *fakeConn) InboundBuffered() int { return len(f.in) }
+func (f *fakeConn) InboundBuffered() int  { return len(f.in) }
+func (f *fakeConn) OutboundBuffered() int { return 0 }
 
 func (f *fakeConn) Write(b []byte) (int, error) {
 	f.writes = append(f.writes, append([]byte(nil), b...))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"runtime"
+	"time"
 
 	"github.com/rpcd/rpcd/proto"
 )
@@ -31,6 +32,32 @@ type Options struct {
 	// worker; past it, calls get ResourceExhausted. Default 4096.
 	BlockingQueue int
 
+	// MaxConns bounds the open connections; past it, new ones get a GoAway
+	// (ResourceExhausted) and are closed at once. Default 10,000.
+	MaxConns int
+
+	// FrameTimeout bounds the time from a frame's first byte to its last:
+	// a peer that trickles a frame is cut off. Default 30s.
+	FrameTimeout time.Duration
+
+	// IdleTimeout, if set, closes a connection that sends nothing for that
+	// long. Default 0: idle connections stay while they answer pings.
+	IdleTimeout time.Duration
+
+	// KeepAlive is how long a connection may send nothing before the
+	// server pings it; a ping unanswered within KeepAliveTimeout closes
+	// it, so a peer gone without a FIN is found. Defaults 30s and 10s; a
+	// negative KeepAlive sends no pings.
+	KeepAlive, KeepAliveTimeout time.Duration
+
+	// MaxOutbound bounds the replies written to a connection that its peer
+	// has not read yet; past it, the connection is closed. Default 8 MiB.
+	MaxOutbound int
+
+	// WriteTimeout closes a connection whose unread replies have not gone
+	// down for that long. Default 30s.
+	WriteTimeout time.Duration
+
 	// BaseContext, if set, supplies the values every Call carries.
 	BaseContext context.Context
 
@@ -52,6 +79,24 @@ func (o Options) withDefaults() Options {
 	if o.BlockingQueue <= 0 {
 		o.BlockingQueue = 4096
 	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 10000
+	}
+	if o.FrameTimeout <= 0 {
+		o.FrameTimeout = 30 * time.Second
+	}
+	if o.KeepAlive == 0 {
+		o.KeepAlive = 30 * time.Second
+	}
+	if o.KeepAliveTimeout <= 0 {
+		o.KeepAliveTimeout = 10 * time.Second
+	}
+	if o.MaxOutbound <= 0 {
+		o.MaxOutbound = 8 << 20
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
 	if o.BaseContext == nil {
 		o.BaseContext = context.Background()
 	}
@@ -59,4 +104,17 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.Default()
 	}
 	return o
+}
+
+// sweepEvery is how often the sweeper looks at the connections: a quarter
+// of the shortest timed limit, between 10ms and 1s.
+func (o *Options) sweepEvery() time.Duration {
+	d := min(o.FrameTimeout, o.KeepAliveTimeout, o.WriteTimeout)
+	if o.KeepAlive > 0 {
+		d = min(d, o.KeepAlive)
+	}
+	if o.IdleTimeout > 0 {
+		d = min(d, o.IdleTimeout)
+	}
+	return min(max(d/4, 10*time.Millisecond), time.Second)
 }

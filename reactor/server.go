@@ -3,10 +3,8 @@ package reactor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +17,11 @@ import (
 )
 
 // Server serves a registry's routes on gnet event loops.
+//
+// It accepts connections itself, on a net.Listener, and hands each to an
+// event loop: so it can refuse connections past a maximum, back off when
+// the process is out of file descriptors instead of stopping (as gnet's own
+// acceptor would), and stop accepting at once on Shutdown.
 type Server struct {
 	gnet.BuiltinEventEngine
 
@@ -27,326 +30,189 @@ type Server struct {
 	log  *slog.Logger
 
 	started  atomic.Bool
-	booted   chan struct{} // closed once listening, or when start-up failed
-	stopped  chan struct{} // closed when ListenAndServe returns
-	eng      gnet.Engine
-	addr     net.Addr
-	bootErr  error // why the server could not finish starting
+	ready    chan struct{} // closed once serving, or when start-up failed
+	startErr error         // why it could not start; read after ready
+	drained  chan struct{} // closed by Shutdown once the loops are stopped
+	done     chan struct{} // closed when Serve returns
+	ln       net.Listener
+	loops    *gnet.Client // the event loops; gnet's client engine takes connections we accept
 	draining atomic.Bool
 
-	mu    sync.Mutex
-	conns map[*conn]struct{}
+	clock atomic.Int64 // a coarse "now" in Unix nanoseconds, kept by the sweeper
+
+	mu     sync.Mutex
+	conns  map[*conn]struct{}
+	nconns atomic.Int64
 
 	tasks    chan *task
 	workers  sync.WaitGroup
 	inflight atomic.Int64 // blocking calls queued or running
 }
 
-// New returns a server for reg's routes. Call ListenAndServe or Start.
+// New returns a server for reg's routes. Call ListenAndServe, Serve or
+// Start.
 func New(reg *handler.Registry, opts Options) *Server {
 	opts = opts.withDefaults()
 	return &Server{
 		reg:     reg,
 		opts:    opts,
 		log:     opts.Logger,
-		booted:  make(chan struct{}),
-		stopped: make(chan struct{}),
+		ready:   make(chan struct{}),
+		drained: make(chan struct{}),
+		done:    make(chan struct{}),
 		conns:   make(map[*conn]struct{}),
 	}
 }
 
-// ListenAndServe listens on addr ("host:port", or "unix:///path") and serves
-// until Shutdown, after which it returns ErrServerClosed. It returns other
-// errors if it cannot listen.
+// Listen listens on addr: "host:port" or "tcp://host:port" for TCP,
+// "unix:///path" for a Unix socket.
+func Listen(addr string) (net.Listener, error) {
+	network := "tcp"
+	if rest, ok := strings.CutPrefix(addr, "unix://"); ok {
+		network, addr = "unix", rest
+	} else {
+		addr = strings.TrimPrefix(addr, "tcp://")
+	}
+	return net.Listen(network, addr)
+}
+
+// ListenAndServe listens on addr (see Listen) and serves until Shutdown,
+// after which it returns ErrServerClosed.
 func (s *Server) ListenAndServe(addr string) error {
+	ln, err := Listen(addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ln)
+}
+
+// Serve serves connections accepted on ln until Shutdown, after which it
+// returns ErrServerClosed, or until ln fails for good. It closes ln.
+func (s *Server) Serve(ln net.Listener) error {
 	if !s.started.CompareAndSwap(false, true) {
+		ln.Close()
 		return errAlreadyStarted
 	}
-	return s.serve(addr)
+	return s.serve(ln)
 }
 
-func (s *Server) serve(addr string) error {
-	defer close(s.stopped)
-	s.tasks = make(chan *task, s.opts.BlockingQueue)
-	for range s.opts.BlockingWorkers {
-		s.workers.Add(1)
-		go s.worker()
-	}
-	// Workers end once the queue is drained; Shutdown waits for them.
-	defer close(s.tasks)
-	if !strings.Contains(addr, "://") {
-		addr = "tcp://" + addr
-	}
-	err := gnet.Run(s, addr,
-		gnet.WithNumEventLoop(s.opts.Loops),
-		gnet.WithReusePort(false),
-		gnet.WithReuseAddr(true), // a restarted server rebinds despite TIME_WAIT
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(gnetLogger{s.log}),
-	)
-	select {
-	case <-s.booted:
-	default:
-		close(s.booted) // gnet failed before OnBoot
-	}
-	switch {
-	case s.bootErr != nil:
-		return s.bootErr
-	case err == nil && s.draining.Load():
-		return ErrServerClosed
-	}
-	return err
-}
-
-// Start runs ListenAndServe in the background and returns once the server
-// is listening, or with the error that kept it from listening.
+// Start listens on addr and serves in the background; it returns once the
+// server is serving, or with the error that kept it from it.
 func (s *Server) Start(addr string) error {
+	ln, err := Listen(addr)
+	if err != nil {
+		return err
+	}
 	if !s.started.CompareAndSwap(false, true) {
+		ln.Close()
 		return errAlreadyStarted
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- s.serve(addr) }()
-	select {
-	case <-s.booted:
-		if s.addr != nil {
-			return nil
-		}
-		return <-errc // gnet failed, or OnBoot stopped it
-	case err := <-errc:
-		return err
+	go func() { errc <- s.serve(ln) }()
+	<-s.ready
+	if s.startErr != nil {
+		return <-errc
 	}
+	return nil
 }
 
 // Addr returns the address the server listens on, once it does; nil before.
 func (s *Server) Addr() net.Addr {
 	select {
-	case <-s.booted:
-		return s.addr
+	case <-s.ready:
+		if s.ln != nil && s.startErr == nil {
+			return s.ln.Addr()
+		}
 	default:
-		return nil
 	}
+	return nil
 }
 
-// OnBoot records the engine and the bound address; if the address cannot
-// be read, it stops the engine and ListenAndServe returns why.
-func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
-	defer close(s.booted)
-	s.eng = eng
-	addr, err := listenerAddr(eng)
+func (s *Server) serve(ln net.Listener) error {
+	defer close(s.done)
+	s.ln = ln
+	s.tasks = make(chan *task, s.opts.BlockingQueue)
+	for range s.opts.BlockingWorkers {
+		s.workers.Add(1)
+		go s.worker()
+	}
+	defer close(s.tasks) // workers end once the queue is drained; Shutdown waits for them
+
+	loops, err := gnet.NewClient(s,
+		gnet.WithNumEventLoop(s.opts.Loops),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogger(gnetLogger{s.log}),
+	)
+	if err == nil {
+		err = loops.Start()
+	}
 	if err != nil {
-		s.bootErr = fmt.Errorf("rpcd: reading the listener's address: %w", err)
-		return gnet.Shutdown
+		s.startErr = err
+		close(s.ready)
+		ln.Close()
+		return err
 	}
-	s.addr = addr
-	return gnet.None
+	s.loops = loops
+	s.clock.Store(time.Now().UnixNano())
+	stopSweep := make(chan struct{})
+	var sweeping sync.WaitGroup
+	sweeping.Add(1)
+	go func() { defer sweeping.Done(); s.sweep(stopSweep) }()
+	defer func() { close(stopSweep); sweeping.Wait() }()
+	close(s.ready)
+
+	err = s.accept(ln)
+	if !s.draining.Load() { // the listener failed on its own: stop everything
+		_ = s.loops.Stop()
+		return err
+	}
+	<-s.drained
+	return ErrServerClosed
 }
 
-// listenerAddr asks the kernel which address the listener is bound to, so
-// that ":0" reports the port it got.
-func listenerAddr(eng gnet.Engine) (net.Addr, error) {
-	fd, err := eng.Dup()
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), "listener")
-	defer f.Close()
-	ln, err := net.FileListener(f)
-	if err != nil {
-		return nil, err
-	}
-	defer ln.Close()
-	return ln.Addr(), nil
-}
-
-// OnOpen sets up a connection, or turns it away while draining.
-func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
-	if s.draining.Load() {
-		return proto.AppendGoAway(nil, 0, proto.CodeUnavailable, "server is draining"), gnet.Close
-	}
-	c := newConn(s, gc, gc.RemoteAddr())
-	gc.SetContext(c)
-	s.mu.Lock()
-	s.conns[c] = struct{}{}
-	s.mu.Unlock()
-	return nil, gnet.None
-}
-
-// OnClose cancels what the connection had in flight.
-func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
-	c, ok := gc.Context().(*conn)
-	if !ok {
-		return gnet.None
-	}
-	c.closeCalls()
-	if c.big != nil {
-		c.releaseBig()
-	}
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	if err != nil && !errors.Is(err, os.ErrClosed) {
-		s.log.Debug("rpcd: connection closed", "remote", c.remote, "err", err)
-	}
-	return gnet.None
-}
-
-// outPool holds the buffers that collect one wake-up's replies.
-var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
-
-// OnTraffic runs every whole frame the connection has buffered and writes
-// all their replies with one call.
-func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
-	c := gc.Context().(*conn)
-	bp := outPool.Get().(*[]byte)
-	out := (*bp)[:0]
-	if s.draining.Load() && !c.goingAway {
-		out = c.goAway(out)
-	}
-	out = c.takeReplies(out)
-
-	out, action := c.readFrames(gc, out)
-	if len(out) > 0 {
-		if _, err := gc.Write(out); err != nil {
-			action = gnet.Close
-		}
-	}
-	if cap(out) <= 2*s.opts.Limits.MaxFrameSize { // let a huger buffer go
-		*bp = out[:0]
-		outPool.Put(bp)
-	}
-	return action
-}
-
-// bigFrame is the size from which a frame that is still arriving is
-// gathered into a buffer of its own, taken from gnet's input as it comes,
-// rather than left in gnet's ring buffer, which would copy it on every
-// read and once more to make it contiguous.
-const bigFrame = 64 << 10
-
-// readFrames runs every whole frame buffered on gc and appends the replies
-// to out. It looks at the first frame's header alone until that frame is
-// whole, so a large frame arriving in pieces is not copied over and over;
-// then it takes everything buffered in one Peek (a view into gnet's buffer
-// when nothing was left over from an earlier wake-up), runs the whole
-// frames in it, and discards them at once. A frame that breaks the
-// protocol ends the connection with a GoAway saying why.
-func (c *conn) readFrames(gc gnet.Conn, out []byte) ([]byte, gnet.Action) {
-	if c.big != nil {
-		whole, err := false, error(nil)
-		if out, whole, err = c.gatherBig(gc, out); err != nil {
-			return c.protocolError(out, err)
-		} else if !whole {
-			return out, gnet.None
-		}
-	}
-	lim := &c.s.opts.Limits
-	b, err := gc.Peek(proto.HeaderSize)
-	if err != nil {
-		return out, gnet.None // not a whole header yet
-	}
-	h, err := proto.DecodeHeader(b, lim)
-	if err == nil && gc.InboundBuffered() < h.Len() {
-		if h.Len() >= bigFrame {
-			c.startBig(h)
-			out, _, err = c.gatherBig(gc, out) // not whole: fewer bytes are buffered
+// accept takes connections from ln and gives them to the event loops until
+// ln is closed. It refuses connections past Options.MaxConns with a GoAway,
+// and backs off when accepting fails, as it does when the process is out of
+// file descriptors, instead of giving up.
+func (s *Server) accept(ln net.Listener) error {
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err == nil && s.nconns.Load() >= int64(s.opts.MaxConns) {
+			s.refuse(nc, proto.CodeResourceExhausted, "too many connections")
+			continue
 		}
 		if err == nil {
-			return out, gnet.None // the header is good; wait for the rest
+			_, err = s.loops.EnrollContext(nc, nil) // closes nc; the loop has its own descriptor
 		}
-	}
-	var buf []byte
-	if err == nil {
-		buf, _ = gc.Peek(-1)
-	}
-	var now time.Time
-	var f proto.Frame
-	done := 0
-	for err == nil { // h holds the header at buf[done:], accepted
-		n := h.Len()
-		if len(buf)-done < n {
-			break
+		if err == nil {
+			delay = 0
+			continue
 		}
-		f.Header = h
-		if err = proto.DecodeFrame(&f, buf[done:]); err != nil {
-			break
+		if errors.Is(err, net.ErrClosed) {
+			return err
 		}
-		if f.Deadline > 0 && now.IsZero() {
-			now = time.Now()
+		delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+		s.log.Warn("rpcd: accepting a connection failed; backing off", "err", err, "delay", delay)
+		select {
+		case <-time.After(delay):
+		case <-s.drained:
+			return net.ErrClosed
 		}
-		out = c.handleFrame(&f, out, now)
-		done += n
-		if len(buf)-done < proto.HeaderSize {
-			break
-		}
-		h, err = proto.DecodeHeader(buf[done:], lim)
-	}
-	if done > 0 {
-		_, _ = gc.Discard(done) // the frames' views end here
-	}
-	if err != nil {
-		return c.protocolError(out, err)
-	}
-	return out, gnet.None
-}
-
-// protocolError ends the connection on bytes that break the protocol: a
-// GoAway saying why, after the replies already made.
-func (c *conn) protocolError(out []byte, err error) ([]byte, gnet.Action) {
-	c.s.log.Info("rpcd: closing connection on a protocol error", "remote", c.remote, "err", err)
-	return proto.AppendGoAway(out, c.lastID, proto.CodeInternal, err.Error()), gnet.Close
-}
-
-// bigBufs holds the buffers large frames are gathered in.
-var bigBufs sync.Pool
-
-// startBig makes room for a large frame whose accepted header is h. The
-// whole frame's room is taken at once, so its bytes are copied once.
-func (c *conn) startBig(h proto.Header) {
-	n := h.Len()
-	if p, ok := bigBufs.Get().(*[]byte); ok && cap(*p) >= n {
-		c.big = (*p)[:0]
-	} else {
-		c.big = make([]byte, 0, n)
-	}
-	c.bigHeader = h
-}
-
-// gatherBig moves what gc has buffered of the large frame being gathered
-// into its buffer; once the frame is whole, it runs it, appending the reply
-// to out, and reports true.
-func (c *conn) gatherBig(gc gnet.Conn, out []byte) ([]byte, bool, error) {
-	n := c.bigHeader.Len()
-	avail, _ := gc.Peek(-1)
-	k := min(len(avail), n-len(c.big))
-	c.big = append(c.big, avail[:k]...)
-	_, _ = gc.Discard(k)
-	if len(c.big) < n {
-		return out, false, nil
-	}
-	defer c.releaseBig()
-	f := proto.Frame{Header: c.bigHeader}
-	if err := proto.DecodeFrame(&f, c.big); err != nil {
-		return out, false, err
-	}
-	var now time.Time
-	if f.Deadline > 0 {
-		now = time.Now()
-	}
-	return c.handleFrame(&f, out, now), true, nil
-}
-
-// releaseBig returns the large frame's buffer to the pool.
-func (c *conn) releaseBig() {
-	b := c.big[:0]
-	c.big = nil
-	if cap(b) <= c.s.opts.Limits.MaxFrameSize {
-		bigBufs.Put(&b)
 	}
 }
 
-// Shutdown stops the server gracefully: it turns new connections away, sends
-// GoAway on every connection, waits for the calls in flight to be answered
-// and written, then stops the event loops and the blocking pool. If ctx ends
+// refuse tells a connection it will not be served and closes it.
+func (s *Server) refuse(nc net.Conn, code proto.Code, msg string) {
+	_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = nc.Write(proto.AppendGoAway(nil, 0, code, msg))
+	_ = nc.Close()
+	s.log.Debug("rpcd: connection refused", "remote", nc.RemoteAddr(), "reason", msg)
+}
+
+// Shutdown stops the server gracefully: it stops accepting, sends GoAway on
+// every connection, waits for the calls in flight to be answered and
+// written, then stops the event loops and the blocking pool. If ctx ends
 // first, Shutdown cancels the calls still running, stops the event loops
 // anyway and returns ctx's error; a Blocking handler that ignores its
 // cancelled context keeps its worker until it returns.
@@ -354,10 +220,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.started.Load() || !s.draining.CompareAndSwap(false, true) {
 		return nil
 	}
-	<-s.booted
-	if s.addr == nil {
-		return nil // never listened
+	<-s.ready
+	if s.startErr != nil {
+		return nil // never served
 	}
+	s.ln.Close()   // stop accepting
 	s.wakeAll(ctx) // each connection sends its GoAway
 
 	err := s.awaitIdle(ctx)
@@ -370,36 +237,26 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	} else {
 		s.wakeAll(ctx) // write the last replies
 	}
-	// gnet's Stop polls for the engine's end every 500ms; ListenAndServe
-	// returning is the end, so stop waiting then.
-	stopCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
+	_ = s.loops.Stop() // closes every connection, writing what is buffered
+	close(s.drained)
+	for _, wait := range []<-chan struct{}{s.done, waitChan(&s.workers)} {
 		select {
-		case <-s.stopped:
-		case <-stopCtx.Done():
-		}
-		cancel()
-	}()
-	_ = s.eng.Stop(stopCtx)
-	select {
-	case <-s.stopped:
-	case <-ctx.Done():
-		if err == nil {
-			err = ctx.Err()
-		}
-		return err
-	}
-	workersDone := make(chan struct{})
-	go func() { s.workers.Wait(); close(workersDone) }()
-	select {
-	case <-workersDone:
-	case <-ctx.Done():
-		if err == nil {
-			err = ctx.Err()
+		case <-wait:
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return err
 		}
 	}
 	return err
+}
+
+// waitChan returns a channel closed when wg is done.
+func waitChan(wg *sync.WaitGroup) <-chan struct{} {
+	c := make(chan struct{})
+	go func() { wg.Wait(); close(c) }()
+	return c
 }
 
 // awaitIdle waits until no blocking call is queued or running.
@@ -419,12 +276,7 @@ func (s *Server) awaitIdle(ctx context.Context) error {
 // wakeAll runs OnTraffic once on every connection, on its own loop, and
 // waits until all have run or ctx ends.
 func (s *Server) wakeAll(ctx context.Context) {
-	s.mu.Lock()
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
+	conns := s.snapshot(nil)
 	var pending atomic.Int64
 	pending.Add(int64(len(conns)))
 	for _, c := range conns {
@@ -442,4 +294,14 @@ func (s *Server) wakeAll(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// snapshot appends the open connections to buf.
+func (s *Server) snapshot(buf []*conn) []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		buf = append(buf, c)
+	}
+	return buf
 }

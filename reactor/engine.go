@@ -1,0 +1,254 @@
+package reactor
+
+import (
+	"errors"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/rpcd/rpcd/proto"
+)
+
+// The gnet side of the server: the event loops call these.
+
+// OnOpen sets up a connection, or turns it away while draining.
+func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	if s.draining.Load() {
+		return proto.AppendGoAway(nil, 0, proto.CodeUnavailable, "server is draining"), gnet.Close
+	}
+	c := newConn(s, gc, gc.RemoteAddr())
+	c.lastRead.Store(s.clock.Load())
+	gc.SetContext(c)
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	s.nconns.Add(1)
+	return nil, gnet.None
+}
+
+// OnClose cancels what the connection had in flight.
+func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
+	c, ok := gc.Context().(*conn)
+	if !ok {
+		return gnet.None
+	}
+	c.closeCalls()
+	if c.big != nil {
+		c.releaseBig()
+	}
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.nconns.Add(-1)
+	if err != nil && !errors.Is(err, os.ErrClosed) {
+		s.log.Debug("rpcd: connection closed", "remote", c.remote, "err", err)
+	}
+	return gnet.None
+}
+
+// outPool holds the buffers that collect one wake-up's replies.
+var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// OnTraffic runs every whole frame the connection has buffered and writes
+// all their replies with one call. It also acts for the sweeper (a Ping
+// to send, a connection to end) and for the blocking pool (replies to
+// write).
+func (s *Server) OnTraffic(gc gnet.Conn) (action gnet.Action) {
+	c := gc.Context().(*conn)
+	defer func() {
+		if p := recover(); p != nil { // a bug of rpcd's: lose the connection, not the process
+			s.log.Error("rpcd: panic serving a connection; closing it", "remote", c.remote, "panic", p, "stack", string(debug.Stack()))
+			action = gnet.Close
+		}
+	}()
+	if in := gc.InboundBuffered(); in > c.inboundLeft {
+		c.lastRead.Store(s.clock.Load()) // bytes arrived since the last wake-up
+	}
+	bp := outPool.Get().(*[]byte)
+	out := (*bp)[:0]
+	if r := c.ending.Load(); r != nil { // the sweeper ends this connection
+		s.log.Info("rpcd: closing connection", "remote", c.remote, "reason", r.msg)
+		out = proto.AppendGoAway(out, c.lastID, r.code, r.msg)
+		action = gnet.Close
+	} else {
+		if s.draining.Load() && !c.goingAway {
+			out = c.goAway(out)
+		}
+		if c.wantPing.CompareAndSwap(true, false) {
+			out = proto.AppendPing(out, nil)
+		}
+		out = c.takeReplies(out)
+		out, action = c.readFrames(gc, out)
+	}
+	if len(out) > 0 {
+		if _, err := gc.Write(out); err != nil {
+			action = gnet.Close
+		}
+	}
+	if cap(out) <= 2*s.opts.Limits.MaxFrameSize { // let a huger buffer go
+		*bp = out[:0]
+		outPool.Put(bp)
+	}
+	if action == gnet.None {
+		action = c.watch(gc)
+	}
+	return action
+}
+
+// watch records, for the sweeper, whether a frame is left half read and
+// whether the peer is reading what is written to it; it closes a
+// connection whose unread output passes Options.MaxOutbound.
+func (c *conn) watch(gc gnet.Conn) gnet.Action {
+	now := c.s.clock.Load()
+	c.inboundLeft = gc.InboundBuffered()
+	switch {
+	case c.inboundLeft == 0 && c.big == nil:
+		c.frameStart.Store(0)
+	case c.frameStart.Load() == 0:
+		c.frameStart.Store(now) // a frame has begun to arrive
+	}
+	switch ob := gc.OutboundBuffered(); {
+	case ob == 0:
+		c.backlogSince.Store(0)
+		c.backlogLast = 0
+	case ob > c.s.opts.MaxOutbound:
+		c.s.log.Info("rpcd: closing connection: the peer does not read its replies", "remote", c.remote, "unread", ob)
+		return gnet.Close
+	case c.backlogLast == 0 || ob < c.backlogLast:
+		c.backlogSince.Store(now) // a backlog begins, or shrinks: the peer reads
+		c.backlogLast = ob
+	default:
+		c.backlogLast = ob
+	}
+	return gnet.None
+}
+
+// bigFrame is the size from which a frame that is still arriving is
+// gathered into a buffer of its own, taken from gnet's input as it comes,
+// rather than left in gnet's ring buffer, which would copy it on every
+// read and once more to make it contiguous.
+const bigFrame = 64 << 10
+
+// readFrames runs every whole frame buffered on gc and appends the replies
+// to out. It looks at the first frame's header alone until that frame is
+// whole, so a large frame arriving in pieces is not copied over and over;
+// then it takes everything buffered in one Peek (a view into gnet's buffer
+// when nothing was left over from an earlier wake-up), runs the whole
+// frames in it, and discards them at once. A frame that breaks the
+// protocol ends the connection with a GoAway saying why.
+func (c *conn) readFrames(gc gnet.Conn, out []byte) ([]byte, gnet.Action) {
+	if c.big != nil {
+		whole, err := false, error(nil)
+		if out, whole, err = c.gatherBig(gc, out); err != nil {
+			return c.protocolError(out, err)
+		} else if !whole {
+			return out, gnet.None
+		}
+	}
+	lim := &c.s.opts.Limits
+	b, err := gc.Peek(proto.HeaderSize)
+	if err != nil {
+		return out, gnet.None // not a whole header yet
+	}
+	h, err := proto.DecodeHeader(b, lim)
+	if err == nil && gc.InboundBuffered() < h.Len() {
+		if h.Len() >= bigFrame {
+			c.startBig(h)
+			out, _, err = c.gatherBig(gc, out) // not whole: fewer bytes are buffered
+		}
+		if err == nil {
+			return out, gnet.None // the header is good; wait for the rest
+		}
+	}
+	var buf []byte
+	if err == nil {
+		buf, _ = gc.Peek(-1)
+	}
+	var now time.Time
+	var f proto.Frame
+	done := 0
+	for err == nil { // h holds the header at buf[done:], accepted
+		n := h.Len()
+		if len(buf)-done < n {
+			break
+		}
+		f.Header = h
+		if err = proto.DecodeFrame(&f, buf[done:]); err != nil {
+			break
+		}
+		if f.Deadline > 0 && now.IsZero() {
+			now = time.Now()
+		}
+		out = c.handleFrame(&f, out, now)
+		done += n
+		if len(buf)-done < proto.HeaderSize {
+			break
+		}
+		h, err = proto.DecodeHeader(buf[done:], lim)
+	}
+	if done > 0 {
+		_, _ = gc.Discard(done) // the frames' views end here
+	}
+	if err != nil {
+		return c.protocolError(out, err)
+	}
+	return out, gnet.None
+}
+
+// protocolError ends the connection on bytes that break the protocol: a
+// GoAway saying why, after the replies already made.
+func (c *conn) protocolError(out []byte, err error) ([]byte, gnet.Action) {
+	c.s.log.Info("rpcd: closing connection on a protocol error", "remote", c.remote, "err", err)
+	return proto.AppendGoAway(out, c.lastID, proto.CodeInternal, err.Error()), gnet.Close
+}
+
+// bigBufs holds the buffers large frames are gathered in.
+var bigBufs sync.Pool
+
+// startBig makes room for a large frame whose accepted header is h. The
+// whole frame's room is taken at once, so its bytes are copied once.
+func (c *conn) startBig(h proto.Header) {
+	n := h.Len()
+	if p, ok := bigBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		c.big = (*p)[:0]
+	} else {
+		c.big = make([]byte, 0, n)
+	}
+	c.bigHeader = h
+}
+
+// gatherBig moves what gc has buffered of the large frame being gathered
+// into its buffer; once the frame is whole, it runs it, appending the reply
+// to out, and reports true.
+func (c *conn) gatherBig(gc gnet.Conn, out []byte) ([]byte, bool, error) {
+	n := c.bigHeader.Len()
+	avail, _ := gc.Peek(-1)
+	k := min(len(avail), n-len(c.big))
+	c.big = append(c.big, avail[:k]...)
+	_, _ = gc.Discard(k)
+	if len(c.big) < n {
+		return out, false, nil
+	}
+	defer c.releaseBig()
+	f := proto.Frame{Header: c.bigHeader}
+	if err := proto.DecodeFrame(&f, c.big); err != nil {
+		return out, false, err
+	}
+	var now time.Time
+	if f.Deadline > 0 {
+		now = time.Now()
+	}
+	return c.handleFrame(&f, out, now), true, nil
+}
+
+// releaseBig returns the large frame's buffer to the pool.
+func (c *conn) releaseBig() {
+	b := c.big[:0]
+	c.big = nil
+	if cap(b) <= c.s.opts.Limits.MaxFrameSize {
+		bigBufs.Put(&b)
+	}
+}

@@ -1,0 +1,89 @@
+package reactor
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rpcd/rpcd/proto"
+)
+
+// The sweeper enforces the limits that need a clock: the whole-frame
+// deadline, the idle timeout, keep-alive pings, and the write-progress
+// deadline. It reads what each connection's loop records and acts through
+// the loop (a Wake), never on a connection directly. It also keeps the
+// coarse clock the loops read, so they never read the system clock for
+// these limits.
+
+// sweep runs until stop closes.
+func (s *Server) sweep(stop <-chan struct{}) {
+	tick := time.NewTicker(s.opts.sweepEvery())
+	defer tick.Stop()
+	var conns []*conn
+	for {
+		select {
+		case <-stop:
+			return
+		case t := <-tick.C:
+			now := t.UnixNano()
+			s.clock.Store(now)
+			conns = s.snapshot(conns[:0])
+			for _, c := range conns {
+				s.check(c, now)
+			}
+			clear(conns) // hold no connection past its close
+		}
+	}
+}
+
+// check applies the timed limits to one connection.
+func (s *Server) check(c *conn, now int64) {
+	o := &s.opts
+	since := func(t int64) time.Duration { return time.Duration(now - t) }
+	lastRead := c.lastRead.Load()
+	if fs := c.frameStart.Load(); fs != 0 && since(fs) > o.FrameTimeout {
+		c.end(proto.CodeDeadlineExceeded, fmt.Sprintf("a frame not completed within %v", o.FrameTimeout))
+		return
+	}
+	if o.IdleTimeout > 0 && since(lastRead) > o.IdleTimeout {
+		c.end(proto.CodeUnavailable, fmt.Sprintf("idle for %v", o.IdleTimeout))
+		return
+	}
+	if o.KeepAlive > 0 {
+		switch ps := c.pingSent.Load(); {
+		case ps != 0 && lastRead >= ps:
+			c.pingSent.Store(0) // answered, or traffic came
+		case ps != 0 && since(ps) > o.KeepAliveTimeout:
+			c.end(proto.CodeUnavailable, fmt.Sprintf("no answer to a ping within %v", o.KeepAliveTimeout))
+			return
+		case ps == 0 && since(lastRead) > o.KeepAlive:
+			c.pingSent.Store(now)
+			c.wantPing.Store(true)
+			c.wake()
+		}
+	}
+	if bs := c.backlogSince.Load(); bs != 0 {
+		switch {
+		case since(bs) > o.WriteTimeout:
+			c.end(proto.CodeUnavailable, fmt.Sprintf("replies unread for %v", o.WriteTimeout))
+		case since(bs) > o.WriteTimeout/2:
+			c.wake() // let the loop see whether the peer has read since
+		}
+	}
+}
+
+// end asks the connection's loop to send a GoAway saying why and close.
+func (c *conn) end(code proto.Code, msg string) {
+	if c.ending.CompareAndSwap(nil, &ending{code: code, msg: msg}) {
+		c.wake()
+	}
+}
+
+// wake runs the connection's OnTraffic on its loop.
+func (c *conn) wake() {
+	if c.gc == nil || c.closed.Load() {
+		return
+	}
+	if err := c.gc.Wake(nil); err != nil {
+		c.s.log.Debug("rpcd: waking a connection", "remote", c.remote, "err", err)
+	}
+}
