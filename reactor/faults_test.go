@@ -31,7 +31,9 @@ type healthy struct {
 }
 
 func newHealthy(t *testing.T, s *reactor.Server) healthy {
-	return healthy{t, dial(t, s, client.Options{})}
+	h := healthy{t, dial(t, s, client.Options{})}
+	h.check() // the server has taken the connection in before any baseline
+	return h
 }
 
 func (h healthy) check() {
