@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -399,4 +400,73 @@ func (r *rawConn) nextWithin(d time.Duration) (proto.Frame, error) {
 			return proto.Frame{}, err
 		}
 	}
+}
+
+// Fault 14: Shutdown under load loses no accepted call. Every call either
+// gets its reply or an error the server marked unprocessed, and the server
+// ran exactly the calls that got replies.
+func TestShutdownUnderLoad(t *testing.T) {
+	reg := handler.NewRegistry()
+	var ran atomic.Int64
+	reg.HandleFunc("Count/Inline", func(_ context.Context, req, reply []byte) ([]byte, error) {
+		ran.Add(1)
+		return append(reply, req...), nil
+	})
+	reg.HandleFunc("Count/Blocking", func(_ context.Context, req, reply []byte) ([]byte, error) {
+		ran.Add(1)
+		time.Sleep(2 * time.Millisecond)
+		return append(reply, req...), nil
+	}, handler.Blocking())
+	s := reactor.New(reg, reactor.Options{})
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, s, client.Options{Conns: 4})
+	var ok, unprocessed, other atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			route := "Count/Inline"
+			if i%2 == 1 {
+				route = "Count/Blocking"
+			}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := c.CallRaw(ctx, route, []byte("x"), nil)
+				cancel()
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case handler.IsUnprocessed(err):
+					unprocessed.Add(1)
+				default:
+					other.Add(1)
+					t.Errorf("a call ended neither answered nor unprocessed: %v", err)
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	close(stop) // calls made after the server is gone fail fast, unprocessed
+	wg.Wait()
+	if ran.Load() != ok.Load() {
+		t.Fatalf("the server ran %d calls, %d got replies: a call ran and its reply was lost, or a call ran twice", ran.Load(), ok.Load())
+	}
+	if ok.Load() == 0 || unprocessed.Load() == 0 {
+		t.Fatalf("%d answered, %d unprocessed: the load did not span the shutdown", ok.Load(), unprocessed.Load())
+	}
+	t.Logf("%d answered, %d refused as unprocessed, %d other", ok.Load(), unprocessed.Load(), other.Load())
 }
