@@ -247,3 +247,28 @@ func TestBigFrameBadSections(t *testing.T) {
 		t.Fatalf("last frame %v, want GoAway", fs[len(fs)-1].Kind)
 	}
 }
+
+// TestOneByteSegmentsAllocs (fault 16): a frame that arrives a byte per
+// wake-up allocates nothing on the way, whole-frame included.
+func TestOneByteSegmentsAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	s, fc := newTestServer(t)
+	frame := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, builtin.EchoPacket, nil, make([]byte, 32))
+	w := &countingConn{fakeConn: fc}
+	backing := make([]byte, 0, 2*len(frame)) // the test's own buffer never grows
+	allocs := testing.AllocsPerRun(200, func() {
+		fc.in = backing[:0]
+		for i := range frame {
+			fc.in = append(fc.in, frame[i])
+			s.OnTraffic(w)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations for a %d-byte frame fed a byte at a time, want 0", allocs, len(frame))
+	}
+	if w.n != 201 {
+		t.Fatalf("%d replies written, want 201", w.n)
+	}
+}
