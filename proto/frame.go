@@ -111,6 +111,8 @@ var kindRules = [256]kindRule{
 	KindPing:     {valid: true, zeroID: true, maxPayload: MaxPingPayload + 1},
 	KindPong:     {valid: true, zeroID: true, maxPayload: MaxPingPayload + 1},
 	KindGoAway:   {valid: true, zeroID: true, minPayload: 6},
+	KindHello:    {valid: true, zeroID: true, maxPayload: MaxHelloPayload + 1},
+	KindWelcome:  {valid: true, zeroID: true, maxPayload: MaxHelloPayload + 1},
 }
 
 // decodeHeader fills h from the first HeaderSize bytes of b and checks every
@@ -200,7 +202,7 @@ func explainHeader(b []byte, l *Limits) error {
 		return errProtocol("deadline on a %v frame", k)
 	}
 	switch k {
-	case KindPing, KindPong, KindGoAway:
+	case KindPing, KindPong, KindGoAway, KindHello, KindWelcome:
 		if h.ID != 0 {
 			return errProtocol("%v frame with call id %d, want 0", k, h.ID)
 		}
@@ -254,6 +256,10 @@ func explainHeader(b []byte, l *Limits) error {
 	case KindPing, KindPong:
 		if h.PayloadLen > MaxPingPayload {
 			return errProtocol("%v payload of %d bytes exceeds %d", k, h.PayloadLen, MaxPingPayload)
+		}
+	case KindHello, KindWelcome:
+		if h.PayloadLen > MaxHelloPayload {
+			return errProtocol("%v payload of %d bytes exceeds %d", k, h.PayloadLen, MaxHelloPayload)
 		}
 	}
 	return nil
@@ -411,6 +417,22 @@ func AppendCancel(dst []byte, id uint32) []byte {
 // AppendPing appends a Ping frame; payload holds at most MaxPingPayload bytes.
 func AppendPing(dst []byte, payload []byte) []byte {
 	return AppendFrame(dst, Header{Kind: KindPing}, "", nil, payload)
+}
+
+// AppendHello appends the Hello that opens an authenticated connection: the
+// method (in metadata, rpcd-auth-method) and the credentials.
+func AppendHello(dst []byte, method string, credentials []byte) []byte {
+	var md Metadata
+	if method != "" {
+		md = AppendMetadata(nil, MetaAuthMethod, []byte(method))
+	}
+	return AppendFrame(dst, Header{Kind: KindHello}, "", md, credentials)
+}
+
+// AppendWelcome appends the Welcome that accepts a Hello, naming the
+// identity the server knows the peer by.
+func AppendWelcome(dst []byte, identity string) []byte {
+	return AppendFrame(dst, Header{Kind: KindWelcome}, "", nil, []byte(identity))
 }
 
 // AppendPong appends the Pong that answers a Ping with payload.

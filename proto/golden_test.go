@@ -62,7 +62,7 @@ func readGolden(t *testing.T) []vector {
 }
 
 func kindByName(t *testing.T, s string) Kind {
-	for k := KindRequest; k <= KindGoAway; k++ {
+	for k := KindRequest; k <= KindWelcome; k++ {
 		if k.String() == s {
 			return k
 		}
@@ -99,6 +99,14 @@ func (v *vector) encode(t *testing.T) []byte {
 		return AppendCancel(nil, uint32(num(t, f["id"])))
 	case KindPing:
 		return AppendPing(nil, []byte(f["payload"]))
+	case KindHello:
+		method := ""
+		if len(v.meta) > 0 {
+			_, method, _ = strings.Cut(v.meta[0], "=")
+		}
+		return AppendHello(nil, method, []byte(f["payload"]))
+	case KindWelcome:
+		return AppendWelcome(nil, f["payload"])
 	case KindPong:
 		return AppendPong(nil, []byte(f["payload"]))
 	}

@@ -16,6 +16,8 @@ const (
 	DefaultMaxRoute     = 256     // route bytes
 	DefaultMaxMetadata  = 8 << 10 // metadata bytes
 	MaxPingPayload      = 64      // payload bytes of a Ping or Pong
+	MaxHelloPayload     = 4096    // payload bytes of a Hello or Welcome
+	MetaAuthMethod      = "rpcd-auth-method"
 )
 
 // Kind says what a frame is.
@@ -31,6 +33,8 @@ const (
 	KindPing     Kind = 0x06 // asks the peer for a Pong
 	KindPong     Kind = 0x07 // answers a Ping
 	KindGoAway   Kind = 0x08 // the sender takes no new calls on this connection
+	KindHello    Kind = 0x10 // the client's first frame: its credentials
+	KindWelcome  Kind = 0x11 // the server accepts the Hello
 )
 
 var kindNames = [...]string{
@@ -42,10 +46,14 @@ var kindNames = [...]string{
 	KindPing:     "Ping",
 	KindPong:     "Pong",
 	KindGoAway:   "GoAway",
+	KindHello:    "Hello",
+	KindWelcome:  "Welcome",
 }
 
 // Valid reports whether k is a kind of protocol version 1.
-func (k Kind) Valid() bool { return k >= KindRequest && k <= KindGoAway }
+func (k Kind) Valid() bool {
+	return k >= KindRequest && k <= KindGoAway || k == KindHello || k == KindWelcome
+}
 
 // HasRoute reports whether frames of kind k carry a route.
 func (k Kind) HasRoute() bool { return k == KindRequest || k == KindOneWay }

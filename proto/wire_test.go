@@ -26,6 +26,9 @@ func TestWireConstants(t *testing.T) {
 		{"KindPing", uint64(KindPing), 0x06},
 		{"KindPong", uint64(KindPong), 0x07},
 		{"KindGoAway", uint64(KindGoAway), 0x08},
+		{"KindHello", uint64(KindHello), 0x10},
+		{"KindWelcome", uint64(KindWelcome), 0x11},
+		{"MaxHelloPayload", MaxHelloPayload, 4096},
 
 		{"FlagUnprocessed", uint64(FlagUnprocessed), 0x01},
 
@@ -74,6 +77,12 @@ func TestHeaderOffsets(t *testing.T) {
 	}
 	if string(b) != string(want) {
 		t.Fatalf("frame bytes\n got % x\nwant % x", b, want)
+	}
+}
+
+func TestMetadataKeys(t *testing.T) {
+	if MetaAuthMethod != "rpcd-auth-method" {
+		t.Errorf("MetaAuthMethod = %q, want rpcd-auth-method (docs/protocol.md)", MetaAuthMethod)
 	}
 }
 
