@@ -23,6 +23,7 @@ type Call struct {
 	Codec    proto.Codec    // codec of the request payload and of the reply
 	Metadata proto.Metadata // the request's metadata section
 	Remote   net.Addr       // the caller's address
+	Identity *Identity      // who the connection authenticated as; nil if it did not
 
 	parent   context.Context
 	deadline time.Time
@@ -32,6 +33,26 @@ type Call struct {
 	err    error         // set on cancel
 	timer  *time.Timer   // armed by Done when there is a deadline
 	expire func()        // c.expireNow, bound once
+}
+
+// Identity is who a connection authenticated as, in its handshake.
+type Identity struct {
+	Subject string   // the name the credentials stand for
+	Method  string   // how it authenticated: "token", "hmac", ...
+	Roles   []string // what the credentials grant, for authorization
+}
+
+// HasRole reports whether id grants role.
+func (id *Identity) HasRole(role string) bool {
+	if id == nil {
+		return false
+	}
+	for _, r := range id.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
 }
 
 type callKey struct{}

@@ -25,6 +25,8 @@ type conn struct {
 
 	lastID    uint32 // newest call id taken in, named by GoAway
 	goingAway bool   // GoAway sent: new calls are refused
+	authed    bool   // the handshake is done, or none is needed
+	identity  *handler.Identity
 
 	big       []byte       // a large frame being gathered (see bigFrame)
 	bigHeader proto.Header // its header, accepted
@@ -37,6 +39,8 @@ type conn struct {
 	frameStart   atomic.Int64 // when the frame now arriving began; 0 if none
 	backlogSince atomic.Int64 // since when output waits unread without shrinking; 0 if none
 	pingSent     atomic.Int64 // when the sweeper asked for a Ping; 0 if none is out
+	openedAt     int64        // when the connection opened; set before the sweeper sees it
+	authedAt     atomic.Int64 // not 0 once authed
 	wantPing     atomic.Bool  // the loop sends a Ping at its next wake-up
 	ending       atomic.Pointer[ending]
 
@@ -51,6 +55,11 @@ type conn struct {
 func newConn(s *Server, gc gnet.Conn, remote net.Addr) *conn {
 	c := &conn{s: s, gc: gc, remote: remote, calls: make(map[uint32]*task)}
 	c.call.Remote = remote
+	c.openedAt = s.clock.Load()
+	if s.opts.Authenticator == nil {
+		c.authed = true
+		c.authedAt.Store(1)
+	}
 	return c
 }
 
@@ -63,21 +72,57 @@ type ending struct {
 
 // handleFrame acts on one whole frame and appends what it answers to out.
 // now is the time the loop woke, for relative deadlines.
-func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) []byte {
+// A non-nil ending means the connection must end with a GoAway.
+func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *ending) {
+	if !c.authed {
+		return c.beforeAuth(f, out)
+	}
 	switch f.Kind {
 	case proto.KindRequest, proto.KindOneWay:
-		return c.handleCall(f, out, now)
+		return c.handleCall(f, out, now), nil
 	case proto.KindCancel:
 		c.cancel(f.ID)
 	case proto.KindPing:
-		return proto.AppendPong(out, f.Payload)
+		return proto.AppendPong(out, f.Payload), nil
+	case proto.KindHello:
+		if c.s.opts.Authenticator != nil {
+			return out, &ending{proto.CodeInternal, "a second Hello"}
+		}
+		return proto.AppendWelcome(out, ""), nil // nothing to check: any Hello is welcome
 	case proto.KindGoAway:
 		// The peer sends no new calls; those in flight are still answered.
-	case proto.KindResponse, proto.KindError, proto.KindPong:
+	case proto.KindResponse, proto.KindError, proto.KindPong, proto.KindWelcome:
 		// Answers to calls this server never made, or to a Ping it never
 		// sent: nothing waits for them.
 	}
-	return out
+	return out, nil
+}
+
+// beforeAuth acts on a frame of a connection that has not authenticated:
+// its Hello, or a Ping; anything else ends it.
+func (c *conn) beforeAuth(f *proto.Frame, out []byte) ([]byte, *ending) {
+	switch f.Kind {
+	case proto.KindPing:
+		return proto.AppendPong(out, f.Payload), nil
+	case proto.KindHello:
+	default:
+		return out, &ending{proto.CodeUnauthenticated, "the connection has not authenticated"}
+	}
+	method, _ := f.Metadata.Get(proto.MetaAuthMethod)
+	id, err := c.s.opts.Authenticator.Authenticate(c.s.opts.BaseContext, string(method), f.Payload)
+	if err != nil {
+		c.s.log.Info("rpcd: authentication refused", "remote", c.remote, "method", string(method), "err", err)
+		return out, &ending{proto.CodeUnauthenticated, handler.MessageOf(err)}
+	}
+	c.authed = true
+	c.authedAt.Store(1)
+	c.identity = id
+	c.call.Identity = id
+	subject := ""
+	if id != nil {
+		subject = id.Subject
+	}
+	return proto.AppendWelcome(out, subject), nil
 }
 
 func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {

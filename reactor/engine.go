@@ -70,8 +70,7 @@ func (s *Server) OnTraffic(gc gnet.Conn) (action gnet.Action) {
 	bp := outPool.Get().(*[]byte)
 	out := (*bp)[:0]
 	if r := c.ending.Load(); r != nil { // the sweeper ends this connection
-		s.log.Info("rpcd: closing connection", "remote", c.remote, "reason", r.msg)
-		out = proto.AppendGoAway(out, c.lastID, r.code, r.msg)
+		out = c.endNow(out, r)
 		action = gnet.Close
 	} else {
 		if s.draining.Load() && !c.goingAway {
@@ -148,7 +147,7 @@ func (c *conn) readFrames(gc gnet.Conn, out []byte) ([]byte, gnet.Action) {
 			return out, gnet.None
 		}
 	}
-	lim := &c.s.opts.Limits
+	lim := c.limits()
 	b, err := gc.Peek(proto.HeaderSize)
 	if err != nil {
 		return out, gnet.None // not a whole header yet
@@ -182,12 +181,15 @@ func (c *conn) readFrames(gc gnet.Conn, out []byte) ([]byte, gnet.Action) {
 		if f.Deadline > 0 && now.IsZero() {
 			now = time.Now()
 		}
-		out = c.handleFrame(&f, out, now)
+		var end *ending
+		if out, end = c.handleFrame(&f, out, now); end != nil {
+			return c.endNow(out, end), gnet.Close
+		}
 		done += n
 		if len(buf)-done < proto.HeaderSize {
 			break
 		}
-		h, err = proto.DecodeHeader(buf[done:], lim)
+		h, err = proto.DecodeHeader(buf[done:], c.limits())
 	}
 	if done > 0 {
 		_, _ = gc.Discard(done) // the frames' views end here
@@ -196,6 +198,21 @@ func (c *conn) readFrames(gc gnet.Conn, out []byte) ([]byte, gnet.Action) {
 		return c.protocolError(out, err)
 	}
 	return out, gnet.None
+}
+
+// limits returns the limits frames are read under: tighter before the
+// handshake.
+func (c *conn) limits() *proto.Limits {
+	if c.authed {
+		return &c.s.opts.Limits
+	}
+	return &c.s.preAuth
+}
+
+// endNow appends the GoAway that ends the connection for reason e.
+func (c *conn) endNow(out []byte, e *ending) []byte {
+	c.s.log.Info("rpcd: closing connection", "remote", c.remote, "reason", e.msg)
+	return proto.AppendGoAway(out, c.lastID, e.code, e.msg)
 }
 
 // protocolError ends the connection on bytes that break the protocol: a
@@ -241,7 +258,11 @@ func (c *conn) gatherBig(gc gnet.Conn, out []byte) ([]byte, bool, error) {
 	if f.Deadline > 0 {
 		now = time.Now()
 	}
-	return c.handleFrame(&f, out, now), true, nil
+	out, end := c.handleFrame(&f, out, now)
+	if end != nil {
+		return out, false, errors.New(end.msg) // a large frame cannot be a Hello: only after the handshake
+	}
+	return out, true, nil
 }
 
 // releaseBig returns the large frame's buffer to the pool.

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -58,6 +59,18 @@ type Options struct {
 	// down for that long. Default 30s.
 	WriteTimeout time.Duration
 
+	// Authenticator, if set, makes every connection authenticate with a
+	// Hello before anything else (docs/protocol.md, "The handshake"); the
+	// Identity it returns goes with every call of the connection. It runs
+	// on the event loop and must not block.
+	Authenticator auth.Authenticator
+
+	// HandshakeTimeout is how long a connection has to authenticate, and
+	// PreAuthMaxFrame the largest frame payload before it has. Defaults 5s
+	// and 4 KiB.
+	HandshakeTimeout time.Duration
+	PreAuthMaxFrame  int
+
 	// BaseContext, if set, supplies the values every Call carries.
 	BaseContext context.Context
 
@@ -97,6 +110,12 @@ func (o Options) withDefaults() Options {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 30 * time.Second
 	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = 5 * time.Second
+	}
+	if o.PreAuthMaxFrame <= 0 {
+		o.PreAuthMaxFrame = 4 << 10
+	}
 	if o.BaseContext == nil {
 		o.BaseContext = context.Background()
 	}
@@ -109,7 +128,7 @@ func (o Options) withDefaults() Options {
 // sweepEvery is how often the sweeper looks at the connections: a quarter
 // of the shortest timed limit, between 10ms and 1s.
 func (o *Options) sweepEvery() time.Duration {
-	d := min(o.FrameTimeout, o.KeepAliveTimeout, o.WriteTimeout)
+	d := min(o.FrameTimeout, o.KeepAliveTimeout, o.WriteTimeout, o.HandshakeTimeout)
 	if o.KeepAlive > 0 {
 		d = min(d, o.KeepAlive)
 	}

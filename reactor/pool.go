@@ -48,7 +48,7 @@ func (c *conn) dispatch(rt *handler.Route, f *proto.Frame, out []byte, deadline 
 	t.frame = bytebufferpool.Get()
 	t.frame.B = append(append(t.frame.B[:0], f.Metadata...), f.Payload...)
 	t.payload = len(f.Metadata)
-	t.call.Route, t.call.ID, t.call.Codec, t.call.Remote = rt.Name(), f.ID, f.Codec, c.remote
+	t.call.Route, t.call.ID, t.call.Codec, t.call.Remote, t.call.Identity = rt.Name(), f.ID, f.Codec, c.remote, c.identity
 	t.call.Metadata = proto.Metadata(t.frame.B[:len(f.Metadata):len(f.Metadata)])
 	t.call.Start(s.opts.BaseContext, deadline)
 
@@ -102,7 +102,7 @@ func (t *task) release() {
 	t.call.End()
 	bytebufferpool.Put(t.frame)
 	t.c, t.rt, t.oneWay, t.frame, t.payload = nil, nil, false, nil, 0
-	t.call.Remote = nil
+	t.call.Remote, t.call.Identity = nil, nil
 	taskPool.Put(t)
 }
 

@@ -38,7 +38,8 @@ type Server struct {
 	loops    *gnet.Client // the event loops; gnet's client engine takes connections we accept
 	draining atomic.Bool
 
-	clock atomic.Int64 // a coarse "now" in Unix nanoseconds, kept by the sweeper
+	clock   atomic.Int64 // a coarse "now" in Unix nanoseconds, kept by the sweeper
+	preAuth proto.Limits // the limits before a connection's handshake
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
@@ -53,7 +54,10 @@ type Server struct {
 // Start.
 func New(reg *handler.Registry, opts Options) *Server {
 	opts = opts.withDefaults()
+	pre := opts.Limits
+	pre.MaxFrameSize = min(pre.MaxFrameSize, proto.HeaderSize+opts.PreAuthMaxFrame)
 	return &Server{
+		preAuth: pre,
 		reg:     reg,
 		opts:    opts,
 		log:     opts.Logger,

@@ -40,6 +40,10 @@ func (s *Server) check(c *conn, now int64) {
 	o := &s.opts
 	since := func(t int64) time.Duration { return time.Duration(now - t) }
 	lastRead := c.lastRead.Load()
+	if c.authedAt.Load() == 0 && since(c.openedAt) > o.HandshakeTimeout {
+		c.end(proto.CodeUnauthenticated, fmt.Sprintf("no handshake within %v", o.HandshakeTimeout))
+		return
+	}
 	if fs := c.frameStart.Load(); fs != 0 && since(fs) > o.FrameTimeout {
 		c.end(proto.CodeDeadlineExceeded, fmt.Sprintf("a frame not completed within %v", o.FrameTimeout))
 		return

@@ -1,0 +1,128 @@
+package reactor_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/auth"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+	"github.com/rpcd/rpcd/reactor"
+)
+
+// whoRegistry serves Who/Am, which answers with the caller's subject and
+// counts its runs.
+func whoRegistry(ran *atomic.Int64) *handler.Registry {
+	reg := handler.NewRegistry()
+	reg.HandleFunc("Who/Am", func(ctx context.Context, _, reply []byte) ([]byte, error) {
+		ran.Add(1)
+		c := handler.CallFrom(ctx)
+		if c.Identity == nil {
+			return append(reply, "nobody"...), nil
+		}
+		return append(reply, c.Identity.Subject...), nil
+	})
+	return reg
+}
+
+func request(id uint32) []byte {
+	return proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: id}, "Who/Am", nil, nil)
+}
+
+// Fault 20 and the handshake: an authenticating server serves nothing
+// before a good Hello, holds frames before it to a small limit, and closes
+// a connection that does not authenticate in time.
+func TestAuthentication(t *testing.T) {
+	var ran atomic.Int64
+	s := start(t, whoRegistry(&ran), reactor.Options{
+		Authenticator:    auth.Tokens{"s3cret": {Subject: "alice"}},
+		HandshakeTimeout: 300 * time.Millisecond,
+	})
+	baseline(t)
+
+	t.Run("good hello, calls pipelined behind it", func(t *testing.T) {
+		r := dialRaw(t, s)
+		r.send(append(append(proto.AppendPing(nil, []byte("p")), proto.AppendHello(nil, "token", []byte("s3cret"))...), request(1)...))
+		if f, err := r.next(); err != nil || f.Kind != proto.KindPong {
+			t.Fatalf("a Ping before the handshake: %v, %v", f.Kind, err)
+		}
+		if f, err := r.next(); err != nil || f.Kind != proto.KindWelcome || string(f.Payload) != "alice" {
+			t.Fatalf("Welcome: %v %q, %v", f.Kind, f.Payload, err)
+		}
+		if f, err := r.next(); err != nil || f.Kind != proto.KindResponse || string(f.Payload) != "alice" {
+			t.Fatalf("the call after the Hello: %v %q, %v", f.Kind, f.Payload, err)
+		}
+	})
+	before := ran.Load()
+	for _, tc := range []struct {
+		name  string
+		bytes []byte
+		code  proto.Code
+	}{
+		{"call before hello", request(1), proto.CodeUnauthenticated},
+		{"wrong secret", append(proto.AppendHello(nil, "token", []byte("guess")), request(1)...), proto.CodeUnauthenticated},
+		{"unknown method", proto.AppendHello(nil, "kerberos", []byte("s3cret")), proto.CodeUnauthenticated},
+		{"oversized frame before hello", proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, "Who/Am", nil, make([]byte, 5000)), proto.CodeInternal},
+		{"no hello in time", nil, proto.CodeUnauthenticated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := dialRaw(t, s)
+			if tc.bytes != nil {
+				r.send(tc.bytes)
+			}
+			if code, msg := expectGoAway(t, r, 5*time.Second); code != tc.code {
+				t.Fatalf("GoAway %v %q, want %v", code, msg, tc.code)
+			}
+		})
+	}
+	if n := ran.Load(); n != before {
+		t.Fatalf("a handler ran %d times for connections that never authenticated", n-before)
+	}
+}
+
+// Without an Authenticator, a Hello is welcome but not needed.
+func TestHelloWithoutAuthenticator(t *testing.T) {
+	var ran atomic.Int64
+	s := start(t, whoRegistry(&ran), reactor.Options{})
+	r := dialRaw(t, s)
+	r.send(append(proto.AppendHello(nil, "token", []byte("anything")), request(1)...))
+	if f, err := r.next(); err != nil || f.Kind != proto.KindWelcome || len(f.Payload) != 0 {
+		t.Fatalf("Welcome: %v %q, %v", f.Kind, f.Payload, err)
+	}
+	if f, err := r.next(); err != nil || string(f.Payload) != "nobody" {
+		t.Fatalf("call: %v %q, %v", f.Kind, f.Payload, err)
+	}
+	r2 := dialRaw(t, s)
+	r2.send(request(7))
+	if f, err := r2.next(); err != nil || f.ID != 7 || string(f.Payload) != "nobody" {
+		t.Fatalf("call without a Hello: %v %q, %v", f.Kind, f.Payload, err)
+	}
+}
+
+// Per-route authorization by identity, over a real connection.
+func TestAuthorization(t *testing.T) {
+	reg := handler.NewRegistry()
+	reg.Use(auth.Require(auth.Roles(map[string][]string{"Admin/Drop": {"admin"}})))
+	reg.HandleFunc("Admin/Drop", func(_ context.Context, _, reply []byte) ([]byte, error) { return append(reply, "dropped"...), nil })
+	s := start(t, reg, reactor.Options{Authenticator: auth.Tokens{"a": {Subject: "alice", Roles: []string{"admin"}}, "b": {Subject: "bob"}}})
+	for _, tc := range []struct {
+		token string
+		kind  proto.Kind
+		code  proto.Code
+	}{{"a", proto.KindResponse, 0}, {"b", proto.KindError, proto.CodePermissionDenied}} {
+		r := dialRaw(t, s)
+		r.send(append(proto.AppendHello(nil, "", []byte(tc.token)), proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, "Admin/Drop", nil, nil)...))
+		if f, _ := r.next(); f.Kind != proto.KindWelcome {
+			t.Fatalf("token %s: %v, want Welcome", tc.token, f.Kind)
+		}
+		f, err := r.next()
+		if err != nil || f.Kind != tc.kind {
+			t.Fatalf("token %s: %v, %v", tc.token, f.Kind, err)
+		}
+		if code, _ := f.ErrorBody(); tc.kind == proto.KindError && code != tc.code {
+			t.Fatalf("token %s: code %v", tc.token, code)
+		}
+	}
+}
