@@ -18,7 +18,8 @@ import (
 // the connection's event loop; those below are shared with the blocking pool.
 type conn struct {
 	s      *Server
-	gc     gnet.Conn // nil when frames are fed directly (tests, benchmarks)
+	gc     gnet.Conn // on an event loop; nil otherwise
+	std    *stdLink  // on the standard library transport (TLS); nil otherwise
 	remote net.Addr
 	call   handler.Call // reused by every inline call: one runs at a time
 	routes handler.RouteCache

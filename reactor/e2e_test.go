@@ -3,6 +3,7 @@ package reactor_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -22,9 +23,17 @@ import (
 )
 
 // start serves reg on a free loopback port until the test ends.
+// newServer is reactor.New, over TLS when the suite runs over TLS.
+func newServer(t testing.TB, reg *handler.Registry, opts reactor.Options) *reactor.Server {
+	if overTLS {
+		opts.TLS = serverTLS(t)
+	}
+	return reactor.New(reg, opts)
+}
+
 func start(t testing.TB, reg *handler.Registry, opts reactor.Options) *reactor.Server {
 	t.Helper()
-	s := reactor.New(reg, opts)
+	s := newServer(t, reg, opts)
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -42,6 +51,9 @@ func dial(t testing.TB, s *reactor.Server, opts client.Options) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if overTLS {
+		opts.Dial = tlsDial(clientTLS(t, false))
+	}
 	c, err := client.Dial(ctx, s.Addr().String(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -503,7 +515,13 @@ type rawConn struct {
 }
 
 func dialRaw(t testing.TB, s *reactor.Server) *rawConn {
-	nc, err := net.DialTimeout("tcp", s.Addr().String(), 5*time.Second)
+	var nc net.Conn
+	var err error
+	if overTLS {
+		nc, err = tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", s.Addr().String(), clientTLS(t, false))
+	} else {
+		nc, err = net.DialTimeout("tcp", s.Addr().String(), 5*time.Second)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,7 +632,7 @@ func TestShutdownAnswersCallsInFlight(t *testing.T) {
 		<-release
 		return append(reply, req...), nil
 	}, handler.Blocking())
-	s := reactor.New(reg, reactor.Options{})
+	s := newServer(t, reg, reactor.Options{})
 	served := make(chan error, 1)
 	go func() { served <- s.ListenAndServe("127.0.0.1:0") }()
 	for s.Addr() == nil {
@@ -691,7 +709,7 @@ func TestShutdownAnswersCallsInFlight(t *testing.T) {
 func TestShutdownTimeout(t *testing.T) {
 	reg := builtinRegistry()
 	b := newBlocker(reg, "Block/Forever")
-	s := reactor.New(reg, reactor.Options{})
+	s := newServer(t, reg, reactor.Options{})
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}

@@ -68,20 +68,7 @@ func (s *Server) OnTraffic(gc gnet.Conn) (action gnet.Action) {
 		c.lastRead.Store(s.clock.Load()) // bytes arrived since the last wake-up
 	}
 	bp := outPool.Get().(*[]byte)
-	out := (*bp)[:0]
-	if r := c.ending.Load(); r != nil { // the sweeper ends this connection
-		out = c.endNow(out, r)
-		action = gnet.Close
-	} else {
-		if s.draining.Load() && !c.goingAway {
-			out = c.goAway(out)
-		}
-		if c.wantPing.CompareAndSwap(true, false) {
-			out = proto.AppendPing(out, nil)
-		}
-		out = c.takeReplies(out)
-		out, action = c.readFrames(gc, out)
-	}
+	out, action := c.service(gc, (*bp)[:0])
 	if len(out) > 0 {
 		if _, err := gc.Write(out); err != nil {
 			action = gnet.Close
@@ -95,6 +82,32 @@ func (s *Server) OnTraffic(gc gnet.Conn) (action gnet.Action) {
 		action = c.watch(gc)
 	}
 	return action
+}
+
+// service does a wake-up's work for a connection of either transport and
+// returns what to write: a GoAway if the sweeper ends it, else its own
+// GoAway once the server drains, a Ping the sweeper asked for, the
+// blocking pool's replies, and the answers to every whole frame in.
+func (c *conn) service(in inbound, out []byte) ([]byte, gnet.Action) {
+	if r := c.ending.Load(); r != nil {
+		return c.endNow(out, r), gnet.Close
+	}
+	if c.s.draining.Load() && !c.goingAway {
+		out = c.goAway(out)
+	}
+	if c.wantPing.CompareAndSwap(true, false) {
+		out = proto.AppendPing(out, nil)
+	}
+	out = c.takeReplies(out)
+	return c.readFrames(in, out)
+}
+
+// inbound is the input side of a connection that frames are read from:
+// gnet's connection, or the standard library transport's buffer.
+type inbound interface {
+	Peek(n int) ([]byte, error) // n <= 0: everything buffered
+	Discard(n int) (int, error)
+	InboundBuffered() int
 }
 
 // watch records, for the sweeper, whether a frame is left half read and
@@ -138,7 +151,7 @@ const bigFrame = 64 << 10
 // when nothing was left over from an earlier wake-up), runs the whole
 // frames in it, and discards them at once. A frame that breaks the
 // protocol ends the connection with a GoAway saying why.
-func (c *conn) readFrames(gc gnet.Conn, out []byte) ([]byte, gnet.Action) {
+func (c *conn) readFrames(gc inbound, out []byte) ([]byte, gnet.Action) {
 	if c.big != nil {
 		whole, err := false, error(nil)
 		if out, whole, err = c.gatherBig(gc, out); err != nil {
@@ -240,7 +253,7 @@ func (c *conn) startBig(h proto.Header) {
 // gatherBig moves what gc has buffered of the large frame being gathered
 // into its buffer; once the frame is whole, it runs it, appending the reply
 // to out, and reports true.
-func (c *conn) gatherBig(gc gnet.Conn, out []byte) ([]byte, bool, error) {
+func (c *conn) gatherBig(gc inbound, out []byte) ([]byte, bool, error) {
 	n := c.bigHeader.Len()
 	avail, _ := gc.Peek(-1)
 	k := min(len(avail), n-len(c.big))

@@ -321,7 +321,9 @@ func TestOneByteSegments(t *testing.T) {
 	s := start(t, builtinRegistry(), reactor.Options{})
 	baseline(t)
 	r := dialRaw(t, s)
-	r.nc.(*net.TCPConn).SetNoDelay(true)
+	if tc, ok := r.nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
 	frame := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 5}, builtin.EchoPacket, nil, []byte("one byte at a time"))
 	for i := range frame {
 		r.send(frame[i : i+1])
@@ -417,7 +419,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 		return append(reply, req...), nil
 	}, handler.Blocking())
-	s := reactor.New(reg, reactor.Options{})
+	s := newServer(t, reg, reactor.Options{})
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}

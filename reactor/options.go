@@ -2,6 +2,7 @@ package reactor
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"runtime"
 	"time"
@@ -70,6 +71,14 @@ type Options struct {
 	// and 4 KiB.
 	HandshakeTimeout time.Duration
 	PreAuthMaxFrame  int
+
+	// TLS, if set, serves TLS with this configuration (mutual TLS when it
+	// asks for client certificates) on the standard library transport, a
+	// goroutine per connection, instead of on event loops. A verified client
+	// certificate gives the connection an Identity (its subject's common
+	// name, its organizational units as roles) unless an Authenticator
+	// decides.
+	TLS *tls.Config
 
 	// BaseContext, if set, supplies the values every Call carries.
 	BaseContext context.Context

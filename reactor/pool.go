@@ -91,10 +91,8 @@ func (t *task) run() {
 	bytebufferpool.Put(buf)
 	t.release()
 	s.inflight.Add(-1)
-	if wake && c.gc != nil {
-		if err := c.gc.Wake(nil); err != nil {
-			s.log.Debug("rpcd: waking a connection for replies", "err", err)
-		}
+	if wake {
+		c.wake()
 	}
 }
 

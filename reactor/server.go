@@ -2,6 +2,7 @@ package reactor
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -44,6 +45,8 @@ type Server struct {
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
 	nconns atomic.Int64
+
+	stdConns sync.WaitGroup // the standard library transport's goroutines
 
 	tasks    chan *task
 	workers  sync.WaitGroup
@@ -142,21 +145,23 @@ func (s *Server) serve(ln net.Listener) error {
 	}
 	defer close(s.tasks) // workers end once the queue is drained; Shutdown waits for them
 
-	loops, err := gnet.NewClient(s,
-		gnet.WithNumEventLoop(s.opts.Loops),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(gnetLogger{s.log}),
-	)
-	if err == nil {
-		err = loops.Start()
+	if s.opts.TLS == nil { // TLS connections go to the standard library transport instead
+		loops, err := gnet.NewClient(s,
+			gnet.WithNumEventLoop(s.opts.Loops),
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithLogger(gnetLogger{s.log}),
+		)
+		if err == nil {
+			err = loops.Start()
+		}
+		if err != nil {
+			s.startErr = err
+			close(s.ready)
+			ln.Close()
+			return err
+		}
+		s.loops = loops
 	}
-	if err != nil {
-		s.startErr = err
-		close(s.ready)
-		ln.Close()
-		return err
-	}
-	s.loops = loops
 	s.clock.Store(time.Now().UnixNano())
 	stopSweep := make(chan struct{})
 	var sweeping sync.WaitGroup
@@ -165,9 +170,9 @@ func (s *Server) serve(ln net.Listener) error {
 	defer func() { close(stopSweep); sweeping.Wait() }()
 	close(s.ready)
 
-	err = s.accept(ln)
+	err := s.accept(ln)
 	if !s.draining.Load() { // the listener failed on its own: stop everything
-		_ = s.loops.Stop()
+		s.stopConns()
 		return err
 	}
 	<-s.drained
@@ -182,6 +187,12 @@ func (s *Server) accept(ln net.Listener) error {
 	var delay time.Duration
 	for {
 		nc, err := ln.Accept()
+		if err == nil && s.opts.TLS != nil { // refused, if need be, once TLS can carry the GoAway
+			s.stdConns.Add(1)
+			go s.serveStd(tls.Server(nc, s.opts.TLS))
+			delay = 0
+			continue
+		}
 		if err == nil && s.nconns.Load() >= int64(s.opts.MaxConns) {
 			s.refuse(nc, proto.CodeResourceExhausted, "too many connections")
 			continue
@@ -241,7 +252,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	} else {
 		s.wakeAll(ctx) // write the last replies
 	}
-	_ = s.loops.Stop() // closes every connection, writing what is buffered
+	s.stopConns()
 	close(s.drained)
 	for _, wait := range []<-chan struct{}{s.done, waitChan(&s.workers)} {
 		select {
@@ -254,6 +265,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// stopConns stops the event loops, which close their connections after
+// writing what is buffered, and closes the standard library transport's
+// connections, whose goroutines have written all they had.
+func (s *Server) stopConns() {
+	if s.loops != nil {
+		_ = s.loops.Stop()
+	}
+	for _, c := range s.snapshot(nil) {
+		if c.std != nil {
+			c.std.nc.Close()
+		}
+	}
+	s.stdConns.Wait()
 }
 
 // waitChan returns a channel closed when wg is done.
@@ -284,10 +310,7 @@ func (s *Server) wakeAll(ctx context.Context) {
 	var pending atomic.Int64
 	pending.Add(int64(len(conns)))
 	for _, c := range conns {
-		err := c.gc.Wake(func(gnet.Conn, error) error { pending.Add(-1); return nil })
-		if err != nil {
-			pending.Add(-1)
-		}
+		c.wakeThen(func() { pending.Add(-1) })
 	}
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()

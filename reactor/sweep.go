@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/panjf2000/gnet/v2"
+
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -82,12 +84,29 @@ func (c *conn) end(code proto.Code, msg string) {
 	}
 }
 
-// wake runs the connection's OnTraffic on its loop.
-func (c *conn) wake() {
-	if c.gc == nil || c.closed.Load() {
+// wake has the connection's own goroutine do a wake-up's work: its event
+// loop, or its standard library transport's reader.
+func (c *conn) wake() { c.wakeThen(nil) }
+
+// wakeThen is wake with a function to call after that work.
+func (c *conn) wakeThen(done func()) {
+	switch {
+	case c.closed.Load():
+	case c.gc != nil:
+		var cb gnet.AsyncCallback
+		if done != nil {
+			cb = func(gnet.Conn, error) error { done(); return nil }
+		}
+		if err := c.gc.Wake(cb); err != nil {
+			c.s.log.Debug("rpcd: waking a connection", "remote", c.remote, "err", err)
+		} else {
+			return
+		}
+	case c.std != nil:
+		c.std.poke(done)
 		return
 	}
-	if err := c.gc.Wake(nil); err != nil {
-		c.s.log.Debug("rpcd: waking a connection", "remote", c.remote, "err", err)
+	if done != nil {
+		done()
 	}
 }
