@@ -14,6 +14,7 @@ type call struct {
 	err   error         // the call's failure
 	done  chan struct{} // receives one value when the call completes
 	fut   *Future       // set for Go calls, which complete the future instead
+	torn  bool          // the call failed while its reply was being read in
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -31,6 +32,9 @@ func putCall(cl *call) {
 // finish completes the call; its reply, if any, is in place before.
 func (cl *call) finish(err error) {
 	if f := cl.fut; f != nil {
+		if err != nil && f.resend(err, cl.torn) {
+			return // another goroutine sends it again and completes f
+		}
 		f.reply = cl.reply
 		f.complete(err)
 		return

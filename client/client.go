@@ -25,6 +25,11 @@ type Client struct {
 	slots []*slot
 	next  atomic.Uint32
 
+	noConn  error         // a call's error when no connection is usable
+	readyMu sync.Mutex    // guards ready
+	ready   chan struct{} // closed, and replaced, when a slot gets a new connection
+	retries atomic.Uint64 // calls sent again, for tests
+
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -42,7 +47,7 @@ type slot struct {
 // made; after that, broken connections are redialled in the background.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	opts = opts.withDefaults()
-	c := &Client{addr: addr, opts: opts, log: opts.Logger}
+	c := &Client{addr: addr, opts: opts, log: opts.Logger, noConn: errNoConn(addr), ready: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for range opts.Conns {
 		w, err := c.dial(ctx)
@@ -72,10 +77,11 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 		}
 		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: true}
 	}
-	return newWire(nc, c.opts.Limits), nil
+	return newWire(nc, c.opts.Limits, c.opts.KeepAlive, c.opts.KeepAliveTimeout), nil
 }
 
-// keep redials s's connection whenever it breaks, until Close.
+// keep redials s's connection whenever it breaks or the server sends it a
+// GoAway, until Close.
 func (c *Client) keep(s *slot) {
 	defer c.wg.Done()
 	for attempt := 0; ; {
@@ -83,12 +89,13 @@ func (c *Client) keep(s *slot) {
 		if w != nil {
 			select {
 			case <-w.done:
+			case <-w.away: // new calls go to a successor while w drains
 			case <-c.ctx.Done():
 				w.close(ErrClosed)
 				return
 			}
-			w.close(nil)
 			s.w.Store(nil)
+			c.retire(w)
 			// A connection that lived a while resets the backoff; one cut at
 			// once (a draining server turns new ones away) keeps it growing.
 			if time.Since(w.born) > time.Second {
@@ -111,7 +118,32 @@ func (c *Client) keep(s *slot) {
 			w.close(ErrClosed)
 			return
 		}
+		c.readyMu.Lock()
+		close(c.ready) // wake the calls waiting for a connection
+		c.ready = make(chan struct{})
+		c.readyMu.Unlock()
 	}
+}
+
+// retire closes w, which left its slot, once it fails (a connection that
+// got a GoAway fails when its last call is answered) or at Close.
+func (c *Client) retire(w *wire) {
+	select {
+	case <-w.done:
+		w.close(nil)
+		return
+	default:
+	}
+	c.wg.Add(1) // keep holds a count: this Add cannot race Close's Wait
+	go func() {
+		defer c.wg.Done()
+		select {
+		case <-w.done:
+			w.close(nil)
+		case <-c.ctx.Done():
+			w.close(ErrClosed)
+		}
+	}()
 }
 
 // backoff returns the wait before reconnection attempt n: the minimum
@@ -137,7 +169,7 @@ func (c *Client) pick() (*wire, error) {
 			return w, nil
 		}
 	}
-	return nil, errNoConn(c.addr)
+	return nil, c.noConn
 }
 
 // Close closes every connection. Calls still waiting fail with ErrClosed.
@@ -157,6 +189,8 @@ func (c *Client) Close() error {
 
 // Call calls route with in encoded as JSON and decodes the JSON reply into
 // out, a pointer (or nil to drop the reply). in may be nil for no argument.
+// A call that fails is sent again when Options.MaxRetries allows it; the
+// error returned is the last attempt's.
 func (c *Client) Call(ctx context.Context, route string, in, out any) error {
 	cl := getCall()
 	defer putCall(cl)
@@ -178,7 +212,7 @@ func (c *Client) Call(ctx context.Context, route string, in, out any) error {
 
 // CallRaw calls route with req as a raw payload and appends the reply to
 // reply, returning the extended slice. With a reply buffer of enough
-// capacity, a call allocates nothing.
+// capacity, a call allocates nothing. It is retried as Call is.
 func (c *Client) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
 	cl := getCall()
 	defer putCall(cl)
@@ -191,7 +225,9 @@ func (c *Client) CallRaw(ctx context.Context, route string, req, reply []byte) (
 
 // Notify sends a one-way call to route with in encoded as JSON. It returns
 // once the call is queued for writing; no reply, and no error from the
-// server, ever comes back.
+// server, ever comes back. It is never sent twice: with no usable
+// connection it fails with Unavailable, or, under Options.WaitForReady,
+// waits for one first.
 func (c *Client) Notify(ctx context.Context, route string, in any) error {
 	cl := getCall()
 	defer putCall(cl)
@@ -214,6 +250,9 @@ func (c *Client) notify(ctx context.Context, codec proto.Codec, route string, pa
 		return err
 	}
 	w, err := c.pick()
+	if err == c.noConn && c.opts.WaitForReady {
+		w, err = c.awaitConn(ctx, route, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -236,24 +275,37 @@ func (c *Client) header(ctx context.Context, kind proto.Kind, codec proto.Codec,
 		return h, nil, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
 			Message: fmt.Sprintf("request of %d bytes exceeds the frame limit of %d", n, c.opts.Limits.MaxFrameSize)}
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		left := time.Until(dl)
-		if left <= 0 {
-			return h, nil, &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "deadline passed before " + route + " was sent", Unprocessed: true}
-		}
-		ms := (left + time.Millisecond - 1) / time.Millisecond
-		h.Deadline = uint32(min(int64(ms), math.MaxUint32))
+	var ok bool
+	if h.Deadline, ok = deadlineField(ctx); !ok {
+		return h, nil, errLate(route)
 	}
 	return h, md, nil
 }
 
-// start registers cl and queues its request; the reply will land in
-// cl.reply.
-func (c *Client) start(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) (*wire, error) {
-	h, md, err := c.header(ctx, proto.KindRequest, codec, route, payload)
-	if err != nil {
-		return nil, err
+// deadlineField returns the milliseconds left before ctx's deadline,
+// rounded up, for a frame's deadline field: 0 when ctx has none, and false
+// when it has passed.
+func deadlineField(ctx context.Context) (uint32, bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, true
 	}
+	left := time.Until(dl)
+	if left <= 0 {
+		return 0, false
+	}
+	ms := (left + time.Millisecond - 1) / time.Millisecond
+	return uint32(min(int64(ms), math.MaxUint32)), true
+}
+
+// errLate is the error of a call whose deadline passed before it was sent.
+func errLate(route string) error {
+	return &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "deadline passed before " + route + " was sent", Unprocessed: true}
+}
+
+// start registers cl on a usable connection and queues its request, whose
+// header is h; the reply will land in cl.reply.
+func (c *Client) start(ctx context.Context, h proto.Header, route string, md proto.Metadata, payload []byte, cl *call) (*wire, error) {
 	w, err := c.pick()
 	if err != nil {
 		return nil, err
@@ -272,14 +324,27 @@ func (c *Client) start(ctx context.Context, codec proto.Codec, route string, pay
 	return w, nil
 }
 
-// do sends a request and waits for its reply in cl.reply.
+// do sends a request and waits for its reply in cl.reply, sending it again
+// when it fails in a way the retry rules allow.
 func (c *Client) do(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) error {
 	if _, ok := ctx.Deadline(); !ok && c.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
 		defer cancel()
 	}
-	w, err := c.start(ctx, codec, route, payload, cl)
+	h, md, err := c.header(ctx, proto.KindRequest, codec, route, payload)
+	if err != nil {
+		return err
+	}
+	if err = c.once(ctx, h, route, md, payload, cl); err != nil {
+		err = c.retry(ctx, h, route, md, payload, cl, err)
+	}
+	return err
+}
+
+// once sends a request once and waits for its reply in cl.reply.
+func (c *Client) once(ctx context.Context, h proto.Header, route string, md proto.Metadata, payload []byte, cl *call) error {
+	w, err := c.start(ctx, h, route, md, payload, cl)
 	if err != nil {
 		return err
 	}

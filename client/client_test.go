@@ -206,7 +206,9 @@ func readFrame(nc net.Conn) (proto.Frame, error) {
 
 // TestGoAwayFromServer: after GoAway the client sends no new call on that
 // connection; when the connection then closes, calls after the GoAway's
-// last id are known unprocessed and the others are not.
+// last id are known unprocessed and the others are not. Retries are off
+// here, so the errors show how the connection's end classed each call;
+// TestGoAwayRetries has them on.
 func TestGoAwayFromServer(t *testing.T) {
 	conns := make(chan int, 4)
 	var mu sync.Mutex
@@ -238,7 +240,7 @@ func TestGoAwayFromServer(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		_ = f2
 	})
-	c := dial(t, addr, client.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+	c := dial(t, addr, client.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxRetries: -1})
 	<-conns
 	first := make(chan error, 1)
 	go func() { _, err := c.CallRaw(context.Background(), "Slow/One", nil, nil); first <- err }()

@@ -7,7 +7,17 @@
 // arrive. A call's context deadline travels in its frame; cancelling the
 // context sends a Cancel frame and frees the call at once. Calls on a broken
 // connection fail fast with an Unavailable error, and the client reconnects
-// in the background with exponential backoff and jitter. No call stays
-// pending: each leaves the table on its reply, its deadline, its cancel, or
-// the loss of its connection.
+// in the background with exponential backoff and jitter; a connection that
+// receives a GoAway is replaced at once and closes when its calls are
+// answered. No call stays pending: each leaves the table on its reply, its
+// deadline, its cancel, or the loss of its connection.
+//
+// A call that provably did not run (an Unavailable or ResourceExhausted
+// error marked Unprocessed) is sent again, at most Options.MaxRetries
+// times, after a short jittered backoff, while its context lasts; calls to
+// routes marked Options.Idempotent are also sent again after a lost
+// connection. No other call is ever sent twice, and one-way calls never
+// are. A connection that reads nothing for Options.KeepAlive is pinged, and
+// failed if nothing comes back within Options.KeepAliveTimeout, so a peer
+// gone without a word is noticed.
 package client

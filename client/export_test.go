@@ -10,3 +10,6 @@ func Pending(c *Client) int {
 	}
 	return n
 }
+
+// Retries returns the number of times c has sent a call again.
+func Retries(c *Client) uint64 { return c.retries.Load() }

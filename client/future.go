@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 
 	"github.com/rpcd/rpcd/proto"
@@ -15,11 +16,19 @@ type Future struct {
 	route  string
 	stop   func() bool        // unregisters the context watch
 	cancel context.CancelFunc // releases the Timeout context, if any
+
+	// What it takes to send the call again; c is nil when it is not sent
+	// more than once.
+	c       *Client
+	ctx     context.Context
+	h       proto.Header
+	md      proto.Metadata
+	payload []byte
 }
 
 // Go starts a call like Call and returns at once; Wait gives its result.
-// The call ends when its reply comes, its context ends, or its connection
-// is lost.
+// The call ends when its reply comes, its context ends, or it fails and is
+// not sent again (see Options.MaxRetries).
 func (c *Client) Go(ctx context.Context, route string, in, out any) *Future {
 	f := &Future{done: make(chan struct{}), out: out, route: route}
 	payload, err := encodeArg(nil, in)
@@ -31,9 +40,14 @@ func (c *Client) Go(ctx context.Context, route string, in, out any) *Future {
 	return f
 }
 
-// GoRaw starts a call like CallRaw; Reply gives its reply once Done.
+// GoRaw starts a call like CallRaw; Reply gives its reply once Done. req
+// may be reused once GoRaw returns: a call that may be sent again keeps a
+// copy.
 func (c *Client) GoRaw(ctx context.Context, route string, req []byte) *Future {
 	f := &Future{done: make(chan struct{}), route: route}
+	if c.resends() {
+		req = bytes.Clone(req)
+	}
 	c.goCall(ctx, proto.CodecRaw, route, req, f)
 	return f
 }
@@ -42,10 +56,20 @@ func (c *Client) goCall(ctx context.Context, codec proto.Codec, route string, pa
 	if _, ok := ctx.Deadline(); !ok && c.opts.Timeout > 0 {
 		ctx, f.cancel = context.WithTimeout(ctx, c.opts.Timeout)
 	}
-	cl := &call{fut: f}
-	w, err := c.start(ctx, codec, route, payload, cl)
+	h, md, err := c.header(ctx, proto.KindRequest, codec, route, payload)
 	if err != nil {
 		f.complete(err)
+		return
+	}
+	if c.resends() {
+		f.c, f.ctx, f.h, f.md, f.payload = c, ctx, h, md, payload
+	}
+	cl := &call{fut: f}
+	w, err := c.start(ctx, h, route, md, payload, cl)
+	if err != nil {
+		if !f.resend(err, false) {
+			f.complete(err)
+		}
 		return
 	}
 	f.stop = context.AfterFunc(ctx, func() {

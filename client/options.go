@@ -28,8 +28,44 @@ type Options struct {
 
 	// MinBackoff and MaxBackoff bound the wait between reconnection
 	// attempts, which doubles from the first to the second with jitter;
-	// defaults 50ms and 5s.
+	// defaults 50ms and 5s. A call's retries wait on the same scale.
 	MinBackoff, MaxBackoff time.Duration
+
+	// MaxRetries bounds how many times a failed call is sent again: zero
+	// means the default, 2, and a negative value disables retries. Only
+	// calls that provably did not run are sent again: those that fail with
+	// Unavailable or ResourceExhausted and the Unprocessed flag (refused by
+	// a draining or overloaded server, never written, or cut off by a
+	// GoAway that excluded them), plus, for Idempotent routes, those that
+	// fail with Unavailable whatever their fate. Each retry waits a random
+	// time between half and all of MinBackoff doubled once per retry before
+	// it (capped at MaxBackoff), never past the call's context. One-way
+	// calls are never sent again. docs/client-reliability.md has the rules.
+	MaxRetries int
+
+	// Idempotent reports whether running route more than once does no
+	// harm. Calls to such routes are also sent again after an Unavailable
+	// error whose fate is unknown (the connection was lost while the call
+	// was out). Nil means no route is; RouteSet builds one from a list. It
+	// is called only when a call fails, from any goroutine, and must not
+	// block.
+	Idempotent func(route string) bool
+
+	// WaitForReady makes a call that finds no usable connection wait for
+	// one, for as long as its context lets it, before it is sent; the wait
+	// does not count as a retry. By default such a call fails with
+	// Unavailable and Unprocessed, which is retried like any such error: it
+	// is sent if a connection is back within its retries' backoff.
+	WaitForReady bool
+
+	// KeepAlive is how long a connection may read nothing before the
+	// client sends it a Ping; default 30s, and a negative value sends none.
+	KeepAlive time.Duration
+
+	// KeepAliveTimeout is how long the client waits, after a keep-alive
+	// Ping, for any frame at all before it fails the connection: its calls
+	// fail with Unavailable and the connection is redialled. Default 10s.
+	KeepAliveTimeout time.Duration
 
 	// Dial opens connections; default a net.Dialer on "tcp". An address of
 	// the form "unix:///path" dials a Unix socket.
@@ -56,6 +92,15 @@ func (o Options) withDefaults() Options {
 	if o.MaxBackoff < o.MinBackoff {
 		o.MaxBackoff = o.MinBackoff
 	}
+	if o.MaxRetries == 0 {
+		o.MaxRetries = 2
+	}
+	if o.KeepAlive == 0 {
+		o.KeepAlive = 30 * time.Second
+	}
+	if o.KeepAliveTimeout <= 0 {
+		o.KeepAliveTimeout = 10 * time.Second
+	}
 	if o.Dial == nil {
 		o.Dial = dial
 	}
@@ -74,4 +119,17 @@ func dial(ctx context.Context, addr string) (net.Conn, error) {
 		addr = addr[6:]
 	}
 	return d.DialContext(ctx, "tcp", addr)
+}
+
+// RouteSet returns a function, for Options.Idempotent, that reports whether
+// a route is one of routes.
+func RouteSet(routes ...string) func(route string) bool {
+	set := make(map[string]struct{}, len(routes))
+	for _, r := range routes {
+		set[r] = struct{}{}
+	}
+	return func(route string) bool {
+		_, ok := set[route]
+		return ok
+	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -29,8 +30,11 @@ type wire struct {
 	pmu sync.Mutex
 	err error // set once the wire has failed; guarded by pmu
 
-	goingAway atomic.Bool // the server sent GoAway: no new calls here
-	goAwayID  uint32      // its last call id; guarded by pmu
+	goingAway atomic.Bool   // the server sent GoAway: no new calls here
+	goAwayID  uint32        // its last call id; guarded by pmu
+	away      chan struct{} // closed at the first GoAway
+
+	lastRead atomic.Int64 // when bytes last arrived, as w.clock; for keep-alive
 
 	wmu      sync.Mutex
 	wbuf     []byte        // frames queued while a write is in progress
@@ -43,16 +47,25 @@ type wire struct {
 	wg   sync.WaitGroup
 }
 
-func newWire(nc net.Conn, lim proto.Limits) *wire {
+// newWire starts the goroutines of a connection: its reader, its writer
+// and, if keepAlive is positive, its keep-alive watch.
+func newWire(nc net.Conn, lim proto.Limits, keepAlive, keepAliveTimeout time.Duration) *wire {
 	w := &wire{
 		nc:   nc,
 		lim:  lim,
 		born: time.Now(),
 		wsig: make(chan struct{}, 1),
+		away: make(chan struct{}),
 		done: make(chan struct{}),
 	}
 	w.wg.Add(2)
-	go w.readLoop()
+	var r io.Reader = nc
+	if keepAlive > 0 {
+		r = clockReader{w}
+		w.wg.Add(1)
+		go w.keepAlive(keepAlive, keepAliveTimeout)
+	}
+	go w.readLoop(r)
 	go w.writeLoop()
 	return w
 }
@@ -288,9 +301,9 @@ func (w *wire) writeLoop() {
 
 const readBufSize = 64 << 10
 
-func (w *wire) readLoop() {
+func (w *wire) readLoop(r io.Reader) {
 	defer w.wg.Done()
-	br := bufio.NewReaderSize(w.nc, readBufSize)
+	br := bufio.NewReaderSize(r, readBufSize)
 	for {
 		if err := w.readFrame(br); err != nil {
 			w.fail(err)
@@ -358,6 +371,7 @@ func (w *wire) readFrame(br *bufio.Reader) error {
 	cl.reply = append(cl.reply, make([]byte, h.PayloadLen)...)
 	if _, err := io.ReadFull(br, cl.reply[start:]); err != nil {
 		cl.reply = cl.reply[:start]
+		cl.torn = true // the call ran, and its buffer was written to
 		cl.finish(&handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while reading the reply: " + err.Error()})
 		return err
 	}
@@ -385,7 +399,9 @@ func (w *wire) handle(f *proto.Frame) {
 		w.pmu.Lock()
 		w.goAwayID = last
 		w.pmu.Unlock()
-		w.goingAway.Store(true)
+		if !w.goingAway.Swap(true) {
+			close(w.away) // only this goroutine closes it
+		}
 		w.closeIfIdle()
 	case proto.KindRequest:
 		// This client serves no routes; the protocol still owes an answer.
@@ -458,4 +474,59 @@ func (w *wire) failure() error {
 func (w *wire) close(cause error) {
 	w.fail(cause)
 	w.wg.Wait()
+}
+
+// clock returns the time since w was made, on the monotonic clock.
+func (w *wire) clock() time.Duration { return time.Since(w.born) }
+
+// clockReader reads the connection and records when bytes last came, once
+// per read from the socket (which under load brings many frames), for the
+// keep-alive watch.
+type clockReader struct{ w *wire }
+
+func (r clockReader) Read(p []byte) (int, error) {
+	n, err := r.w.nc.Read(p)
+	if n > 0 {
+		r.w.lastRead.Store(int64(r.w.clock()))
+	}
+	return n, err
+}
+
+// keepAlive watches w until it fails: once w has read nothing for every, it
+// sends a Ping, through the writer goroutine; if nothing at all arrives
+// within timeout of the Ping, it fails w, which fails w's calls and has its
+// slot redial. Its one timer is reset from the time of the last read, which
+// the reader records; calls never touch it.
+func (w *wire) keepAlive(every, timeout time.Duration) {
+	defer w.wg.Done()
+	t := time.NewTimer(every)
+	defer t.Stop()
+	var pinged time.Duration // when the unanswered Ping went out
+	waiting := false         // a Ping is out and nothing has come since
+	for {
+		select {
+		case <-t.C:
+		case <-w.done:
+			return
+		}
+		now, last := w.clock(), time.Duration(w.lastRead.Load())
+		if waiting && last < pinged {
+			if now-pinged >= timeout {
+				w.fail(fmt.Errorf("no frame within %v of a keep-alive ping", timeout))
+				return
+			}
+			// Look again at the timeout, or sooner to see an answer and
+			// keep the pings every apart.
+			t.Reset(min(pinged+timeout-now, every))
+			continue
+		}
+		waiting = false
+		if idle := now - last; idle < every {
+			t.Reset(every - idle)
+			continue
+		}
+		pinged, waiting = now, true
+		w.enqueueAsync(proto.AppendPing(nil, nil))
+		t.Reset(min(timeout, every))
+	}
 }
