@@ -24,7 +24,7 @@ type conn struct {
 	call   handler.Call // reused by every inline call: one runs at a time
 	routes handler.RouteCache
 
-	lastID    uint32 // newest call id taken in, named by GoAway
+	lastID    uint32 // greatest call id taken in, named by GoAway
 	goingAway bool   // GoAway sent: new calls are refused
 	authed    bool   // the handshake is done, or none is needed
 	identity  *handler.Identity
@@ -128,7 +128,9 @@ func (c *conn) beforeAuth(f *proto.Frame, out []byte) ([]byte, *ending) {
 
 func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	oneWay := f.Kind == proto.KindOneWay
-	c.lastID = f.ID
+	if c.lastID == 0 || proto.After(f.ID, c.lastID) {
+		c.lastID = f.ID // the greatest id taken in: a client's ids can arrive out of order
+	}
 	if c.goingAway {
 		return c.refuse(out, f, proto.CodeUnavailable, "server is draining")
 	}

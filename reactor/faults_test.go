@@ -472,3 +472,26 @@ func TestShutdownUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d answered, %d refused as unprocessed, %d other", ok.Load(), unprocessed.Load(), other.Load())
 }
+
+// TestShutdownRightAfterConnect: a connection still being handed to an
+// event loop when Shutdown begins does not hold Shutdown up (it waited for
+// a loop already stopped, until its context ended).
+func TestShutdownRightAfterConnect(t *testing.T) {
+	for i := range 30 {
+		s := newServer(t, builtinRegistry(), reactor.Options{})
+		if err := s.Start("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		nc, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = s.Shutdown(ctx)
+		cancel()
+		nc.Close()
+		if err != nil {
+			t.Fatalf("shutdown %d right after a connect: %v", i, err)
+		}
+	}
+}

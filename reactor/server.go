@@ -34,6 +34,7 @@ type Server struct {
 	ready    chan struct{} // closed once serving, or when start-up failed
 	startErr error         // why it could not start; read after ready
 	drained  chan struct{} // closed by Shutdown once the loops are stopped
+	accepted chan struct{} // closed when the accept loop has returned
 	done     chan struct{} // closed when Serve returns
 	ln       net.Listener
 	loops    *gnet.Client // the event loops; gnet's client engine takes connections we accept
@@ -60,14 +61,15 @@ func New(reg *handler.Registry, opts Options) *Server {
 	pre := opts.Limits
 	pre.MaxFrameSize = min(pre.MaxFrameSize, proto.HeaderSize+opts.PreAuthMaxFrame)
 	return &Server{
-		preAuth: pre,
-		reg:     reg,
-		opts:    opts,
-		log:     opts.Logger,
-		ready:   make(chan struct{}),
-		drained: make(chan struct{}),
-		done:    make(chan struct{}),
-		conns:   make(map[*conn]struct{}),
+		preAuth:  pre,
+		reg:      reg,
+		opts:     opts,
+		log:      opts.Logger,
+		ready:    make(chan struct{}),
+		drained:  make(chan struct{}),
+		accepted: make(chan struct{}),
+		done:     make(chan struct{}),
+		conns:    make(map[*conn]struct{}),
 	}
 }
 
@@ -171,6 +173,7 @@ func (s *Server) serve(ln net.Listener) error {
 	close(s.ready)
 
 	err := s.accept(ln)
+	close(s.accepted)
 	if !s.draining.Load() { // the listener failed on its own: stop everything
 		s.stopConns()
 		return err
@@ -239,7 +242,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.startErr != nil {
 		return nil // never served
 	}
-	s.ln.Close()   // stop accepting
+	s.ln.Close() // stop accepting
+	select {     // and let a connection being handed to a loop get there first
+	case <-s.accepted:
+	case <-ctx.Done():
+	}
 	s.wakeAll(ctx) // each connection sends its GoAway
 
 	err := s.awaitIdle(ctx)

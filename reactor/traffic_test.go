@@ -272,3 +272,21 @@ func TestOneByteSegmentsAllocs(t *testing.T) {
 		t.Fatalf("%d replies written, want 201", w.n)
 	}
 }
+
+// TestGoAwayNamesGreatestID: calls whose ids arrive out of order; the
+// GoAway names the greatest, so that no call it answers counts as
+// unprocessed at the client.
+func TestGoAwayNamesGreatestID(t *testing.T) {
+	s, fc := newTestServer(t)
+	for _, id := range []uint32{6, 5} {
+		fc.in = proto.AppendFrame(fc.in, proto.Header{Kind: proto.KindRequest, ID: id}, builtin.EchoPacket, nil, nil)
+	}
+	s.OnTraffic(fc)
+	s.draining.Store(true)
+	fc.writes = nil
+	s.OnTraffic(fc)
+	fs := decodeAll(t, fc.writes[0])
+	if last, _, _ := fs[0].GoAwayBody(); fs[0].Kind != proto.KindGoAway || last != 6 {
+		t.Fatalf("GoAway names %d, want 6 (frames %+v)", last, fs)
+	}
+}
