@@ -69,7 +69,7 @@ type command struct {
 }
 
 // commands lists the subcommands in the order help shows them.
-var commands = []*command{serveCmd, callCmd, routesCmd, benchCmd}
+var commands = []*command{serveCmd, callCmd, routesCmd, benchCmd, tokenCmd}
 
 // lookup returns the command called name, or nil.
 func lookup(name string) *command {

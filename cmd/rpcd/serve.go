@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/proto"
@@ -37,6 +38,11 @@ type serveFlags struct {
 	drainTimeout time.Duration
 	logLevel     string
 	logFormat    string
+
+	maxConns, maxOutbound                              int
+	frameTimeout, idleTimeout, keepAlive, writeTimeout time.Duration
+	keepAliveTimeout, handshakeTimeout                 time.Duration
+	security                                           securityFlags
 }
 
 // setupServe defines serve's flags; see command.setup.
@@ -49,6 +55,15 @@ func setupServe(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "how long a shutdown waits for the calls in flight")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format`: text or json")
+	fs.IntVar(&f.maxConns, "max-conns", 0, "most connections open at once; 0 means the reactor's default (10000)")
+	fs.IntVar(&f.maxOutbound, "max-outbound", 0, "most unread reply bytes per connection before it is closed; 0 means 8 MiB")
+	fs.DurationVar(&f.frameTimeout, "frame-timeout", 0, "longest time from a frame's first byte to its last; 0 means 30s")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "close connections that send nothing for this long; 0 means never (keep-alive pings find dead ones)")
+	fs.DurationVar(&f.keepAlive, "keepalive", 0, "ping a connection silent for this long; 0 means 30s, negative never")
+	fs.DurationVar(&f.keepAliveTimeout, "keepalive-timeout", 0, "close a connection that does not answer a ping within this; 0 means 10s")
+	fs.DurationVar(&f.writeTimeout, "write-timeout", 0, "close a connection whose replies go unread for this long; 0 means 30s")
+	fs.DurationVar(&f.handshakeTimeout, "handshake-timeout", 0, "with authentication or TLS: how long a connection has to complete it; 0 means 5s")
+	f.security.define(fs)
 	return func(c *cli, args []string) error { return c.serve(f, args) }
 }
 
@@ -65,13 +80,35 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		return usagef("-max-inflight is %d, want 0 or more", f.maxInflight)
 	case f.drainTimeout <= 0:
 		return usagef("-drain-timeout is %v, want more than 0", f.drainTimeout)
+	case f.maxConns < 0 || f.maxOutbound < 0:
+		return usagef("-max-conns and -max-outbound want 0 or more")
+	case f.frameTimeout < 0 || f.idleTimeout < 0 || f.keepAliveTimeout < 0 || f.writeTimeout < 0 || f.handshakeTimeout < 0:
+		return usagef("-frame-timeout, -idle-timeout, -keepalive-timeout, -write-timeout and -handshake-timeout want 0 or more")
+	}
+	tlsConfig, err := f.security.tlsConfig()
+	if err != nil {
+		return err
+	}
+	authenticator, err := f.security.authenticator()
+	if err != nil {
+		return err
+	}
+	roles, err := f.security.requireRoles()
+	if err != nil {
+		return err
 	}
 	logger, err := newLogger(c.stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
 	}
+	if roles != nil && authenticator == nil && tlsConfig == nil {
+		return usagef("-auth-require needs a way to authenticate: -auth-tokens, -auth-hmac-key or -tls-client-ca")
+	}
 
 	reg := handler.NewRegistry()
+	if roles != nil {
+		reg.Use(auth.Require(auth.Roles(roles)))
+	}
 	builtin.Register(reg)
 	if c.register != nil {
 		c.register(reg)
@@ -81,10 +118,20 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		loops = runtime.GOMAXPROCS(0)
 	}
 	srv := reactor.New(reg, reactor.Options{
-		Loops:       loops,
-		Limits:      proto.Limits{MaxFrameSize: f.maxFrame},
-		MaxInflight: f.maxInflight,
-		Logger:      logger,
+		Loops:            loops,
+		Limits:           proto.Limits{MaxFrameSize: f.maxFrame},
+		MaxInflight:      f.maxInflight,
+		MaxConns:         f.maxConns,
+		MaxOutbound:      f.maxOutbound,
+		FrameTimeout:     f.frameTimeout,
+		IdleTimeout:      f.idleTimeout,
+		KeepAlive:        f.keepAlive,
+		KeepAliveTimeout: f.keepAliveTimeout,
+		WriteTimeout:     f.writeTimeout,
+		HandshakeTimeout: f.handshakeTimeout,
+		TLS:              tlsConfig,
+		Authenticator:    authenticator,
+		Logger:           logger,
 	})
 
 	// Subscribe before listening: a signal that comes once the address is
@@ -100,7 +147,9 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		"addr", srv.Addr().String(),
 		"loops", loops,
 		"GOMAXPROCS", runtime.GOMAXPROCS(0),
-		"routes", len(reg.Routes()))
+		"routes", len(reg.Routes()),
+		"tls", tlsConfig != nil,
+		"auth", authenticator != nil)
 
 	sig := <-sigs
 	logger.Info("rpcd: draining", "signal", sig.String(), "timeout", f.drainTimeout.String())
