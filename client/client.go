@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -77,7 +78,52 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 		}
 		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: true}
 	}
+	if c.opts.Credentials != nil {
+		if err := handshake(ctx, nc, c.opts.Credentials, &c.opts.Limits); err != nil {
+			nc.Close()
+			return nil, err
+		}
+	}
 	return newWire(nc, c.opts.Limits, c.opts.KeepAlive, c.opts.KeepAliveTimeout), nil
+}
+
+// handshake sends the Hello on a new connection and waits for the server's
+// Welcome (docs/protocol.md, "The handshake"). A refusal comes back as the
+// server's GoAway: an Unauthenticated error.
+func handshake(ctx context.Context, nc net.Conn, cr *Credentials, lim *proto.Limits) error {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+		defer nc.SetDeadline(time.Time{})
+	}
+	if _, err := nc.Write(proto.AppendHello(nil, cr.Method, cr.Secret)); err != nil {
+		return &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + err.Error(), Unprocessed: true}
+	}
+	// Exactly one frame, read without a buffer, so that nothing after it is
+	// taken from the connection before its reader starts.
+	var hdr [proto.HeaderSize]byte
+	if _, err := io.ReadFull(nc, hdr[:]); err != nil {
+		return &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + err.Error(), Unprocessed: true}
+	}
+	h, err := proto.DecodeHeader(hdr[:], lim)
+	if err != nil {
+		return &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + err.Error(), Unprocessed: true}
+	}
+	frame := make([]byte, h.Len())
+	copy(frame, hdr[:])
+	if _, err := io.ReadFull(nc, frame[proto.HeaderSize:]); err != nil {
+		return &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + err.Error(), Unprocessed: true}
+	}
+	f, _, err := proto.Decode(frame, lim)
+	switch {
+	case err != nil:
+		return &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + err.Error(), Unprocessed: true}
+	case f.Kind == proto.KindWelcome:
+		return nil
+	case f.Kind == proto.KindGoAway:
+		_, code, msg := f.GoAwayBody()
+		return &handler.Error{Code: code, Message: "handshake refused: " + string(msg), Unprocessed: true}
+	}
+	return &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: the server answered a Hello with " + f.Kind.String(), Unprocessed: true}
 }
 
 // keep redials s's connection whenever it breaks or the server sends it a

@@ -71,8 +71,24 @@ type Options struct {
 	// the form "unix:///path" dials a Unix socket.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 
+	// Credentials, if set, are sent in a Hello on every connection before
+	// any call, for a server that requires authentication; a connection
+	// whose Hello is refused is not used (Dial fails with Unauthenticated).
+	// Over TLS, a client certificate goes in the Dial function's
+	// tls.Config instead.
+	Credentials *Credentials
+
 	// Logger receives the client's logs; default slog.Default().
 	Logger *slog.Logger
+}
+
+// Credentials are what a client presents in its Hello.
+type Credentials struct {
+	// Method names the kind of secret: "token" (a token from the server's
+	// list) or "hmac" (a token signed by `rpcd token`); empty lets the
+	// server try what it has.
+	Method string
+	Secret []byte
 }
 
 func (o Options) withDefaults() Options {

@@ -30,9 +30,10 @@ type wire struct {
 	pmu sync.Mutex
 	err error // set once the wire has failed; guarded by pmu
 
-	goingAway atomic.Bool   // the server sent GoAway: no new calls here
-	goAwayID  uint32        // its last call id; guarded by pmu
-	away      chan struct{} // closed at the first GoAway
+	goingAway atomic.Bool    // the server sent GoAway: no new calls here
+	goAwayID  uint32         // its last call id; guarded by pmu
+	goAwayErr *handler.Error // its reason, unless draining; guarded by pmu
+	away      chan struct{}  // closed at the first GoAway
 
 	lastRead atomic.Int64 // when bytes last arrived, as w.clock; for keep-alive
 
@@ -395,9 +396,14 @@ func (w *wire) handle(f *proto.Frame) {
 	case proto.KindPing:
 		w.enqueueAsync(proto.AppendPong(nil, f.Payload))
 	case proto.KindGoAway:
-		last, _, _ := f.GoAwayBody()
+		last, code, msg := f.GoAwayBody()
 		w.pmu.Lock()
 		w.goAwayID = last
+		if code != proto.CodeOK && code != proto.CodeUnavailable {
+			// A refusal (Unauthenticated, ResourceExhausted, ...) is what
+			// the calls it excluded fail with, rather than a lost connection.
+			w.goAwayErr = &handler.Error{Code: code, Message: string(msg), Unprocessed: true}
+		}
 		w.pmu.Unlock()
 		if !w.goingAway.Swap(true) {
 			close(w.away) // only this goroutine closes it
@@ -445,13 +451,17 @@ func (w *wire) fail(cause error) {
 		msg += ": " + strings.TrimPrefix(cause.Error(), "rpcd: ")
 	}
 	w.err = &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: true}
-	goneAway, last := w.goingAway.Load(), w.goAwayID
+	goneAway, last, refused := w.goingAway.Load(), w.goAwayID, w.goAwayErr
 	close(w.done)
 	w.pmu.Unlock()
 	pending := w.pending.close()
 
 	_ = w.nc.Close()
 	for id, cl := range pending {
+		if refused != nil && proto.After(id, last) {
+			cl.finish(refused)
+			continue
+		}
 		cl.finish(&handler.Error{
 			Code:        proto.CodeUnavailable,
 			Message:     msg,

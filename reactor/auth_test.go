@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/auth"
+	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/reactor"
@@ -125,5 +126,61 @@ func TestAuthorization(t *testing.T) {
 		if code, _ := f.ErrorBody(); tc.kind == proto.KindError && code != tc.code {
 			t.Fatalf("token %s: code %v", tc.token, code)
 		}
+	}
+}
+
+// The client's Credentials: its Hello is answered before any call, so a
+// good token serves every connection (including redialled ones) as its
+// subject, and a bad one fails Dial with Unauthenticated without a
+// handler ever running.
+func TestClientCredentials(t *testing.T) {
+	var ran atomic.Int64
+	s := start(t, whoRegistry(&ran), reactor.Options{
+		Authenticator: auth.Any{auth.Tokens{"s3cret": {Subject: "alice"}}, auth.HMAC{Key: []byte("k")}},
+	})
+	call := func(c *client.Client) (string, error) {
+		reply, err := c.CallRaw(ctxT(t), "Who/Am", nil, nil)
+		return string(reply), err
+	}
+
+	c := dial(t, s, client.Options{Conns: 3, Credentials: &client.Credentials{Method: "token", Secret: []byte("s3cret")}})
+	for range 6 {
+		if who, err := call(c); err != nil || who != "alice" {
+			t.Fatalf("Who/Am with a good token: %q, %v", who, err)
+		}
+	}
+	signed := []byte(auth.HMAC{Key: []byte("k")}.Sign(handler.Identity{Subject: "bob"}, time.Now().Add(time.Hour)))
+	c2 := dial(t, s, client.Options{Credentials: &client.Credentials{Method: "hmac", Secret: signed}})
+	if who, err := call(c2); err != nil || who != "bob" {
+		t.Fatalf("Who/Am with an HMAC token: %q, %v", who, err)
+	}
+
+	before := ran.Load()
+	addr := s.Addr().String()
+	for _, cr := range []*client.Credentials{
+		{Method: "token", Secret: []byte("guess")},
+		{Method: "kerberos", Secret: []byte("s3cret")},
+		{Method: "hmac", Secret: []byte(auth.HMAC{Key: []byte("other")}.Sign(handler.Identity{Subject: "mallory"}, time.Now().Add(time.Hour)))},
+	} {
+		opts := client.Options{Credentials: cr, MaxRetries: -1}
+		if overTLS {
+			opts.Dial = tlsDial(clientTLS(t, false))
+		}
+		c, err := client.Dial(ctxT(t), addr, opts)
+		if err == nil {
+			c.Close()
+			t.Fatalf("Dial with %s %q succeeded", cr.Method, cr.Secret)
+		}
+		if code := handler.CodeOf(err); code != proto.CodeUnauthenticated {
+			t.Fatalf("Dial with %s %q: %v (code %v), want Unauthenticated", cr.Method, cr.Secret, err, code)
+		}
+	}
+	// Without credentials, the connection is made but its calls are refused.
+	c3 := dial(t, s, client.Options{MaxRetries: -1})
+	if _, err := call(c3); handler.CodeOf(err) != proto.CodeUnauthenticated {
+		t.Fatalf("a call without credentials: %v, want Unauthenticated", err)
+	}
+	if n := ran.Load(); n != before {
+		t.Fatalf("a handler ran %d times for clients that never authenticated", n-before)
 	}
 }
