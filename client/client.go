@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,9 @@ type slot struct {
 // made; after that, broken connections are redialled in the background.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	opts = opts.withDefaults()
+	if opts.TLS != nil {
+		opts.TLS = tlsConfigFor(opts.TLS, addr)
+	}
 	c := &Client{addr: addr, opts: opts, log: opts.Logger, noConn: errNoConn(addr), ready: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for range opts.Conns {
@@ -78,6 +83,14 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 		}
 		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: true}
 	}
+	if c.opts.TLS != nil {
+		tc := tls.Client(nc, c.opts.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, &handler.Error{Code: proto.CodeUnavailable, Message: "tls handshake with " + c.addr + ": " + err.Error(), Unprocessed: true}
+		}
+		nc = tc
+	}
 	if c.opts.Credentials != nil {
 		if err := handshake(ctx, nc, c.opts.Credentials, &c.opts.Limits); err != nil {
 			nc.Close()
@@ -85,6 +98,21 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 		}
 	}
 	return newWire(nc, c.opts.Limits, c.opts.KeepAlive, c.opts.KeepAliveTimeout), nil
+}
+
+// tlsConfigFor returns cfg with ServerName set to the host of addr if
+// it has none.
+func tlsConfigFor(cfg *tls.Config, addr string) *tls.Config {
+	if cfg.ServerName != "" || strings.HasPrefix(addr, "unix://") {
+		return cfg
+	}
+	host, _, err := net.SplitHostPort(strings.TrimPrefix(addr, "tcp://"))
+	if err != nil {
+		return cfg
+	}
+	cfg = cfg.Clone()
+	cfg.ServerName = host
+	return cfg
 }
 
 // handshake sends the Hello on a new connection and waits for the server's

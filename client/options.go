@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"time"
@@ -71,11 +72,16 @@ type Options struct {
 	// the form "unix:///path" dials a Unix socket.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 
+	// TLS, if set, runs TLS over every connection Dial makes, before the
+	// handshake; a client certificate for mutual TLS goes in its
+	// Certificates. If its ServerName is empty, the host of the address is
+	// used (nothing for a Unix socket: set it, or InsecureSkipVerify).
+	TLS *tls.Config
+
 	// Credentials, if set, are sent in a Hello on every connection before
 	// any call, for a server that requires authentication; a connection
 	// whose Hello is refused is not used (Dial fails with Unauthenticated).
-	// Over TLS, a client certificate goes in the Dial function's
-	// tls.Config instead.
+	// Over TLS, a client certificate in Options.TLS can serve instead.
 	Credentials *Credentials
 
 	// Logger receives the client's logs; default slog.Default().

@@ -540,9 +540,12 @@ func TestKeepAlivePing(t *testing.T) {
 					}
 				}
 			})
-			dial(t, addr, client.Options{KeepAlive: tc.keepAlive, KeepAliveTimeout: 100 * time.Millisecond})
+			// The timeout leaves room for a loaded -race run; 20 pings take
+			// twice as long, so an answer not counted would fail the
+			// connection before they are all sent.
+			dial(t, addr, client.Options{KeepAlive: tc.keepAlive, KeepAliveTimeout: 300 * time.Millisecond})
 			if tc.keepAlive > 0 {
-				waitFor(t, func() bool { return pings.Load() >= 5 })
+				waitFor(t, func() bool { return pings.Load() >= 20 })
 				if n := conns.Load(); n != 1 {
 					t.Fatalf("%d connections: an answered ping failed one", n)
 				}

@@ -164,7 +164,7 @@ func TestClientCredentials(t *testing.T) {
 	} {
 		opts := client.Options{Credentials: cr, MaxRetries: -1}
 		if overTLS {
-			opts.Dial = tlsDial(clientTLS(t, false))
+			opts.TLS = clientTLS(t, false)
 		}
 		c, err := client.Dial(ctxT(t), addr, opts)
 		if err == nil {

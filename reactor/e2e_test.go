@@ -52,7 +52,7 @@ func dial(t testing.TB, s *reactor.Server, opts client.Options) *client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if overTLS {
-		opts.Dial = tlsDial(clientTLS(t, false))
+		opts.TLS = clientTLS(t, false)
 	}
 	c, err := client.Dial(ctx, s.Addr().String(), opts)
 	if err != nil {

@@ -94,14 +94,6 @@ func clientTLS(t testing.TB, cert bool) *tls.Config {
 	return cfg
 }
 
-// tlsDial is a client.Options.Dial over TLS.
-func tlsDial(cfg *tls.Config) func(context.Context, string) (net.Conn, error) {
-	return func(ctx context.Context, addr string) (net.Conn, error) {
-		d := tls.Dialer{Config: cfg}
-		return d.DialContext(ctx, "tcp", addr)
-	}
-}
-
 // TestSuiteOverTLS runs the end-to-end suite again with the server on the
 // standard library transport over TLS and the clients dialling TLS.
 func TestSuiteOverTLS(t *testing.T) {
@@ -119,6 +111,7 @@ func TestSuiteOverTLS(t *testing.T) {
 		"TestShutdownAnswersCallsInFlight", "TestShutdownTimeout", "TestShutdownUnderLoad",
 		"TestFrameTimeout", "TestIdleTimeout", "TestKeepAlive", "TestMaxConns",
 		"TestCancelFloodBounded", "TestReplyToGoneClient", "TestAuthentication", "TestAuthorization",
+		"TestClientCredentials",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -158,7 +151,7 @@ func TestMutualTLS(t *testing.T) {
 		cert bool
 		want string
 	}{{true, "alice/tls/admin"}, {false, "nobody"}} {
-		c, err := client.Dial(ctx, addr, client.Options{Dial: tlsDial(clientTLS(t, tc.cert))})
+		c, err := client.Dial(ctx, addr, client.Options{TLS: clientTLS(t, tc.cert)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +162,7 @@ func TestMutualTLS(t *testing.T) {
 		}
 	}
 	// A client that does not trust the server's certificate.
-	if c, err := client.Dial(ctx, addr, client.Options{Dial: tlsDial(&tls.Config{MinVersion: tls.VersionTLS13})}); err == nil {
+	if c, err := client.Dial(ctx, addr, client.Options{TLS: &tls.Config{MinVersion: tls.VersionTLS13}}); err == nil {
 		c.Close()
 		t.Fatal("a client that does not trust the server connected")
 	}

@@ -122,6 +122,7 @@ type benchFlags struct {
 	jsonOut    bool
 	matrix     string
 	runs       int
+	sec        clientSecurityFlags
 
 	set map[string]bool // the flags given on the command line
 }
@@ -147,6 +148,7 @@ func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.BoolVar(&f.jsonOut, "json", false, "write the results as JSON on standard output")
 	fs.StringVar(&f.matrix, "matrix", "", "`name` of a set of runs to make in one go: seed (the NewLife table)")
 	fs.IntVar(&f.runs, "runs", 1, "make every cell `N` times, interleaved, and report each cell's median run by calls/s")
+	f.sec.define(fs)
 	return func(c *cli, args []string) error {
 		f.set = map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
@@ -196,6 +198,8 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 		return nil, usagef("-max-frame is %d, want at least %d", f.maxFrame, proto.HeaderSize)
 	case f.runs < 1:
 		return nil, usagef("-runs is %d, want 1 or more", f.runs)
+	case f.addr == "" && f.sec.given():
+		return nil, usagef("the TLS and token flags go with -addr: the server bench starts itself serves plain TCP without authentication")
 	}
 	p.runs = f.runs
 	if f.calls > 0 {
@@ -616,6 +620,9 @@ func (c *cli) dialBench(ctx context.Context, addr string, n int, f *benchFlags) 
 		DialTimeout: f.timeout,
 		// The client logs only reconnection attempts, at debug level.
 		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if err := f.sec.apply(&opts); err != nil {
+		return nil, err
 	}
 	clients := make([]*client.Client, 0, n)
 	for range n {

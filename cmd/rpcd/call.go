@@ -36,6 +36,7 @@ type dialFlags struct {
 	addr     string
 	timeout  time.Duration
 	maxFrame int
+	sec      clientSecurityFlags
 }
 
 // define adds the flags to fs.
@@ -43,6 +44,7 @@ func (d *dialFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&d.addr, "addr", defaultAddr, "server `address`: host:port, or unix:///path")
 	fs.DurationVar(&d.timeout, "timeout", 5*time.Second, "bound on connecting and calling together")
 	fs.IntVar(&d.maxFrame, "max-frame", proto.DefaultMaxFrameSize, "largest frame sent or read, header included, in `bytes`; match the server's")
+	d.sec.define(fs)
 }
 
 // check reports a flag value that cannot work.
@@ -58,11 +60,15 @@ func (d *dialFlags) check() error {
 
 // dial connects to the server named by d within ctx.
 func (c *cli) dial(ctx context.Context, d *dialFlags) (*client.Client, error) {
-	return client.Dial(ctx, d.addr, client.Options{
+	opts := client.Options{
 		Limits: proto.Limits{MaxFrameSize: d.maxFrame},
 		// The client logs only reconnection attempts, at debug level.
 		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	if err := d.sec.apply(&opts); err != nil {
+		return nil, err
+	}
+	return client.Dial(ctx, d.addr, opts)
 }
 
 // metaFlag collects -meta key=value pairs.

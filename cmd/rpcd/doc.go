@@ -12,6 +12,7 @@
 //	call    call a route and print its reply
 //	routes  list the routes a server has
 //	bench   load a server and report calls/s and latency
+//	token   sign a token for servers started with -auth-hmac-key
 //	help    print this list, or a command's usage: rpcd help call
 //
 // Every command takes -h for its flags.
@@ -20,7 +21,7 @@
 //
 //	rpcd serve [-addr 127.0.0.1:7070] [-loops 0] [-max-frame 4194304]
 //	           [-max-inflight 0] [-drain-timeout 10s]
-//	           [-log-level info] [-log-format text]
+//	           [-log-level info] [-log-format text] [limits] [security]
 //
 // Serve listens on -addr ("host:port", or "unix:///path") and logs to
 // standard error through log/slog, in text or JSON. Once it listens it logs
@@ -30,6 +31,25 @@
 // flight for up to -drain-timeout, logs "rpcd: stopped" and exits 0; it
 // exits 1 if the calls in flight outlast -drain-timeout, and at once with
 // status 1 on a second signal. It exits 1 if it cannot listen.
+//
+// The limits each have a default that needs no flag (docs/reliability.md
+// lists them): -max-conns 10000 connections, -max-outbound 8 MiB of unread
+// replies per connection, -frame-timeout 30s for a frame to arrive whole,
+// -write-timeout 30s for replies to be read, -keepalive 30s of silence
+// before a Ping and -keepalive-timeout 10s for any answer, -idle-timeout
+// off, -handshake-timeout 5s.
+//
+// Security: -tls-cert and -tls-key serve TLS; -tls-client-ca adds mutual
+// TLS (-tls-client-auth require or verify-if-given), a verified
+// certificate's CN being the caller's subject and its OUs its roles.
+// -auth-tokens FILE ("TOKEN SUBJECT [ROLE,...]" per line) and
+// -auth-hmac-key FILE (tokens signed by "rpcd token") require every
+// connection to authenticate with a Hello before it is served.
+// -auth-require Math/Sum=admin,Admin/Drop=admin|ops lets only callers with
+// one of the roles call a route:
+//
+//	rpcd serve -tls-cert server.pem -tls-key server.key \
+//	           -auth-tokens tokens -auth-require Math/Sum=admin
 //
 // # call
 //
@@ -47,6 +67,15 @@
 // exactly as it came, with no newline added. -meta adds a metadata entry to
 // the call and may be repeated. A failed call prints the error, as in
 // "rpcd: not found: no route No/Such", and exits 1.
+//
+// call, routes and bench reach a secured server with -tls (trusting the
+// system's CAs), -tls-ca FILE, -tls-cert and -tls-key (a client
+// certificate), -tls-server-name, and a token: -token-file FILE, the
+// RPCD_TOKEN environment variable, or -token TOKEN (which ps shows to
+// other users); -auth-method token or hmac names its kind:
+//
+//	$ RPCD_TOKEN=t-admin rpcd call -tls-ca ca.pem Math/Sum '{"a":1,"b":2}'
+//	3
 //
 // # routes
 //
@@ -108,6 +137,14 @@
 // Bench exits 0 when the run completes, even if calls failed; 1 if it
 // cannot run, if every call failed, or on Ctrl-C (after printing what was
 // measured); 2 on a usage error.
+//
+// # token
+//
+//	rpcd token -key FILE -subject NAME [-roles a,b] [-ttl 24h]
+//
+// Token prints a token signed with the HMAC key in FILE, as given to
+// "rpcd serve -auth-hmac-key", naming a subject, its roles and an expiry.
+// The server needs no list of such tokens; each expires by itself.
 //
 // # Exit status
 //

@@ -81,9 +81,18 @@ type result struct {
 // rpcd runs the binary with args and stdin to its end.
 func rpcd(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
+	return rpcdEnv(t, nil, stdin, args...)
+}
+
+// rpcdEnv is rpcd with env added to the test's environment.
+func rpcdEnv(t *testing.T, env []string, stdin string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, rpcdBin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
