@@ -125,6 +125,9 @@ func (s *Server) Start(addr string) error {
 	return nil
 }
 
+// Conns returns the number of connections open now.
+func (s *Server) Conns() int { return int(s.nconns.Load()) }
+
 // Addr returns the address the server listens on, once it does; nil before.
 func (s *Server) Addr() net.Addr {
 	select {

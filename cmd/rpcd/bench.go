@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -324,7 +325,7 @@ func readPayload(name string, maxFrame int) ([]byte, error) {
 // benchTarget is the server a bench loads.
 type benchTarget struct {
 	addr  string
-	child *benchChild // nil for a server at -addr
+	child *serveChild // nil for a server at -addr
 }
 
 func (t *benchTarget) String() string {
@@ -368,7 +369,7 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 
 	target := &benchTarget{addr: f.addr}
 	if f.addr == "" {
-		child, err := startBenchChild(ctx, f.maxFrame)
+		child, err := startServeChild(ctx, "-addr", "127.0.0.1:0", "-max-frame", strconv.Itoa(f.maxFrame))
 		if err != nil {
 			if ctx.Err() != nil {
 				return errBenchInterrupted

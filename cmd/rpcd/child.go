@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -20,8 +19,9 @@ const (
 	childLogMax       = 64 << 10         // bytes of its log kept
 )
 
-// benchChild is the `rpcd serve` that bench starts when no -addr is given.
-type benchChild struct {
+// serveChild is an `rpcd serve` child process: the server bench starts
+// when no -addr is given, and the servers soak and chaos run.
+type serveChild struct {
 	cmd    *exec.Cmd
 	log    *childLog
 	addr   string        // the address it logged
@@ -29,17 +29,17 @@ type benchChild struct {
 	err    error         // Wait's result, once exited
 }
 
-// startBenchChild starts this program as `rpcd serve -addr 127.0.0.1:0` and
-// waits until it logs the address it listens on. The child is in a process
-// group of its own, so that a Ctrl-C on the terminal reaches bench only,
-// which then stops the child itself.
-func startBenchChild(ctx context.Context, maxFrame int) (*benchChild, error) {
+// startServeChild starts this program as `rpcd serve -log-format text
+// args...` and waits until it logs the address it listens on. The child is
+// in a process group of its own, so that a Ctrl-C on the terminal reaches
+// this process only, which then stops the child itself.
+func startServeChild(ctx context.Context, args ...string) (*serveChild, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("rpcd: finding this program to start a server: %w", err)
 	}
-	ch := &benchChild{log: newChildLog(), exited: make(chan struct{})}
-	ch.cmd = exec.Command(exe, "serve", "-addr", "127.0.0.1:0", "-log-format", "text", "-max-frame", strconv.Itoa(maxFrame))
+	ch := &serveChild{log: newChildLog(), exited: make(chan struct{})}
+	ch.cmd = exec.Command(exe, append([]string{"serve", "-log-format", "text"}, args...)...)
 	ch.cmd.Stderr = ch.log
 	ch.cmd.SysProcAttr = childProcAttr()
 	if err := ch.cmd.Start(); err != nil {
@@ -80,12 +80,12 @@ func startBenchChild(ctx context.Context, maxFrame int) (*benchChild, error) {
 	}
 }
 
-func (ch *benchChild) pid() int { return ch.cmd.Process.Pid }
+func (ch *serveChild) pid() int { return ch.cmd.Process.Pid }
 
 // stop sends SIGTERM, on which serve drains and exits, and waits for the
 // exit; after childStopTimeout it kills the child. It returns an error if
 // the child had to be killed or did not exit cleanly.
-func (ch *benchChild) stop() error {
+func (ch *serveChild) stop() error {
 	select {
 	case <-ch.exited:
 		return ch.exitError("had exited before the end of the run")
@@ -104,8 +104,14 @@ func (ch *benchChild) stop() error {
 	return fmt.Errorf("rpcd: the server child process (pid %d) did not exit within %v of SIGTERM and was killed; its log:\n%s", ch.pid(), childStopTimeout, ch.log.bytes())
 }
 
+// kill sends SIGKILL and waits for the exit.
+func (ch *serveChild) kill() {
+	_ = ch.cmd.Process.Kill()
+	<-ch.exited
+}
+
 // exitError reports an exit other than a clean one.
-func (ch *benchChild) exitError(what string) error {
+func (ch *serveChild) exitError(what string) error {
 	if ch.err == nil {
 		return nil
 	}
