@@ -27,6 +27,17 @@ func BenchmarkCallRaw(b *testing.B) {
 			}
 		}
 	})
+	b.Run("Sequential1MiB", func(b *testing.B) {
+		req := make([]byte, 1<<20)
+		reply := make([]byte, 0, len(req))
+		b.SetBytes(int64(len(req)))
+		for b.Loop() {
+			var err error
+			if reply, err = c.CallRaw(ctx, builtin.EchoPacket, req, reply[:0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("Multiplexed", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetParallelism(64)

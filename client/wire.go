@@ -344,12 +344,25 @@ func (w *wire) readFrame(br *bufio.Reader) error {
 		return err
 	}
 
-	// A frame larger than the read buffer: only a Response carries a large
-	// payload to a client; it is read into the call's buffer directly.
+	// A frame larger than the read buffer. A Response's payload is read
+	// into the call's buffer directly; any other frame (a long error
+	// message, a large request the client refuses) is rare, and read whole
+	// into a buffer of its own.
 	if h.Kind != proto.KindResponse {
-		err := errors.New("rpcd: protocol error: " + h.Kind.String() + " frame larger than the read buffer")
-		w.goAwayAndClose(err)
-		return err
+		b := make([]byte, n)
+		if _, err := io.ReadFull(br, b); err != nil {
+			return err
+		}
+		f, _, err := proto.Decode(b, &w.lim)
+		if err != nil {
+			w.goAwayAndClose(err)
+			return err
+		}
+		w.handle(&f)
+		if w.goingAway.Load() {
+			w.closeIfIdle()
+		}
+		return nil
 	}
 	pre := proto.HeaderSize + int(h.MetadataLen) // a Response has no route
 	b, err := br.Peek(pre)

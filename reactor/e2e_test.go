@@ -157,6 +157,10 @@ func TestLargePayloads(t *testing.T) {
 	reg.HandleFunc("Big/Reply", func(_ context.Context, _, reply []byte) ([]byte, error) {
 		return append(reply, make([]byte, 5<<20)...), nil
 	})
+	longMessage := strings.Repeat("why ", 70_000/4) // an Error frame larger than the client's read buffer
+	reg.HandleFunc("Big/Error", func(context.Context, []byte, []byte) ([]byte, error) {
+		return nil, handler.Errorf(proto.CodeFailedPrecondition, "%s", longMessage)
+	})
 	s := start(t, reg, reactor.Options{})
 	c := dial(t, s, client.Options{})
 	ctx := ctxT(t)
@@ -179,6 +183,11 @@ func TestLargePayloads(t *testing.T) {
 	_, err = c.CallRaw(ctx, "Big/Reply", nil, nil)
 	if !errors.Is(err, handler.ErrResourceExhausted) || !strings.Contains(err.Error(), "exceeds the frame limit") {
 		t.Fatalf("5 MiB reply: %v", err)
+	}
+	// A long error message arrives whole, on a connection that stays good.
+	_, err = c.CallRaw(ctx, "Big/Error", nil, nil)
+	if handler.CodeOf(err) != proto.CodeFailedPrecondition || handler.MessageOf(err) != longMessage {
+		t.Fatalf("70 kB error message: code %v, %d bytes of message", handler.CodeOf(err), len(handler.MessageOf(err)))
 	}
 	// The connection is still good.
 	if reply, err := c.CallRaw(ctx, builtin.EchoPacket, []byte("after"), nil); err != nil || string(reply) != "after" {

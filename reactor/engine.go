@@ -238,17 +238,21 @@ func (c *conn) protocolError(out []byte, err error) ([]byte, gnet.Action) {
 // bigBufs holds the buffers large frames are gathered in.
 var bigBufs sync.Pool
 
-// startBig makes room for a large frame whose accepted header is h. The
-// whole frame's room is taken at once, so its bytes are copied once.
+// startBig begins gathering a large frame whose accepted header is h.
+// Its buffer grows with the bytes that come, so that a header alone (a
+// peer that claims 4 MiB and sends nothing more) holds no more memory than
+// it sent: at most twice what has arrived, and at least bigStart.
 func (c *conn) startBig(h proto.Header) {
-	n := h.Len()
-	if p, ok := bigBufs.Get().(*[]byte); ok && cap(*p) >= n {
+	if p, ok := bigBufs.Get().(*[]byte); ok {
 		c.big = (*p)[:0]
 	} else {
-		c.big = make([]byte, 0, n)
+		c.big = []byte{} // not nil: a large frame is being gathered
 	}
 	c.bigHeader = h
 }
+
+// bigStart is the least room a large frame's buffer is given.
+const bigStart = 256 << 10
 
 // gatherBig moves what gc has buffered of the large frame being gathered
 // into its buffer; once the frame is whole, it runs it, appending the reply
@@ -257,6 +261,12 @@ func (c *conn) gatherBig(gc inbound, out []byte) ([]byte, bool, error) {
 	n := c.bigHeader.Len()
 	avail, _ := gc.Peek(-1)
 	k := min(len(avail), n-len(c.big))
+	if need := len(c.big) + k; need > cap(c.big) {
+		grown := make([]byte, len(c.big), min(n, max(need, 2*cap(c.big), bigStart)))
+		copy(grown, c.big)
+		c.big = grown // the smaller buffer is left to the collector: pooled, it would be the next one taken
+
+	}
 	c.big = append(c.big, avail[:k]...)
 	_, _ = gc.Discard(k)
 	if len(c.big) < n {
@@ -282,7 +292,7 @@ func (c *conn) gatherBig(gc inbound, out []byte) ([]byte, bool, error) {
 func (c *conn) releaseBig() {
 	b := c.big[:0]
 	c.big = nil
-	if cap(b) <= c.s.opts.Limits.MaxFrameSize {
+	if cap(b) > 0 && cap(b) <= c.s.opts.Limits.MaxFrameSize {
 		bigBufs.Put(&b)
 	}
 }

@@ -1,6 +1,7 @@
 package reactor_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -382,6 +383,50 @@ func TestHugeLengthNoBuffering(t *testing.T) {
 		t.Fatalf("the heap grew by %d bytes over 50 refused 4 GiB frames", grew)
 	}
 	h.check()
+}
+
+// Fault 2's other half: headers announcing frames just under the limit,
+// followed by a trickle of their bytes, hold memory in proportion to the
+// bytes sent, not to the lengths announced; each frame, finished later, is
+// answered whole.
+func TestBigHeaderHoldsLittle(t *testing.T) {
+	const conns, sent = 100, 1000
+	s := start(t, builtinRegistry(), reactor.Options{})
+	h := newHealthy(t, s)
+	baseline(t)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	payload := make([]byte, 4<<20-100)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	frame := func(i int) []byte {
+		return proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: uint32(i + 1)}, builtin.EchoPacket, nil, payload)
+	}
+	raws := make([]*rawConn, conns)
+	for i := range raws {
+		raws[i] = dialRaw(t, s)
+		raws[i].send(frame(i)[:proto.HeaderSize+sent])
+	}
+	h.check() // all of the above has been read by the server
+	var held runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&held)
+	// Before the buffers grew with the bytes, this was 100 × 4 MiB.
+	if grew := int64(held.HeapInuse) - int64(before.HeapInuse); grew > 64<<20 {
+		t.Fatalf("the heap grew by %d MiB for %d frames begun with %d bytes each", grew>>20, conns, sent)
+	}
+	for i, r := range raws[:3] {
+		r.send(frame(i)[proto.HeaderSize+sent:])
+		f, err := r.nextWithin(10 * time.Second)
+		if err != nil || f.ID != uint32(i+1) || !bytes.Equal(f.Payload, payload) {
+			t.Fatalf("frame %d finished: id %d, %d bytes back, %v", i+1, f.ID, len(f.Payload), err)
+		}
+	}
+	for _, r := range raws {
+		r.nc.Close()
+	}
 }
 
 // nextWithin reads the next frame, waiting at most d.
