@@ -41,7 +41,7 @@ func (jsonCodec) Append(dst []byte, v any) ([]byte, error) {
 // encodeSonic is apart from Append because the slice header it hands sonic
 // escapes to the heap: the scalar paths must not pay for that allocation.
 func encodeSonic(dst []byte, v any) ([]byte, error) {
-	err := encoder.EncodeInto(&dst, v, 0)
+	err := encoder.EncodeInto(&dst, v, encoder.ValidateString)
 	return dst, err
 }
 
@@ -54,9 +54,12 @@ func (jsonCodec) Unmarshal(data []byte, v any) error {
 	}
 	// A view of data, not a copy: CopyString makes every decoded string a
 	// copy, and the decoder drops the view before going back to the pool.
+	// ValidateString refuses control characters and bad escapes in any
+	// string, skipped or kept (sonic lets them through otherwise), and
+	// replaces invalid UTF-8 with U+FFFD, as encoding/json does.
 	d := decoders.Get().(*decoder.Decoder)
 	d.Reset(unsafe.String(unsafe.SliceData(data), len(data)))
-	d.SetOptions(decoder.OptionCopyString)
+	d.SetOptions(decoder.OptionCopyString | decoder.OptionValidateString)
 	err := d.Decode(v)
 	if err == nil {
 		err = d.CheckTrailings()

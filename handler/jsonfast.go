@@ -70,13 +70,25 @@ func appendFloat(dst []byte, f float64, bits int) ([]byte, bool) {
 const hexDigits = "0123456789abcdef"
 
 // appendString appends s as a JSON string: quotes, backslash and control
-// characters escaped; other bytes as they are, as sonic does by default.
+// characters escaped, invalid UTF-8 replaced by U+FFFD (as encoding/json
+// and sonic's ValidateString do), other bytes as they are.
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < len(s); {
 		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, `\ufffd`...)
+				start = i + 1
+			}
+			i += size
+			continue
+		}
 		if c >= 0x20 && c != '"' && c != '\\' {
+			i++
 			continue
 		}
 		dst = append(dst, s[start:i]...)
@@ -92,7 +104,8 @@ func appendString(dst []byte, s string) []byte {
 		default:
 			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		}
-		start = i + 1
+		i++
+		start = i
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')

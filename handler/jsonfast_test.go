@@ -18,11 +18,12 @@ func FuzzJSONString(f *testing.F) {
 		if !json.Valid(enc) {
 			t.Fatalf("appendString(%q) = %s, not JSON", s, enc)
 		}
-		if utf8.ValidString(s) {
-			var back string
-			if err := json.Unmarshal(enc, &back); err != nil || back != s {
-				t.Fatalf("appendString(%q) = %s, decodes to %q, %v", s, enc, back, err)
-			}
+		// Invalid UTF-8 comes out as encoding/json writes it: U+FFFD.
+		var back, want string
+		std, _ := json.Marshal(s)
+		_ = json.Unmarshal(std, &want)
+		if err := json.Unmarshal(enc, &back); err != nil || back != want {
+			t.Fatalf("appendString(%q) = %s, decodes to %q, %v; encoding/json writes %s", s, enc, back, err, std)
 		}
 		// Decoding: the fast path, when it takes an input, agrees with
 		// encoding/json; when it does not, sonic runs.
@@ -71,6 +72,44 @@ func FuzzJSONFloat(f *testing.F) {
 			t.Fatalf("float32 %v: %s, encoding/json %s", v32, got, want)
 		}
 	})
+}
+
+// TestJSONStrict: what the codec decodes is JSON as RFC 8259 has it, in
+// any string, kept or skipped: control characters and bad escapes are
+// refused (sonic lets them through unless told), invalid UTF-8 becomes
+// U+FFFD as with encoding/json.
+func TestJSONStrict(t *testing.T) {
+	type args struct {
+		S   string          `json:"s"`
+		Raw json.RawMessage `json:"raw"`
+	}
+	for _, in := range []string{
+		"{\"s\":\"a\x01\"}", `{"s":"\q"}`, `{"raw":"\0"}`, "{\"raw\":\"\x01\"}", `{"unknown":"\x"}`, `{"unknown":"\u12zz"}`,
+	} {
+		var v args
+		if err := JSON.Unmarshal([]byte(in), &v); err == nil {
+			t.Errorf("%q decoded without an error: %+v", in, v)
+		}
+		if json.Unmarshal([]byte(in), &v) == nil {
+			t.Errorf("%q: encoding/json takes it; the case is wrong", in)
+		}
+	}
+	for in, want := range map[string]string{
+		"\"a\xffb\"": "a\ufffdb", "\"\xff\xfe\"": "\ufffd\ufffd", "\"é\"": "é",
+	} {
+		var v args
+		if err := JSON.Unmarshal([]byte(`{"s":`+in+`}`), &v); err != nil || v.S != want {
+			t.Errorf("%q in a struct: %q, %v; want %q", in, v.S, err, want)
+		}
+		var s string
+		if err := JSON.Unmarshal([]byte(in), &s); err != nil || s != want {
+			t.Errorf("%q alone: %q, %v; want %q", in, s, err, want)
+		}
+		out, err := JSON.Append(nil, &args{S: in[1 : len(in)-1]})
+		if err != nil || !json.Valid(out) || !utf8.Valid(out) {
+			t.Errorf("encoding %q: %s, %v", in, out, err)
+		}
+	}
 }
 
 func TestJSONScalars(t *testing.T) {
