@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"os"
 	"runtime"
@@ -351,21 +350,8 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 		p.cells[0].sc = sc
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if c.signals != nil {
-		sigs, stopSignals := c.signals()
-		defer stopSignals()
-		done := make(chan struct{})
-		defer close(done)
-		go func() {
-			select {
-			case <-sigs:
-				cancel()
-			case <-done:
-			}
-		}()
-	}
+	ctx, stop := c.interruptible()
+	defer stop()
 
 	target := &benchTarget{addr: f.addr}
 	if f.addr == "" {
@@ -611,16 +597,14 @@ func (c *cli) runCell(ctx context.Context, f *benchFlags, p *benchPlan, target *
 	return r, nil
 }
 
-// dialBench opens n clients of one connection each.
+// dialBench opens n clients of one connection each, each dial bounded by
+// -timeout.
 func (c *cli) dialBench(ctx context.Context, addr string, n int, f *benchFlags) ([]*client.Client, error) {
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
 	opts := client.Options{
 		Conns:       1,
 		Limits:      proto.Limits{MaxFrameSize: f.maxFrame},
 		DialTimeout: f.timeout,
-		// The client logs only reconnection attempts, at debug level.
-		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:      quietLogger(c.stderr),
 	}
 	if err := f.sec.apply(&opts); err != nil {
 		return nil, err

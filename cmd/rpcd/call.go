@@ -62,13 +62,18 @@ func (d *dialFlags) check() error {
 func (c *cli) dial(ctx context.Context, d *dialFlags) (*client.Client, error) {
 	opts := client.Options{
 		Limits: proto.Limits{MaxFrameSize: d.maxFrame},
-		// The client logs only reconnection attempts, at debug level.
-		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: quietLogger(c.stderr),
 	}
 	if err := d.sec.apply(&opts); err != nil {
 		return nil, err
 	}
 	return client.Dial(ctx, d.addr, opts)
+}
+
+// quietLogger is the clients' logger: warnings and errors only (the client
+// logs its reconnection attempts at debug level).
+func quietLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // metaFlag collects -meta key=value pairs.

@@ -104,8 +104,15 @@ func (ch *serveChild) stop() error {
 	return fmt.Errorf("rpcd: the server child process (pid %d) did not exit within %v of SIGTERM and was killed; its log:\n%s", ch.pid(), childStopTimeout, ch.log.bytes())
 }
 
-// kill sends SIGKILL and waits for the exit.
-func (ch *serveChild) kill() {
+// signal sends sig and waits for the exit; a child still running
+// childStopTimeout after it is killed.
+func (ch *serveChild) signal(sig os.Signal) {
+	_ = ch.cmd.Process.Signal(sig)
+	select {
+	case <-ch.exited:
+		return
+	case <-time.After(childStopTimeout):
+	}
 	_ = ch.cmd.Process.Kill()
 	<-ch.exited
 }

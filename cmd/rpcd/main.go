@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -54,6 +55,30 @@ func notifySignals() (<-chan os.Signal, func()) {
 	return ch, func() { signal.Stop(ch) }
 }
 
+// interruptible returns a context that ends on SIGINT or SIGTERM (the
+// commands that run for a while stop early and report what they have), and
+// the function that releases it.
+func (c *cli) interruptible() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if c.signals == nil {
+		return ctx, cancel
+	}
+	sigs, stopSignals := c.signals()
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		close(done)
+		stopSignals()
+		cancel()
+	}
+}
+
 // command is a subcommand.
 type command struct {
 	name     string
@@ -69,7 +94,7 @@ type command struct {
 }
 
 // commands lists the subcommands in the order help shows them.
-var commands = []*command{serveCmd, callCmd, routesCmd, benchCmd, tokenCmd}
+var commands = []*command{serveCmd, callCmd, routesCmd, benchCmd, soakCmd, chaosCmd, tokenCmd}
 
 // lookup returns the command called name, or nil.
 func lookup(name string) *command {

@@ -43,6 +43,7 @@ type serveFlags struct {
 	frameTimeout, idleTimeout, keepAlive, writeTimeout time.Duration
 	keepAliveTimeout, handshakeTimeout                 time.Duration
 	security                                           securityFlags
+	chaosLedger                                        string
 }
 
 // setupServe defines serve's flags; see command.setup.
@@ -64,6 +65,7 @@ func setupServe(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.DurationVar(&f.writeTimeout, "write-timeout", 0, "close a connection whose replies go unread for this long; 0 means 30s")
 	fs.DurationVar(&f.handshakeTimeout, "handshake-timeout", 0, "with authentication or TLS: how long a connection has to complete it; 0 means 5s")
 	f.security.define(fs)
+	fs.StringVar(&f.chaosLedger, "chaos-ledger", "", "serve "+chaosRecord+", which appends its argument to this `file` each time it runs (for rpcd chaos)")
 	return func(c *cli, args []string) error { return c.serve(f, args) }
 }
 
@@ -110,6 +112,15 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		reg.Use(auth.Require(auth.Roles(roles)))
 	}
 	builtin.Register(reg)
+	var srv *reactor.Server // set below, before any call can reach Sys/Stats
+	builtin.HandleStats(reg, func() int { return srv.Conns() })
+	if f.chaosLedger != "" {
+		closeLedger, err := handleChaosRecord(reg, f.chaosLedger)
+		if err != nil {
+			return err
+		}
+		defer closeLedger()
+	}
 	if c.register != nil {
 		c.register(reg)
 	}
@@ -117,7 +128,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	if loops == 0 {
 		loops = runtime.GOMAXPROCS(0)
 	}
-	srv := reactor.New(reg, reactor.Options{
+	srv = reactor.New(reg, reactor.Options{
 		Loops:            loops,
 		Limits:           proto.Limits{MaxFrameSize: f.maxFrame},
 		MaxInflight:      f.maxInflight,

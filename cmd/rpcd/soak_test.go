@@ -1,0 +1,75 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/rpcd/rpcd/handler/builtin"
+)
+
+// TestJudgeSoak: growth of the server's heap, resident memory or
+// goroutines after the warm-up, a window short of the rate, or too few
+// windows, each fail a soak; noise within the bounds does not.
+func TestJudgeSoak(t *testing.T) {
+	const rate = 1000
+	window := func(warm bool, cps float64, heapMiB, rssMiB uint64, goroutines int) soakWindow {
+		return soakWindow{Warmup: warm, CallsPerSec: cps,
+			Server: builtin.StatsReply{HeapInuse: heapMiB << 20, RSS: rssMiB << 20, Goroutines: goroutines}}
+	}
+	tests := []struct {
+		name    string
+		windows []soakWindow
+		flat    bool
+		reached bool
+		growth  string
+	}{
+		{"steady", []soakWindow{window(true, 900, 500, 500, 900), window(false, 999, 100, 120, 50), window(false, 1000, 105, 121, 52), window(false, 995, 104, 122, 51), window(false, 1000, 108, 125, 60)}, true, true, ""},
+		{"heap grows", []soakWindow{window(false, 1000, 100, 120, 50), window(false, 1000, 120, 121, 50), window(false, 1000, 150, 122, 50), window(false, 1000, 200, 123, 50)}, false, true, "heap in use grew from a peak of 120.0 MiB to 200.0 MiB"},
+		{"rss grows", []soakWindow{window(false, 1000, 100, 120, 50), window(false, 1000, 100, 160, 50)}, false, true, "resident memory grew"},
+		{"goroutines grow", []soakWindow{window(false, 1000, 100, 120, 50), window(false, 1000, 100, 120, 50), window(false, 1000, 100, 120, 120)}, false, true, "goroutines grew from a peak of 50 to 120"},
+		{"rate short", []soakWindow{window(false, 1000, 100, 120, 50), window(false, 900, 100, 120, 50)}, true, false, ""},
+		{"too short", []soakWindow{window(true, 1000, 100, 120, 50), window(false, 1000, 100, 120, 50)}, false, true, "too few to judge"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := &soakReport{Windows: tt.windows, Conns: 10}
+			judgeSoak(rep, rate)
+			if rep.Flat != tt.flat || rep.RateReached != tt.reached {
+				t.Errorf("flat %v, rate reached %v; want %v, %v (%q)", rep.Flat, rep.RateReached, tt.flat, tt.reached, rep.Growth)
+			}
+			if got := strings.Join(rep.Growth, "; "); !strings.Contains(got, tt.growth) || (tt.growth == "" && got != "") {
+				t.Errorf("growth %q, want %q", got, tt.growth)
+			}
+		})
+	}
+}
+
+// TestProcessSoak runs a short soak against its own child server.
+func TestProcessSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for seconds")
+	}
+	r := rpcd(t, "", "soak", "-c", "50", "-rate", "40", "-d", "2s", "-warmup", "1s", "-every", "1s", "-json")
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	var rep soakReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, r.stdout)
+	}
+	if len(rep.Windows) != 3 || rep.Judged != 2 || !rep.Windows[0].Warmup {
+		t.Fatalf("%d windows, %d judged; want 3 and 2, the first a warm-up", len(rep.Windows), rep.Judged)
+	}
+	if rep.Errors != 0 || rep.Calls < 2*50*40*9/10 || !rep.Flat || !rep.RateReached {
+		t.Errorf("calls %d, errors %d, flat %v (%q), rate reached %v (lowest %.0f)", rep.Calls, rep.Errors, rep.Flat, rep.Growth, rep.RateReached, rep.LowestRate)
+	}
+	for _, w := range rep.Windows {
+		if w.Server.Conns != 51 || w.Server.Goroutines == 0 || w.Server.HeapInuse == 0 || w.Server.RSS == 0 {
+			t.Errorf("server sample %+v: want 51 connections (50 and the sampler's) and the rest not 0", w.Server)
+		}
+	}
+	if rep.Connected.Conns != 51 || rep.Idle.Conns != 1 {
+		t.Errorf("connections idle %d, connected %d; want 1 and 51", rep.Idle.Conns, rep.Connected.Conns)
+	}
+}
