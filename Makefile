@@ -9,12 +9,17 @@ lint:
 	go vet ./...
 	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
-# Each parser for a while; FUZZTIME=5m for longer.
+# Every fuzz target for a while; FUZZTIME=5m for longer. The targets that
+# run a server or a client over loopback need a bounded minimization
+# (-fuzzminimizetime 10x): minimizing by time there takes minutes per input.
 FUZZTIME ?= 30s
 fuzz:
 	go test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./proto
 	go test -run '^$$' -fuzz FuzzJSONString -fuzztime $(FUZZTIME) ./handler
 	go test -run '^$$' -fuzz FuzzJSONFloat -fuzztime $(FUZZTIME) ./handler
+	go test -run '^$$' -fuzz FuzzTypedArgs -fuzztime $(FUZZTIME) ./handler
+	go test -run '^$$' -fuzz FuzzLiveServer -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./reactor
+	go test -run '^$$' -fuzz FuzzClientFromServer -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./client
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...

@@ -163,6 +163,9 @@ func TestLargePayloads(t *testing.T) {
 	})
 	s := start(t, reg, reactor.Options{})
 	c := dial(t, s, client.Options{})
+	healthy{t, c}.check() // taken in before the baseline
+	h := newHealthy(t, s)
+	baseline(t)
 	ctx := ctxT(t)
 	for _, size := range []int{1 << 20, 4<<20 - 200} {
 		req := make([]byte, size)
@@ -193,6 +196,7 @@ func TestLargePayloads(t *testing.T) {
 	if reply, err := c.CallRaw(ctx, builtin.EchoPacket, []byte("after"), nil); err != nil || string(reply) != "after" {
 		t.Fatalf("call after the big ones: %q, %v", reply, err)
 	}
+	h.check()
 }
 
 // TestEveryErrorCode: each code a handler returns arrives at the client,
@@ -235,14 +239,17 @@ func TestEveryErrorCode(t *testing.T) {
 }
 
 func TestUnknownRouteAndBadArguments(t *testing.T) {
-	reg := handler.NewRegistry()
+	reg := builtinRegistry()
 	var ran atomic.Int32
-	reg.Handle("Math/Sum", handler.Func(func(_ context.Context, in builtin.SumArgs) (int64, error) {
+	reg.Handle("Counted/Sum", handler.Func(func(_ context.Context, in builtin.SumArgs) (int64, error) {
 		ran.Add(1)
 		return in.A + in.B, nil
 	}))
 	s := start(t, reg, reactor.Options{})
 	c := dial(t, s, client.Options{})
+	healthy{t, c}.check() // taken in before the baseline
+	h := newHealthy(t, s)
+	baseline(t)
 	ctx := ctxT(t)
 
 	err := c.Call(ctx, "No/Such", nil, nil)
@@ -250,11 +257,11 @@ func TestUnknownRouteAndBadArguments(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != proto.CodeNotFound || !e.Unprocessed || !strings.Contains(e.Message, "No/Such") {
 		t.Fatalf("unknown route: %#v", err)
 	}
-	_, err = c.CallRaw(ctx, "Math/Sum", []byte(`{"a":1,`), nil)
+	_, err = c.CallRaw(ctx, "Counted/Sum", []byte(`{"a":1,`), nil)
 	if !errors.Is(err, handler.ErrInvalidArgument) {
 		t.Fatalf("raw codec to a JSON route: %v", err)
 	}
-	err = c.Call(ctx, "Math/Sum", json(`{"a":"one"}`), nil)
+	err = c.Call(ctx, "Counted/Sum", json(`{"a":"one"}`), nil)
 	if !errors.Is(err, handler.ErrInvalidArgument) || !handler.IsUnprocessed(err) {
 		t.Fatalf("malformed arguments: %#v; want InvalidArgument, unprocessed", err)
 	}
@@ -262,9 +269,10 @@ func TestUnknownRouteAndBadArguments(t *testing.T) {
 		t.Fatalf("handler ran %d times on bad arguments", ran.Load())
 	}
 	var sum int64
-	if err := c.Call(ctx, "Math/Sum", builtin.SumArgs{A: 2, B: 2}, &sum); err != nil || sum != 4 {
+	if err := c.Call(ctx, "Counted/Sum", builtin.SumArgs{A: 2, B: 2}, &sum); err != nil || sum != 4 {
 		t.Fatalf("good call after bad ones: %d, %v", sum, err)
 	}
+	h.check()
 }
 
 // json is a pre-encoded JSON argument.
@@ -280,6 +288,9 @@ func TestHandlerPanic(t *testing.T) {
 	s := start(t, reg, reactor.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	c := dial(t, s, client.Options{})
 	other := dial(t, s, client.Options{})
+	healthy{t, c}.check() // both connections taken in before the baseline
+	healthy{t, other}.check()
+	baseline(t)
 	ctx := ctxT(t)
 	for _, route := range []string{"Panic/Inline", "Panic/Blocking"} {
 		_, err := c.CallRaw(ctx, route, nil, nil)
@@ -405,6 +416,9 @@ func TestDeadlineExceeded(t *testing.T) {
 	b := newBlocker(reg, "Block/Forever")
 	s := start(t, reg, reactor.Options{})
 	c := dial(t, s, client.Options{})
+	healthy{t, c}.check() // taken in before the baseline
+	h := newHealthy(t, s)
+	baseline(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -424,6 +438,7 @@ func TestDeadlineExceeded(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler's context did not end at the deadline")
 	}
+	h.check()
 }
 
 func TestBlockingInflightLimit(t *testing.T) {
@@ -432,6 +447,9 @@ func TestBlockingInflightLimit(t *testing.T) {
 	s := start(t, reg, reactor.Options{MaxInflight: 2})
 	c := dial(t, s, client.Options{})
 	other := dial(t, s, client.Options{})
+	healthy{t, c}.check() // both connections taken in before the baseline
+	healthy{t, other}.check()
+	baseline(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -595,7 +613,8 @@ func TestPipelinedRequests(t *testing.T) {
 // off; a client on another connection never notices.
 func TestBadPeerIsolated(t *testing.T) {
 	s := start(t, builtinRegistry(), reactor.Options{})
-	good := dial(t, s, client.Options{})
+	h := newHealthy(t, s)
+	baseline(t)
 	cases := map[string][]byte{
 		"bad magic": []byte("GET / HTTP/1.1\r\nHost: rpcd\r\n\r\n"),
 		"huge length": func() []byte {
@@ -623,9 +642,7 @@ func TestBadPeerIsolated(t *testing.T) {
 			if _, err := r.next(); !errors.Is(err, io.EOF) {
 				t.Fatalf("connection not closed after go-away: %v", err)
 			}
-			if reply, err := good.CallRaw(ctxT(t), builtin.EchoPacket, []byte("fine"), nil); err != nil || string(reply) != "fine" {
-				t.Fatalf("healthy client: %q, %v", reply, err)
-			}
+			h.check()
 		})
 	}
 }

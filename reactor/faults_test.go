@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -59,7 +60,7 @@ func count() resources {
 // bounded time for them to come back down to that.
 func baseline(t *testing.T) {
 	t.Helper()
-	before := count()
+	before, files := count(), openFiles()
 	t.Cleanup(func() {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
@@ -68,7 +69,7 @@ func baseline(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Errorf("goroutines %d, open files %d; before the fault %d and %d\n%s", now.goroutines, now.files, before.goroutines, before.files, openFiles())
+				t.Errorf("goroutines %d, open files %d; before the fault %d and %d\nbefore:\n%s\nafter:\n%s", now.goroutines, now.files, before.goroutines, before.files, files, openFiles())
 				return
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -76,15 +77,32 @@ func baseline(t *testing.T) {
 	})
 }
 
-// openFiles lists the process's open descriptors, for a failure message.
+// openFiles lists the process's open descriptors, for a failure message;
+// a TCP socket with its addresses and state.
 func openFiles() string {
+	sockets := tcpSockets()
 	fds, _ := os.ReadDir("/proc/self/fd")
 	out := ""
 	for _, fd := range fds {
 		target, _ := os.Readlink("/proc/self/fd/" + fd.Name())
-		out += fd.Name() + " -> " + target + "\n"
+		out += fd.Name() + " -> " + target + " " + sockets[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] + "\n"
 	}
 	return out
+}
+
+// tcpSockets maps the inode of each of the process's TCP sockets to its
+// local and remote addresses and state, as /proc/self/net/tcp has them.
+func tcpSockets() map[string]string {
+	m := map[string]string{}
+	for _, file := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} {
+		b, _ := os.ReadFile(file)
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			if f := strings.Fields(line); len(f) > 9 {
+				m[f[9]] = f[1] + "->" + f[2] + " state " + f[3]
+			}
+		}
+	}
+	return m
 }
 
 // expectGoAway reads until the server's GoAway and the end of the stream,
