@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/bytedance/sonic v1.15.5
+	github.com/goccy/go-yaml v1.19.2
 	github.com/panjf2000/gnet/v2 v2.9.7
 	github.com/valyala/bytebufferpool v1.0.0
 	go.uber.org/goleak v1.3.0

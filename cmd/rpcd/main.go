@@ -46,6 +46,10 @@ type cli struct {
 
 	// register, if set, adds routes after the built-in ones (tests).
 	register func(*handler.Registry)
+
+	// lookupEnv reads the environment for commands with -config (see
+	// config.go); os.LookupEnv if nil.
+	lookupEnv func(string) (string, bool)
 }
 
 // notifySignals relays SIGINT and SIGTERM, which stop serve.
@@ -174,10 +178,18 @@ func (c *cli) runCommand(cmd *command, args []string) int {
 		return exitOK
 	}
 	fs.SetOutput(c.stderr)
+	var src configSources // where flags not on the command line came from
+	if err == nil && fs.Lookup(configFlag) != nil {
+		lookupEnv := c.lookupEnv
+		if lookupEnv == nil {
+			lookupEnv = os.LookupEnv
+		}
+		src, err = applyConfig(fs, lookupEnv)
+	} else if err != nil {
+		err = &usageError{err.Error()}
+	}
 	if err == nil {
 		err = runFn(c, fs.Args())
-	} else {
-		err = &usageError{err.Error()}
 	}
 	var ue *usageError
 	var st exitStatus
@@ -186,7 +198,7 @@ func (c *cli) runCommand(cmd *command, args []string) int {
 		return exitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(c.stderr, "rpcd %s: %s\nusage: rpcd %s %s\nRun \"rpcd %s -h\" for more.\n",
-			cmd.name, ue.msg, cmd.name, cmd.synopsis, cmd.name)
+			cmd.name, src.attribute(ue.msg), cmd.name, cmd.synopsis, cmd.name)
 		return exitUsage
 	case errors.As(err, &st):
 		return int(st)

@@ -44,6 +44,7 @@ type serveFlags struct {
 	keepAliveTimeout, handshakeTimeout                 time.Duration
 	security                                           securityFlags
 	chaosLedger                                        string
+	gateway                                            gatewayFlags
 }
 
 // setupServe defines serve's flags; see command.setup.
@@ -65,6 +66,8 @@ func setupServe(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.DurationVar(&f.writeTimeout, "write-timeout", 0, "close a connection whose replies go unread for this long; 0 means 30s")
 	fs.DurationVar(&f.handshakeTimeout, "handshake-timeout", 0, "with authentication or TLS: how long a connection has to complete it; 0 means 5s")
 	f.security.define(fs)
+	f.gateway.define(fs)
+	fs.String(configFlag, "", "read flags not given on the command line from this YAML `file` (default $RPCD_CONFIG); each flag is also $RPCD_NAME (docs/configuration.md)")
 	fs.StringVar(&f.chaosLedger, "chaos-ledger", "", "serve "+chaosRecord+", which appends its argument to this `file` each time it runs (for rpcd chaos)")
 	return func(c *cli, args []string) error { return c.serve(f, args) }
 }
@@ -154,6 +157,15 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		logger.Error("rpcd: cannot listen", "addr", f.addr, "err", err)
 		return exitStatus(exitFail)
 	}
+	gw, err := startGateway(&f.gateway, reg, proto.Limits{MaxFrameSize: f.maxFrame}, f.frameTimeout, f.idleTimeout, tlsConfig, authenticator, logger)
+	if err != nil {
+		logger.Error("rpcd: cannot listen", "gateway", f.gateway.addr, "err", err)
+		_ = srv.Shutdown(context.Background())
+		return exitStatus(exitFail)
+	}
+	if gw != nil {
+		logger.Info("rpcd: gateway serving", "gateway", gw.addr.String(), "tls", tlsConfig != nil)
+	}
 	logger.Info("rpcd: serving",
 		"addr", srv.Addr().String(),
 		"loops", loops,
@@ -167,7 +179,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
 	defer cancel() // on a second signal, also cuts the drain short
 	done := make(chan error, 1)
-	go func() { done <- srv.Shutdown(ctx) }()
+	go func() { done <- shutdown(ctx, srv, gw) }()
 	select {
 	case err := <-done:
 		if err != nil {

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// writeConfig writes a configuration file for the test and returns its
+// path.
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rpcd.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// serveFlagSet parses args as serve's flags, with extra flags defined
+// after serve's own (as a flag added later would be), and applies the
+// environment and the configuration file.
+func serveFlagSet(t *testing.T, env map[string]string, args []string, extra func(*flag.FlagSet)) (*flag.FlagSet, configSources, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("rpcd serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	setupServe(fs)
+	if extra != nil {
+		extra(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	src, err := applyConfig(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	return fs, src, err
+}
+
+func flagValue(fs *flag.FlagSet, name string) string { return fs.Lookup(name).Value.String() }
+
+func TestEnvName(t *testing.T) {
+	for flagName, want := range map[string]string{
+		"max-conns": "RPCD_MAX_CONNS", "addr": "RPCD_ADDR", "tls-client-ca": "RPCD_TLS_CLIENT_CA", "config": "RPCD_CONFIG",
+	} {
+		if got := envName(flagName); got != want {
+			t.Errorf("envName(%q) = %q, want %q", flagName, got, want)
+		}
+	}
+}
+
+// TestConfigPrecedence checks flag > environment > file > default, for
+// flags of each type and for a flag defined after serve's own.
+func TestConfigPrecedence(t *testing.T) {
+	file := writeConfig(t, `# rpcd serve's configuration
+addr: 127.0.0.1:9000
+max-conns: 20000
+max-frame: 0x100000   # 1 MiB, in hex as flag parsing takes it
+drain-timeout: 3s
+idle-timeout: 0
+log-format: json
+log-level: warn
+auth-require: "Math/Sum=admin"
+gateway: 127.0.0.1:8080
+later: from-file
+later-bool: true
+`)
+	extra := func(fs *flag.FlagSet) {
+		fs.String("later", "default", "a flag added after this code was written")
+		fs.Bool("later-bool", false, "another")
+	}
+
+	t.Run("file", func(t *testing.T) {
+		fs, src, err := serveFlagSet(t, nil, []string{"-config", file}, extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{
+			"addr": "127.0.0.1:9000", "max-conns": "20000", "max-frame": "1048576", "drain-timeout": "3s",
+			"idle-timeout": "0s", "log-format": "json", "log-level": "warn", "auth-require": "Math/Sum=admin",
+			"gateway": "127.0.0.1:8080", "later": "from-file", "later-bool": "true",
+			"loops": "0", // not in the file: the default
+		}
+		for name, v := range want {
+			if got := flagValue(fs, name); got != v {
+				t.Errorf("-%s = %q, want %q", name, got, v)
+			}
+		}
+		if got := src["max-conns"]; got != file+":3" {
+			t.Errorf("source of -max-conns %q, want %s:3", got, file)
+		}
+	})
+
+	t.Run("environment over file", func(t *testing.T) {
+		env := map[string]string{"RPCD_MAX_CONNS": "300", "RPCD_LATER": "from-env", "RPCD_LOG_LEVEL": "", "RPCD_LOOPS": "1"}
+		fs, src, err := serveFlagSet(t, env, []string{"-config", file}, extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range map[string]string{"max-conns": "300", "later": "from-env", "loops": "1", "log-level": "warn", "drain-timeout": "3s"} {
+			if got := flagValue(fs, name); got != v {
+				t.Errorf("-%s = %q, want %q", name, got, v)
+			}
+		}
+		if src["max-conns"] != "$RPCD_MAX_CONNS" {
+			t.Errorf("source of -max-conns %q", src["max-conns"])
+		}
+	})
+
+	t.Run("flag over both", func(t *testing.T) {
+		env := map[string]string{"RPCD_MAX_CONNS": "300", "RPCD_LATER": "from-env"}
+		fs, src, err := serveFlagSet(t, env, []string{"-config", file, "-max-conns", "5", "-later", "from-flag"}, extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range map[string]string{"max-conns": "5", "later": "from-flag", "log-format": "json"} {
+			if got := flagValue(fs, name); got != v {
+				t.Errorf("-%s = %q, want %q", name, got, v)
+			}
+		}
+		if _, ok := src["max-conns"]; ok {
+			t.Error("a flag given on the command line has a config source")
+		}
+	})
+
+	t.Run("RPCD_CONFIG", func(t *testing.T) {
+		fs, _, err := serveFlagSet(t, map[string]string{"RPCD_CONFIG": file}, nil, extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := flagValue(fs, "max-conns"); got != "20000" {
+			t.Errorf("-max-conns = %q from the file $RPCD_CONFIG names, want 20000", got)
+		}
+		other := writeConfig(t, "max-conns: 7\n")
+		fs, _, err = serveFlagSet(t, map[string]string{"RPCD_CONFIG": file}, []string{"-config", other}, extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := flagValue(fs, "max-conns"); got != "7" {
+			t.Errorf("-max-conns = %q, want 7 from -config, not $RPCD_CONFIG's file", got)
+		}
+	})
+
+	t.Run("empty file", func(t *testing.T) {
+		for _, text := range []string{"", "# only a comment\n", "---\n"} {
+			fs, _, err := serveFlagSet(t, nil, []string{"-config", writeConfig(t, text)}, nil)
+			if err != nil {
+				t.Errorf("file %q: %v", text, err)
+				continue
+			}
+			if got := flagValue(fs, "addr"); got != defaultAddr {
+				t.Errorf("file %q: -addr %q", text, got)
+			}
+		}
+	})
+}
+
+// TestConfigErrors checks each mistake's message: it names the file, the
+// line and the key, or the environment variable.
+func TestConfigErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		file string
+		env  map[string]string
+		want string // a regexp; FILE stands for the file's path
+	}{
+		{name: "unknown key", file: "addr: 127.0.0.1:1\nmax-conn: 5\n",
+			want: `^FILE:2: unknown key "max-conn": the keys are the flags of "rpcd serve -h", without the dash$`},
+		{name: "string for an integer", file: "max-conns: many\n",
+			want: `^FILE:1: max-conns: want an integer, got the string "many"$`},
+		{name: "boolean for an integer", file: "\n\nloops: true\n",
+			want: `^FILE:3: loops: want an integer, got the boolean true$`},
+		{name: "integer for a string", file: "auth-tokens: 12345\n",
+			want: `^FILE:1: auth-tokens: want a string \(quote a value that YAML reads as a number or a boolean\), got the integer 12345$`},
+		{name: "list", file: "addr:\n  - a\n  - b\n",
+			want: `^FILE:1: addr: want a string .*, got a list$`},
+		{name: "mapping", file: "max-frame:\n  size: 5\n",
+			want: `^FILE:1: max-frame: want an integer, got a mapping$`},
+		{name: "no value", file: "addr:\n",
+			want: `^FILE:1: addr: want a string .*, got no value$`},
+		{name: "duration without a unit", file: "drain-timeout: 10\n",
+			want: `^FILE:1: drain-timeout: invalid duration 10: want a string with a unit, such as "10s"$`},
+		{name: "duration that does not parse", file: "frame-timeout: ten seconds\n",
+			want: `^FILE:1: frame-timeout: invalid duration "ten seconds": want a number and a unit, such as "10s" or "1m30s"$`},
+		{name: "integer out of range", file: "max-conns: 99999999999999999999\n",
+			want: `^FILE:1: max-conns: `},
+		{name: "duplicate key", file: "loops: 1\nloops: 2\n",
+			want: `^FILE:2: key "loops" again \(first on line 1\)$|^FILE: line 2`},
+		{name: "config in the file", file: "config: other.yaml\n",
+			want: `^FILE:1: key "config": a configuration file cannot name another$`},
+		{name: "not a mapping", file: "- addr\n",
+			want: `^FILE:1: want a mapping of keys to values, got a list$`},
+		{name: "YAML syntax", file: "addr: \"127.0.0.1\nloops: 1\n",
+			want: `^FILE: line \d+, column \d+: `},
+		{name: "bad environment value", env: map[string]string{"RPCD_MAX_CONNS": "many"},
+			want: `^\$RPCD_MAX_CONNS: invalid value "many": invalid syntax$`},
+		{name: "bad environment duration", env: map[string]string{"RPCD_DRAIN_TIMEOUT": "5"},
+			want: `^\$RPCD_DRAIN_TIMEOUT: invalid duration "5": want a number and a unit`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var args []string
+			path := ""
+			if tc.file != "" {
+				path = writeConfig(t, tc.file)
+				args = []string{"-config", path}
+			}
+			_, _, err := serveFlagSet(t, tc.env, args, nil)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if _, ok := err.(*usageError); !ok {
+				t.Errorf("error %T, want a usage error (exit status 2)", err)
+			}
+			want := strings.ReplaceAll(tc.want, "FILE", regexp.QuoteMeta(path))
+			if !regexp.MustCompile(want).MatchString(err.Error()) {
+				t.Errorf("error %q, want it to match %q", err, want)
+			}
+		})
+	}
+
+	t.Run("missing file", func(t *testing.T) {
+		_, _, err := serveFlagSet(t, nil, []string{"-config", filepath.Join(t.TempDir(), "none.yaml")}, nil)
+		if err == nil || !strings.Contains(err.Error(), "none.yaml") {
+			t.Errorf("error %v, want one naming the file", err)
+		}
+	})
+}
+
+// TestConfigServeRefuses runs serve in this process with values that parse
+// but that serve refuses: exit status 2, the message naming where each
+// came from.
+func TestConfigServeRefuses(t *testing.T) {
+	file := writeConfig(t, "addr: 127.0.0.1:0\nloops: -1\n")
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"from the file", nil, []string{"serve", "-config", file},
+			"rpcd serve: -loops is -1, want 0 or more (-loops from " + file + ":2)"},
+		{"from the environment", map[string]string{"RPCD_LOG_LEVEL": "loud"}, []string{"serve", "-config", file, "-loops", "1"},
+			`rpcd serve: -log-level is "loud", want debug, info, warn or error (-log-level from $RPCD_LOG_LEVEL)`},
+		{"bad key", nil, []string{"serve", "-config", writeConfig(t, "addr: 127.0.0.1:0\nlops: 1\n")},
+			`rpcd.yaml:2: unknown key "lops"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr,
+				lookupEnv: func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }}
+			if code := c.run(tc.args); code != exitUsage {
+				t.Errorf("exit status %d, want %d", code, exitUsage)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr %q, want it to contain %q", stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestProcessServeConfig runs `rpcd serve -config` as a process: the file
+// sets the log format and the gateway, the environment overrides the
+// file's log level, the command line the file's address; then a bad file
+// stops it with exit status 2.
+func TestProcessServeConfig(t *testing.T) {
+	file := writeConfig(t, `addr: 127.0.0.1:1        # overridden by -addr
+log-format: json
+log-level: warn          # overridden by $RPCD_LOG_LEVEL
+loops: 1
+gateway: 127.0.0.1:0
+drain-timeout: 5s
+`)
+	d := &daemon{exited: make(chan struct{})}
+	d.cmd = exec.Command(rpcdBin, "serve", "-config", file, "-addr", "127.0.0.1:0")
+	d.cmd.Env = append(os.Environ(), "RPCD_LOG_LEVEL=info")
+	d.cmd.Stderr = &d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-d.exited:
+		default:
+			_ = d.cmd.Process.Kill()
+			<-d.exited
+		}
+	})
+	addr, err := waitServing(&d.log, d.exited)
+	if err != nil {
+		t.Fatalf("%v; log:\n%s", err, d.log.String())
+	}
+	if addr == "127.0.0.1:1" {
+		t.Error("the file's addr won over -addr")
+	}
+	var gatewayAddr string
+	for _, line := range strings.Split(d.log.String(), "\n") {
+		var rec struct{ Msg, Gateway, Level string }
+		if line == "" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q is not JSON (log-format: json in the file): %v", line, err)
+		}
+		if rec.Msg == "rpcd: gateway serving" {
+			gatewayAddr = rec.Gateway
+		}
+	}
+	if gatewayAddr == "" {
+		t.Fatalf("no gateway (gateway: in the file; an info line, so $RPCD_LOG_LEVEL won over the file's warn):\n%s", d.log.String())
+	}
+	if r := rpcd(t, "", "call", "-addr", addr, "Math/Sum", `{"a":1,"b":2}`); r.code != 0 || r.stdout != "3\n" {
+		t.Errorf("call: %+v", r)
+	}
+	hc := &http.Client{Timeout: runTimeout, Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Post("http://"+gatewayAddr+"/rpc/Math/Sum", "application/json", strings.NewReader(`{"a":2,"b":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "5" {
+		t.Errorf("gateway: %d %q", resp.StatusCode, body)
+	}
+	if code := d.stop(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("exit status %d after SIGTERM; log:\n%s", code, d.log.String())
+	}
+
+	bad := writeConfig(t, "addr: 127.0.0.1:0\nmax-conns: lots\n")
+	r := rpcd(t, "", "serve", "-config", bad)
+	if want := bad + `:2: max-conns: want an integer, got the string "lots"`; r.code != exitUsage || !strings.Contains(r.stderr, want) {
+		t.Errorf("bad file: exit status %d, stderr %q; want %d and %q", r.code, r.stderr, exitUsage, want)
+	}
+	r = rpcdEnv(t, []string{"RPCD_DRAIN_TIMEOUT=soon"}, "", "serve", "-addr", "127.0.0.1:0")
+	if want := `$RPCD_DRAIN_TIMEOUT: invalid duration "soon"`; r.code != exitUsage || !strings.Contains(r.stderr, want) {
+		t.Errorf("bad environment: exit status %d, stderr %q; want %d and %q", r.code, r.stderr, exitUsage, want)
+	}
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rpcd/rpcd/auth"
+	"github.com/rpcd/rpcd/gateway"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+	"github.com/rpcd/rpcd/reactor"
+)
+
+// gatewayFlags are serve's flags for the HTTP/JSON gateway.
+type gatewayFlags struct {
+	addr string
+}
+
+func (f *gatewayFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.addr, "gateway", "", "also serve the routes as HTTP/JSON (POST /rpc/Controller/Action) on this `address`; empty for none (docs/gateway.md)")
+}
+
+// httpGateway is serve's gateway: an http.Server over a gateway.Gateway.
+type httpGateway struct {
+	gw   *gateway.Gateway
+	srv  *http.Server
+	addr net.Addr
+	done chan error // the result of Serve
+}
+
+// startGateway listens on f.addr and serves reg's routes through a
+// gateway with the reactor's limits, TLS and authenticator; nil when no
+// -gateway is given.
+func startGateway(f *gatewayFlags, reg *handler.Registry, limits proto.Limits, frameTimeout, idleTimeout time.Duration,
+	tlsConfig *tls.Config, authenticator auth.Authenticator, logger *slog.Logger) (*httpGateway, error) {
+	if f.addr == "" {
+		return nil, nil
+	}
+	ln, err := reactor.Listen(f.addr)
+	if err != nil {
+		return nil, err
+	}
+	if frameTimeout <= 0 {
+		frameTimeout = 30 * time.Second // the reactor's default for a frame to arrive
+	}
+	if idleTimeout <= 0 {
+		idleTimeout = 2 * time.Minute
+	}
+	g := &httpGateway{
+		gw:   gateway.New(reg, gateway.Options{Limits: limits, Authenticator: authenticator, Logger: logger}),
+		addr: ln.Addr(),
+		done: make(chan error, 1),
+	}
+	g.srv = &http.Server{
+		Handler:           g.gw,
+		ReadHeaderTimeout: frameTimeout,
+		ReadTimeout:       frameTimeout, // the whole request, as for a frame
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	if tlsConfig != nil {
+		cfg := tlsConfig.Clone()
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+		g.srv.TLSConfig = cfg
+		go func() { g.done <- g.srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { g.done <- g.srv.Serve(ln) }()
+	}
+	return g, nil
+}
+
+// shutdown drains the reactor and the gateway (if any) at once: the
+// gateway refuses new calls and waits for those it runs; it returns the
+// first error.
+func shutdown(ctx context.Context, srv *reactor.Server, g *httpGateway) error {
+	if g == nil {
+		return srv.Shutdown(ctx)
+	}
+	g.gw.Drain()
+	gwErr := make(chan error, 1)
+	go func() {
+		err := g.srv.Shutdown(ctx)
+		if serveErr := <-g.done; err == nil && !errors.Is(serveErr, http.ErrServerClosed) {
+			err = serveErr
+		}
+		gwErr <- err
+	}()
+	err := srv.Shutdown(ctx)
+	return errors.Join(err, <-gwErr)
+}

@@ -1,0 +1,405 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rpcd/rpcd/auth"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// Header names the gateway reads.
+const (
+	// HeaderTimeout gives the call a deadline, as a Go duration ("250ms").
+	HeaderTimeout = "Rpcd-Timeout"
+	// HeaderMetaPrefix begins the headers that become metadata: the rest
+	// of the name, in lower case, is the key (Rpcd-Meta-Tenant: acme gives
+	// tenant=acme).
+	HeaderMetaPrefix = "Rpcd-Meta-"
+	// HeaderAuthMethod names the kind of the bearer token for the
+	// Authenticator ("token", "hmac"), as a Hello's rpcd-auth-method does;
+	// without it the Authenticator tries what it has.
+	HeaderAuthMethod = "Rpcd-Auth-Method"
+)
+
+// Content types of request and response bodies.
+const (
+	ContentJSON = "application/json"         // codec JSON: typed routes
+	ContentRaw  = "application/octet-stream" // codec raw: raw routes
+)
+
+// DefaultPrefix is the path under which routes are served: POST
+// /rpc/Controller/Action.
+const DefaultPrefix = "/rpc/"
+
+// Options configures a Gateway. The zero Options is valid.
+type Options struct {
+	// Limits bounds what a request may carry, as for a frame: the route
+	// (default 256 bytes), the metadata the headers make (8 KiB), and the
+	// route, metadata and body together with a frame header (4 MiB); a
+	// reply past the frame limit fails with ResourceExhausted. Give the
+	// reactor's limits to keep both transports alike.
+	Limits proto.Limits
+
+	// Authenticator, if set, makes every request authenticate with
+	// "Authorization: Bearer TOKEN"; it is asked as for a Hello (method
+	// from the Rpcd-Auth-Method header, credentials the token), per
+	// request. Requests without valid credentials get 401.
+	Authenticator auth.Authenticator
+
+	// Prefix is the path routes are served under; default DefaultPrefix.
+	Prefix string
+
+	// BaseContext, if set, supplies the values every Call carries.
+	BaseContext context.Context
+
+	// Logger receives the gateway's logs (a handler's panic); default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Gateway is an http.Handler that calls a registry's routes. It is safe
+// for concurrent use.
+type Gateway struct {
+	reg      *handler.Registry
+	opts     Options
+	log      *slog.Logger
+	ids      atomic.Uint32
+	draining atomic.Bool
+}
+
+// New returns a gateway to reg's routes.
+func New(reg *handler.Registry, opts Options) *Gateway {
+	opts.Limits = opts.Limits.WithDefaults()
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.BaseContext == nil {
+		opts.BaseContext = context.Background()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Gateway{reg: reg, opts: opts, log: opts.Logger}
+}
+
+// Drain makes the gateway refuse new calls with Unavailable (503), marked
+// unprocessed, as a draining reactor does; calls already running finish.
+// A server shutting down calls it before http.Server.Shutdown, which waits
+// for them.
+func (g *Gateway) Drain() { g.draining.Store(true) }
+
+// errorBody is the JSON body of a failed call.
+type errorBody struct {
+	Code        string `json:"code"`
+	Message     string `json:"message"`
+	Unprocessed bool   `json:"unprocessed,omitempty"`
+}
+
+// bufPool holds request and reply buffers.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// maxPooled is the largest buffer kept for reuse.
+const maxPooled = 256 << 10
+
+// ServeHTTP calls the route the path names with the request body.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	route, ok := strings.CutPrefix(r.URL.Path, g.opts.Prefix)
+	if !ok {
+		g.fail(w, http.StatusNotFound, &handler.Error{Code: proto.CodeNotFound, Unprocessed: true,
+			Message: "no route: paths are " + g.opts.Prefix + "Controller/Action"})
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		g.fail(w, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
+			Message: "method " + r.Method + ": routes are called with POST"})
+		return
+	}
+	codec, err := codecOf(r.Header.Get("Content-Type"))
+	if err != nil {
+		g.fail(w, http.StatusUnsupportedMediaType, err)
+		return
+	}
+	if g.draining.Load() {
+		g.fail(w, 0, &handler.Error{Code: proto.CodeUnavailable, Message: "server is draining", Unprocessed: true})
+		return
+	}
+	id, err := g.authenticate(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rpcd"`)
+		g.fail(w, 0, err)
+		return
+	}
+	if handler.ValidRoute(route) != nil || len(route) > g.opts.Limits.MaxRoute {
+		g.fail(w, 0, &handler.Error{Code: proto.CodeNotFound, Message: "no route " + route, Unprocessed: true})
+		return
+	}
+	rt := g.reg.Lookup([]byte(route))
+	if rt == nil {
+		g.fail(w, 0, &handler.Error{Code: proto.CodeNotFound, Message: "no route " + route, Unprocessed: true})
+		return
+	}
+	md, status, err := g.metadata(r.Header)
+	if err != nil {
+		g.fail(w, status, err)
+		return
+	}
+	deadline, err := deadlineOf(r)
+	if err != nil {
+		g.fail(w, 0, err)
+		return
+	}
+
+	limit := g.opts.Limits.MaxFrameSize - proto.HeaderSize - len(route) - len(md)
+	bp := bufPool.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooled {
+			bufPool.Put(bp)
+		}
+	}()
+	body, err := readBody(r.Body, r.ContentLength, limit, (*bp)[:0])
+	*bp = body[:0]
+	if err != nil {
+		g.fail(w, http.StatusRequestEntityTooLarge, err)
+		return
+	}
+
+	call := &handler.Call{
+		Route: rt.Name(), ID: g.ids.Add(1), Codec: codec, Metadata: md,
+		Remote: remoteAddr(r.RemoteAddr), Identity: id,
+	}
+	call.Start(g.opts.BaseContext, deadline)
+	cancelled := make(chan struct{})
+	stop := context.AfterFunc(r.Context(), func() {
+		call.Cancel(context.Canceled)
+		close(cancelled)
+	})
+	rp := bufPool.Get().(*[]byte)
+	out, err := rt.Serve(call, body, (*rp)[:0])
+	if !stop() {
+		<-cancelled // the cancel has run; End must not race it
+	}
+	call.End()
+	defer func() {
+		if cap(out) <= maxPooled {
+			*rp = out[:0]
+			bufPool.Put(rp)
+		}
+	}()
+	if err == nil && proto.HeaderSize+len(out) > g.opts.Limits.MaxFrameSize {
+		err = handler.Errorf(proto.CodeResourceExhausted, "reply of %d bytes exceeds the frame limit of %d",
+			proto.HeaderSize+len(out), g.opts.Limits.MaxFrameSize)
+	}
+	if err != nil {
+		var pe *handler.PanicError
+		if errors.As(err, &pe) {
+			g.log.Error("rpcd: handler panicked", "route", pe.Route, "remote", r.RemoteAddr, "panic", pe.Value, "stack", string(pe.Stack))
+		}
+		g.fail(w, 0, err)
+		return
+	}
+	h := w.Header()
+	if codec == proto.CodecRaw {
+		h.Set("Content-Type", ContentRaw)
+	} else {
+		h.Set("Content-Type", ContentJSON)
+	}
+	h.Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+}
+
+// fail writes err as a JSON error body, with status, or the status that
+// stands for err's code when status is 0.
+func (g *Gateway) fail(w http.ResponseWriter, status int, err error) {
+	code := handler.CodeOf(err)
+	if status == 0 {
+		status = HTTPStatus(code)
+	}
+	body, _ := json.Marshal(errorBody{Code: CodeName(code), Message: handler.MessageOf(err), Unprocessed: handler.IsUnprocessed(err)})
+	h := w.Header()
+	h.Set("Content-Type", ContentJSON)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// codecOf returns the codec a Content-Type asks for: JSON for
+// application/json or none, raw for application/octet-stream.
+func codecOf(contentType string) (proto.Codec, error) {
+	if contentType == "" {
+		return proto.CodecJSON, nil
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	switch {
+	case err != nil:
+	case mt == ContentJSON:
+		return proto.CodecJSON, nil
+	case mt == ContentRaw:
+		return proto.CodecRaw, nil
+	}
+	return 0, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
+		Message: "Content-Type " + contentType + ": want " + ContentJSON + " or, for raw routes, " + ContentRaw}
+}
+
+// authenticate returns the identity the request acts as: the
+// Authenticator's verdict on its bearer token when one is set, else a
+// verified client certificate's, else none.
+func (g *Gateway) authenticate(r *http.Request) (*handler.Identity, error) {
+	if g.opts.Authenticator == nil {
+		if r.TLS != nil {
+			return certIdentity(r.TLS), nil
+		}
+		return nil, nil
+	}
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return nil, &handler.Error{Code: proto.CodeUnauthenticated, Unprocessed: true,
+			Message: "the server requires credentials: Authorization: Bearer TOKEN"}
+	}
+	if len(token) > proto.MaxHelloPayload {
+		return nil, auth.ErrRefused
+	}
+	id, err := g.opts.Authenticator.Authenticate(r.Context(), r.Header.Get(HeaderAuthMethod), []byte(token))
+	if err != nil {
+		g.log.Info("rpcd: gateway authentication refused", "remote", r.RemoteAddr, "err", err)
+		return nil, &handler.Error{Code: proto.CodeUnauthenticated, Message: handler.MessageOf(err), Unprocessed: true}
+	}
+	return id, nil
+}
+
+// certIdentity is the identity of a verified client certificate, as the
+// reactor gives it: the subject's common name, its organizational units as
+// roles; nil without one.
+func certIdentity(st *tls.ConnectionState) *handler.Identity {
+	if len(st.VerifiedChains) == 0 || len(st.PeerCertificates) == 0 {
+		return nil
+	}
+	cert := st.PeerCertificates[0]
+	return &handler.Identity{Subject: cert.Subject.CommonName, Method: "tls", Roles: cert.Subject.OrganizationalUnit}
+}
+
+// metadata builds the call's metadata from the request headers:
+// traceparent and tracestate, then each Rpcd-Meta-* header in name order.
+// On failure it returns the HTTP status to answer with.
+func (g *Gateway) metadata(h http.Header) (proto.Metadata, int, error) {
+	var md proto.Metadata
+	var keys []string
+	for name := range h {
+		if len(name) > len(HeaderMetaPrefix) && strings.EqualFold(name[:len(HeaderMetaPrefix)], HeaderMetaPrefix) {
+			keys = append(keys, name)
+		}
+	}
+	sort.Strings(keys)
+	add := func(key string, values []string) error {
+		if err := proto.CheckMetadataKey(key); err != nil {
+			return &handler.Error{Code: proto.CodeInvalidArgument, Message: "metadata header for " + key + ": " + err.Error(), Unprocessed: true}
+		}
+		for _, v := range values {
+			if len(v) > 0xffff {
+				return &handler.Error{Code: proto.CodeInvalidArgument, Message: "metadata " + key + ": value longer than 65535 bytes", Unprocessed: true}
+			}
+			md = proto.AppendMetadata(md, key, []byte(v))
+		}
+		return nil
+	}
+	for _, key := range []string{proto.MetaTraceParent, proto.MetaTraceState} {
+		if vs := h.Values(key); len(vs) > 0 {
+			_ = add(key, vs) // the keys are valid; header values are far below 64 KiB unless the server allows more
+		}
+	}
+	for _, name := range keys {
+		key := strings.ToLower(name[len(HeaderMetaPrefix):])
+		if strings.HasPrefix(key, "rpcd-") {
+			return nil, http.StatusBadRequest, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
+				Message: "metadata keys beginning rpcd- are reserved: " + name}
+		}
+		if err := add(key, h[name]); err != nil {
+			return nil, http.StatusBadRequest, err
+		}
+	}
+	if len(md) > g.opts.Limits.MaxMetadata {
+		return nil, http.StatusRequestHeaderFieldsTooLarge, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
+			Message: "metadata of " + strconv.Itoa(len(md)) + " bytes exceeds the limit of " + strconv.Itoa(g.opts.Limits.MaxMetadata)}
+	}
+	return md, 0, nil
+}
+
+// deadlineOf returns the call's deadline: the earlier of the Rpcd-Timeout
+// header's and the request context's; zero for none.
+func deadlineOf(r *http.Request) (time.Time, error) {
+	deadline, _ := r.Context().Deadline()
+	if v := r.Header.Get(HeaderTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return time.Time{}, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
+				Message: HeaderTimeout + " " + strconv.Quote(v) + ": want a positive duration such as 250ms"}
+		}
+		if t := time.Now().Add(d); deadline.IsZero() || t.Before(deadline) {
+			deadline = t
+		}
+	}
+	return deadline, nil
+}
+
+// readBody reads the request body into buf, failing with
+// ResourceExhausted if it is longer than limit.
+func readBody(body io.Reader, length int64, limit int, buf []byte) ([]byte, error) {
+	tooLarge := func(n string) error {
+		return &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
+			Message: "body of " + n + " bytes exceeds the limit of " + strconv.Itoa(max(limit, 0)) + " (the frame limit, less the route and metadata)"}
+	}
+	if length > int64(limit) {
+		return buf, tooLarge(strconv.FormatInt(length, 10))
+	}
+	if length > 0 && cap(buf) < int(length) {
+		buf = make([]byte, 0, length)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > limit {
+			return buf[:0], tooLarge("more than " + strconv.Itoa(limit))
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf[:0], &handler.Error{Code: proto.CodeCanceled, Message: "reading the body: " + err.Error()}
+		}
+	}
+}
+
+// remoteAddr turns an http.Request's RemoteAddr into a net.Addr.
+func remoteAddr(s string) net.Addr {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return net.TCPAddrFromAddrPort(ap)
+	}
+	return stringAddr(s)
+}
+
+// stringAddr is a remote address that is not host:port (a Unix socket).
+type stringAddr string
+
+func (a stringAddr) Network() string { return "unix" }
+func (a stringAddr) String() string  { return string(a) }
