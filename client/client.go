@@ -341,7 +341,7 @@ func (c *Client) header(ctx context.Context, kind proto.Kind, codec proto.Codec,
 	if err := handler.ValidRoute(route); err != nil || len(route) > c.opts.Limits.MaxRoute {
 		return h, nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad route " + route, Unprocessed: true}
 	}
-	md := metadataFrom(ctx)
+	md := withTrace(ctx, metadataFrom(ctx))
 	if len(md) > c.opts.Limits.MaxMetadata {
 		return h, nil, &handler.Error{Code: proto.CodeResourceExhausted, Message: "metadata exceeds the limit", Unprocessed: true}
 	}

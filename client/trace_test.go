@@ -1,0 +1,61 @@
+package client
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// TestWithTrace checks where a call's trace context comes from: metadata
+// set with WithMetadata, then WithTraceContext, then the incoming call.
+func TestWithTrace(t *testing.T) {
+	const (
+		tpIn  = "00-11111111111111111111111111111111-1111111111111111-01"
+		tpSet = "00-22222222222222222222222222222222-2222222222222222-01"
+		tpMD  = "00-33333333333333333333333333333333-3333333333333333-01"
+	)
+	incoming := &handler.Call{Route: "In/Coming"}
+	incoming.Metadata = proto.AppendMetadata(proto.AppendMetadata(nil, proto.MetaTraceParent, []byte(tpIn)), proto.MetaTraceState, []byte("k=v"))
+	incoming.Start(context.Background(), time.Time{})
+	defer incoming.End()
+
+	get := func(md proto.Metadata, key string) string { v, _ := md.Get(key); return string(v) }
+	cases := []struct {
+		name        string
+		ctx         context.Context
+		parent, sta string
+		entries     int
+	}{
+		{"nothing", context.Background(), "", "", 0},
+		{"incoming call", incoming, tpIn, "k=v", 2},
+		{"wrapped incoming call", context.WithValue(incoming, struct{}{}, 1), tpIn, "k=v", 2},
+		{"WithTraceContext over the incoming call", WithTraceContext(incoming, tpSet, ""), tpSet, "", 1},
+		{"WithMetadata over both", WithMetadata(WithTraceContext(incoming, tpSet, "x=y"), proto.MetaTraceParent, tpMD), tpMD, "", 1},
+		{"other metadata kept", WithMetadata(incoming, "tenant", "acme"), tpIn, "k=v", 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := append(proto.Metadata(nil), metadataFrom(tc.ctx)...)
+			md := withTrace(tc.ctx, metadataFrom(tc.ctx))
+			if got := get(md, proto.MetaTraceParent); got != tc.parent {
+				t.Errorf("traceparent %q, want %q", got, tc.parent)
+			}
+			if got := get(md, proto.MetaTraceState); got != tc.sta {
+				t.Errorf("tracestate %q, want %q", got, tc.sta)
+			}
+			if n := md.Len(); n != tc.entries {
+				t.Errorf("%d entries, want %d", n, tc.entries)
+			}
+			if string(metadataFrom(tc.ctx)) != string(before) {
+				t.Error("the context's metadata was modified")
+			}
+		})
+	}
+	allocs := testing.AllocsPerRun(100, func() { _ = withTrace(context.Background(), nil) })
+	if allocs != 0 {
+		t.Errorf("%.1f allocations without a trace, want 0", allocs)
+	}
+}

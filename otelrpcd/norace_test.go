@@ -1,0 +1,5 @@
+//go:build !race
+
+package otelrpcd_test
+
+const raceEnabled = false

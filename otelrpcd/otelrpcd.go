@@ -1,0 +1,122 @@
+// Package otelrpcd makes OpenTelemetry spans for rpcd calls, carrying W3C
+// trace context (traceparent, tracestate) in call metadata.
+//
+// Middleware, installed on a handler.Registry, makes a server span for
+// every call, named by the route, as the child of the span whose
+// traceparent the call carries; its status is the call's rpcd code. Inject
+// gives a caller's rpcd calls the trace context of the span in its
+// context. A handler that calls on with its own context passes the trace
+// on by itself: the middleware puts its span's trace context there, and
+// without the middleware the client passes on the traceparent the incoming
+// call carried.
+//
+// Only this package imports OpenTelemetry: a program that does not use it
+// pays nothing for it, and Middleware(nil) leaves every handler as it is.
+package otelrpcd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// ScopeName is the instrumentation scope of the spans: the tracer's name.
+const ScopeName = "github.com/rpcd/rpcd/otelrpcd"
+
+// Span attribute keys, after OpenTelemetry's RPC conventions.
+const (
+	AttrSystem  = attribute.Key("rpc.system")           // "rpcd"
+	AttrService = attribute.Key("rpc.service")          // the route's Controller
+	AttrMethod  = attribute.Key("rpc.method")           // the route's Action
+	AttrCode    = attribute.Key("rpc.rpcd.status_code") // the rpcd code, 0 for OK
+)
+
+var propagator = propagation.TraceContext{}
+
+// Middleware returns handler middleware that makes a server span with
+// tp's tracer for every call: named by the route, the child of the
+// traceparent in the call's metadata (a root span without one), ended when
+// the handler returns, with the rpcd code as an attribute and, for an
+// error, as its status. The handler's context carries the span, and the
+// span's trace context for the rpcd calls it makes.
+//
+// With a nil tp, the middleware returns every handler unchanged: no span
+// and no cost on the call path.
+func Middleware(tp trace.TracerProvider) handler.Middleware {
+	if tp == nil {
+		return func(next handler.Handler) handler.Handler { return next }
+	}
+	tracer := tp.Tracer(ScopeName)
+	return func(next handler.Handler) handler.Handler {
+		return handler.HandlerFunc(func(ctx context.Context, req, reply []byte) (out []byte, err error) {
+			call := handler.CallFrom(ctx)
+			if call == nil {
+				return next.ServeRPC(ctx, req, reply)
+			}
+			parent := propagator.Extract(ctx, carrier(call.Metadata))
+			service, method, _ := strings.Cut(call.Route, "/")
+			sctx, span := tracer.Start(parent, call.Route,
+				trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(AttrSystem.String("rpcd"), AttrService.String(service), AttrMethod.String(method)))
+			defer func() {
+				if p := recover(); p != nil {
+					// Route.Serve turns the panic into an Internal error
+					// above this middleware; the span says so too.
+					span.SetAttributes(AttrCode.Int(int(proto.CodeInternal)))
+					span.SetStatus(codes.Error, fmt.Sprintf("%v: handler panicked: %v", proto.CodeInternal, p))
+					span.End()
+					panic(p)
+				}
+				code := handler.CodeOf(err)
+				span.SetAttributes(AttrCode.Int(int(code)))
+				if err != nil {
+					span.SetStatus(codes.Error, code.String()+": "+handler.MessageOf(err))
+				}
+				span.End()
+			}()
+			return next.ServeRPC(Inject(sctx), req, reply)
+		})
+	}
+}
+
+// Inject returns a context whose rpcd calls (client.Client) carry the
+// trace context of the span in ctx, or ctx itself if it has no valid span.
+func Inject(ctx context.Context) context.Context {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	mc := propagation.MapCarrier{}
+	propagator.Inject(ctx, mc)
+	if mc[proto.MetaTraceParent] == "" {
+		return ctx
+	}
+	return client.WithTraceContext(ctx, mc[proto.MetaTraceParent], mc[proto.MetaTraceState])
+}
+
+// carrier reads trace context from call metadata for a propagator.
+type carrier proto.Metadata
+
+func (c carrier) Get(key string) string {
+	v, _ := proto.Metadata(c).Get(key)
+	return string(v)
+}
+
+func (c carrier) Set(string, string) {} // read only: calls carry metadata out through client.WithTraceContext
+
+func (c carrier) Keys() []string {
+	var keys []string
+	proto.Metadata(c).Range(func(k, _ []byte) bool {
+		keys = append(keys, string(k))
+		return true
+	})
+	return keys
+}

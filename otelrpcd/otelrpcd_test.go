@@ -1,0 +1,291 @@
+package otelrpcd_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/gateway"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/internal/leaktest"
+	"github.com/rpcd/rpcd/otelrpcd"
+	"github.com/rpcd/rpcd/proto"
+	"github.com/rpcd/rpcd/reactor"
+)
+
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
+
+const waitLimit = 10 * time.Second
+
+// recorder returns a tracer provider that records every span in memory.
+func recorder(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) {
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp, sr
+}
+
+// start serves reg on loopback and returns a client of it.
+func start(t *testing.T, reg *handler.Registry) (*reactor.Server, *client.Client) {
+	t.Helper()
+	s := reactor.New(reg, reactor.Options{Loops: 1})
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	c, err := client.Dial(ctx, s.Addr().String(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return s, c
+}
+
+// spanNamed returns the one ended span named name.
+func spanNamed(t *testing.T, sr *tracetest.SpanRecorder, name string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	var found []sdktrace.ReadOnlySpan
+	for _, s := range sr.Ended() {
+		if s.Name() == name {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d spans named %s, want 1 (of %d)", len(found), name, len(sr.Ended()))
+	}
+	return found[0]
+}
+
+func attr(s sdktrace.ReadOnlySpan, key attribute.Key) (attribute.Value, bool) {
+	for _, kv := range s.Attributes() {
+		if kv.Key == key {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+// TestParentChild calls a traced server from a client whose context has a
+// span: the server's span is its child, named by the route, with the code
+// as status; a handler that calls a second server passes its own span on.
+func TestParentChild(t *testing.T) {
+	tp, sr := recorder(t)
+
+	regB := handler.NewRegistry()
+	regB.Use(otelrpcd.Middleware(tp))
+	regB.Handle("B/Leaf", handler.Func(func(context.Context, struct{}) (string, error) { return "leaf", nil }))
+	_, toB := start(t, regB)
+
+	regA := handler.NewRegistry()
+	regA.Use(otelrpcd.Middleware(tp))
+	regA.Handle("A/Ok", handler.Func(func(ctx context.Context, _ struct{}) (bool, error) {
+		return trace.SpanContextFromContext(ctx).IsValid(), nil
+	}))
+	regA.Handle("A/Missing", handler.Func(func(context.Context, struct{}) (int, error) {
+		return 0, handler.Errorf(proto.CodeNotFound, "no such thing")
+	}))
+	regA.Handle("A/Panic", handler.Func(func(context.Context, struct{}) (int, error) { panic("on purpose") }))
+	regA.Handle("A/Hop", handler.Func(func(ctx context.Context, _ struct{}) (string, error) {
+		var s string
+		err := toB.Call(ctx, "B/Leaf", nil, &s) // the handler's own context: no trace code
+		return s, err
+	}), handler.Blocking())
+	_, toA := start(t, regA)
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	ctx, root := tp.Tracer("test").Start(ctx, "root")
+	rootSC := root.SpanContext()
+
+	var inSpan bool
+	if err := toA.Call(otelrpcd.Inject(ctx), "A/Ok", nil, &inSpan); err != nil {
+		t.Fatal(err)
+	}
+	if !inSpan {
+		t.Error("the handler's context carries no span")
+	}
+	err := toA.Call(otelrpcd.Inject(ctx), "A/Missing", nil, nil)
+	if !errors.Is(err, handler.ErrNotFound) {
+		t.Fatalf("A/Missing: %v", err)
+	}
+	if err := toA.Call(otelrpcd.Inject(ctx), "A/Panic", nil, nil); !errors.Is(err, handler.ErrInternal) {
+		t.Fatalf("A/Panic: %v", err)
+	}
+	var leaf string
+	if err := toA.Call(otelrpcd.Inject(ctx), "A/Hop", nil, &leaf); err != nil || leaf != "leaf" {
+		t.Fatalf("A/Hop: %q, %v", leaf, err)
+	}
+	root.End()
+
+	ok := spanNamed(t, sr, "A/Ok")
+	if ok.Parent().SpanID() != rootSC.SpanID() || ok.SpanContext().TraceID() != rootSC.TraceID() || !ok.Parent().IsRemote() {
+		t.Errorf("A/Ok: parent %v in trace %v, want the remote root %v in trace %v",
+			ok.Parent().SpanID(), ok.SpanContext().TraceID(), rootSC.SpanID(), rootSC.TraceID())
+	}
+	if ok.SpanKind() != trace.SpanKindServer || ok.Status().Code != codes.Unset {
+		t.Errorf("A/Ok: kind %v, status %v", ok.SpanKind(), ok.Status())
+	}
+	for key, want := range map[attribute.Key]string{otelrpcd.AttrSystem: "rpcd", otelrpcd.AttrService: "A", otelrpcd.AttrMethod: "Ok"} {
+		if v, _ := attr(ok, key); v.AsString() != want {
+			t.Errorf("A/Ok: %s = %q, want %q", key, v.AsString(), want)
+		}
+	}
+	if v, found := attr(ok, otelrpcd.AttrCode); !found || v.AsInt64() != 0 {
+		t.Errorf("A/Ok: code attribute %v", v.Emit())
+	}
+
+	missing := spanNamed(t, sr, "A/Missing")
+	if st := missing.Status(); st.Code != codes.Error || st.Description != "not found: no such thing" {
+		t.Errorf("A/Missing: status %+v, want Error \"not found: no such thing\"", st)
+	}
+	if v, _ := attr(missing, otelrpcd.AttrCode); v.AsInt64() != int64(proto.CodeNotFound) {
+		t.Errorf("A/Missing: code attribute %v", v.Emit())
+	}
+	panicked := spanNamed(t, sr, "A/Panic")
+	if st := panicked.Status(); st.Code != codes.Error || !strings.HasPrefix(st.Description, "internal: handler panicked: on purpose") {
+		t.Errorf("A/Panic: status %+v", st)
+	}
+
+	hop, leafSpan := spanNamed(t, sr, "A/Hop"), spanNamed(t, sr, "B/Leaf")
+	if hop.Parent().SpanID() != rootSC.SpanID() {
+		t.Errorf("A/Hop's parent %v, want root %v", hop.Parent().SpanID(), rootSC.SpanID())
+	}
+	if leafSpan.Parent().SpanID() != hop.SpanContext().SpanID() || leafSpan.SpanContext().TraceID() != rootSC.TraceID() {
+		t.Errorf("B/Leaf's parent %v, want A/Hop's span %v, in the root's trace", leafSpan.Parent().SpanID(), hop.SpanContext().SpanID())
+	}
+}
+
+// TestPassThrough: a server without tracing whose handler calls on with
+// its context passes the traceparent it was given to the next server.
+func TestPassThrough(t *testing.T) {
+	tp, sr := recorder(t)
+	regB := handler.NewRegistry()
+	regB.Use(otelrpcd.Middleware(tp))
+	seenc := make(chan string, 1)
+	regB.Handle("B/Leaf", handler.Func(func(ctx context.Context, _ struct{}) (string, error) {
+		v, _ := handler.CallFrom(ctx).Metadata.Get(proto.MetaTraceParent)
+		seenc <- string(v)
+		return "leaf", nil
+	}))
+	_, toB := start(t, regB)
+
+	regA := handler.NewRegistry() // no tracer
+	regA.Handle("A/Hop", handler.Func(func(ctx context.Context, _ struct{}) (string, error) {
+		var s string
+		err := toB.Call(ctx, "B/Leaf", nil, &s)
+		return s, err
+	}), handler.Blocking())
+	_, toA := start(t, regA)
+
+	const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	var leaf string
+	if err := toA.Call(client.WithMetadata(ctx, proto.MetaTraceParent, traceparent), "A/Hop", nil, &leaf); err != nil {
+		t.Fatal(err)
+	}
+	if seen := <-seenc; seen != traceparent {
+		t.Errorf("B saw traceparent %q, want %q passed through A", seen, traceparent)
+	}
+	leafSpan := spanNamed(t, sr, "B/Leaf")
+	if got := leafSpan.Parent().SpanID().String(); got != "b7ad6b7169203331" {
+		t.Errorf("B/Leaf's parent %s, want b7ad6b7169203331", got)
+	}
+	if got := leafSpan.SpanContext().TraceID().String(); got != "0af7651916cd43dd8448eb211c80319c" {
+		t.Errorf("B/Leaf's trace %s", got)
+	}
+}
+
+// TestGatewayTraceparent: a traceparent header sent to the gateway is the
+// parent of the span the middleware makes.
+func TestGatewayTraceparent(t *testing.T) {
+	tp, sr := recorder(t)
+	reg := handler.NewRegistry()
+	reg.Use(otelrpcd.Middleware(tp))
+	builtin.Register(reg)
+	srv := httptest.NewServer(gateway.New(reg, gateway.Options{}))
+	defer srv.Close()
+	hc := &http.Client{Timeout: waitLimit, Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/rpc/Math/Sum", strings.NewReader(`{"a":1,"b":2}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	s := spanNamed(t, sr, "Math/Sum")
+	if s.Parent().SpanID().String() != "b7ad6b7169203331" || s.SpanContext().TraceID().String() != "0af7651916cd43dd8448eb211c80319c" {
+		t.Errorf("span parent %v trace %v", s.Parent().SpanID(), s.SpanContext().TraceID())
+	}
+}
+
+// TestNoTracer: with no tracer provider the middleware returns the
+// handler itself, and no call is traced.
+func TestNoTracer(t *testing.T) {
+	h := &countHandler{}
+	if got := otelrpcd.Middleware(nil)(h); got != handler.Handler(h) {
+		t.Errorf("Middleware(nil) wrapped the handler: %T", got)
+	}
+	if ctx := context.Background(); otelrpcd.Inject(ctx) != ctx {
+		t.Error("Inject without a span changed the context")
+	}
+}
+
+type countHandler struct{ n int }
+
+func (h *countHandler) ServeRPC(_ context.Context, _, reply []byte) ([]byte, error) {
+	h.n++
+	return reply, nil
+}
+
+// TestUntracedCallAllocs: with the middleware installed and no tracer, a
+// raw call over loopback (client and server) allocates nothing, as without
+// it.
+func TestUntracedCallAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops items")
+	}
+	reg := handler.NewRegistry()
+	reg.Use(otelrpcd.Middleware(nil))
+	builtin.Register(reg)
+	_, c := start(t, reg)
+	ctx := context.Background()
+	req, reply := make([]byte, 16), make([]byte, 0, 64)
+	for range 100 {
+		reply, _ = c.CallRaw(ctx, builtin.EchoPacket, req, reply[:0])
+	}
+	allocs := testing.AllocsPerRun(2000, func() {
+		var err error
+		if reply, err = c.CallRaw(ctx, builtin.EchoPacket, req, reply[:0]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%.2f allocations per raw call with the middleware and no tracer, want 0", allocs)
+	}
+}
