@@ -1,0 +1,105 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// gatewayAddr returns the address in serve's "rpcd: gateway serving" line
+// (JSON log).
+func gatewayAddr(t *testing.T, log string) string {
+	t.Helper()
+	for _, line := range strings.Split(log, "\n") {
+		var rec struct{ Msg, Gateway string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "rpcd: gateway serving" {
+			return rec.Gateway
+		}
+	}
+	t.Fatalf("no gateway line in the log:\n%s", log)
+	return ""
+}
+
+// TestProcessGatewaySecurity runs `rpcd serve -gateway` with tokens and a
+// role requirement, then with mutual TLS: the gateway requires what the
+// main port requires, through the same authenticator and middleware.
+func TestProcessGatewaySecurity(t *testing.T) {
+	files := writeTestFiles(t)
+
+	t.Run("tokens", func(t *testing.T) {
+		d := startServe(t, "-log-format", "json", "-gateway", "127.0.0.1:0",
+			"-auth-tokens", files.tokens, "-auth-require", "Math/Sum=admin")
+		url := "http://" + gatewayAddr(t, d.log.String()) + "/rpc/"
+		hc := &http.Client{Timeout: runTimeout, Transport: &http.Transport{}}
+		defer hc.CloseIdleConnections()
+		cases := []struct {
+			name, route, token string
+			status             int
+		}{
+			{"no token", "Sys/Ping", "", 401},
+			{"wrong token", "Sys/Ping", "t-nobody", 401},
+			{"reader", "Sys/Ping", "t-reader", 200},
+			{"reader without the role", "Math/Sum", "t-reader", 403},
+			{"admin", "Math/Sum", "t-admin", 200},
+		}
+		for _, tc := range cases {
+			req, _ := http.NewRequest(http.MethodPost, url+tc.route, strings.NewReader(`{"a":1,"b":2}`))
+			req.Header.Set("Content-Type", "application/json")
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Errorf("%s: %d %s, want %d", tc.name, resp.StatusCode, body, tc.status)
+			}
+		}
+		if code := d.stop(t, syscall.SIGTERM); code != 0 {
+			t.Errorf("exit status %d; log:\n%s", code, d.log.String())
+		}
+	})
+
+	t.Run("mutual TLS", func(t *testing.T) {
+		d := startServe(t, "-log-format", "json", "-gateway", "127.0.0.1:0",
+			"-tls-cert", files.serverCert, "-tls-key", files.serverKey, "-tls-client-ca", files.ca)
+		url := "https://" + gatewayAddr(t, d.log.String()) + "/rpc/Sys/Ping"
+		caPEM, err := os.ReadFile(files.ca)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(caPEM)
+		post := func(certs []tls.Certificate) (int, error) {
+			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs}}
+			defer tr.CloseIdleConnections()
+			hc := &http.Client{Timeout: runTimeout, Transport: tr}
+			resp, err := hc.Post(url, "application/json", strings.NewReader("{}"))
+			if err != nil {
+				return 0, err
+			}
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		}
+		if status, err := post(nil); err == nil {
+			t.Errorf("without a client certificate: status %d, want the handshake refused", status)
+		}
+		cert, err := tls.LoadX509KeyPair(files.clientCert, files.clientKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status, err := post([]tls.Certificate{cert}); err != nil || status != 200 {
+			t.Errorf("with a client certificate: %d, %v", status, err)
+		}
+		d.stop(t, syscall.SIGTERM)
+	})
+}
