@@ -179,6 +179,7 @@ func (c *conn) finishReply(out []byte, start int, id uint32, oneWay bool, err er
 		}
 	}
 	if err != nil {
+		c.s.stats.callFailed(err)
 		var flags proto.Flags
 		if handler.IsUnprocessed(err) {
 			flags = proto.FlagUnprocessed
@@ -203,6 +204,7 @@ func (c *conn) refuse(out []byte, f *proto.Frame, code proto.Code, msg string) [
 		c.s.log.Debug("rpcd: one-way call refused", "remote", c.remote, "route", string(f.Route), "code", code)
 		return out
 	}
+	c.s.stats.callRefused(code)
 	return proto.AppendError(out, f.ID, proto.FlagUnprocessed, code, msg)
 }
 

@@ -17,6 +17,7 @@ import (
 // OnOpen sets up a connection, or turns it away while draining.
 func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	if s.draining.Load() {
+		s.stats.connsRefused.Add(1)
 		return proto.AppendGoAway(nil, 0, proto.CodeUnavailable, "server is draining"), gnet.Close
 	}
 	c := newConn(s, gc, gc.RemoteAddr())
@@ -26,6 +27,7 @@ func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 	s.nconns.Add(1)
+	s.stats.connsOpened.Add(1)
 	return nil, gnet.None
 }
 
@@ -65,6 +67,7 @@ func (s *Server) OnTraffic(gc gnet.Conn) (action gnet.Action) {
 		}
 	}()
 	if in := gc.InboundBuffered(); in > c.inboundLeft {
+		s.stats.bytesIn.Add(uint64(in - c.inboundLeft))
 		c.lastRead.Store(s.clock.Load()) // bytes arrived since the last wake-up
 	}
 	bp := outPool.Get().(*[]byte)
@@ -73,6 +76,7 @@ func (s *Server) OnTraffic(gc gnet.Conn) (action gnet.Action) {
 		if _, err := gc.Write(out); err != nil {
 			action = gnet.Close
 		}
+		s.stats.bytesOut.Add(uint64(len(out)))
 	}
 	if cap(out) <= 2*s.opts.Limits.MaxFrameSize { // let a huger buffer go
 		*bp = out[:0]
@@ -127,6 +131,7 @@ func (c *conn) watch(gc gnet.Conn) gnet.Action {
 		c.backlogSince.Store(0)
 		c.backlogLast = 0
 	case ob > c.s.opts.MaxOutbound:
+		c.s.stats.slowConsumers.Add(1)
 		c.s.log.Info("rpcd: closing connection: the peer does not read its replies", "remote", c.remote, "unread", ob)
 		return gnet.Close
 	case c.backlogLast == 0 || ob < c.backlogLast:

@@ -52,6 +52,8 @@ type Server struct {
 	tasks    chan *task
 	workers  sync.WaitGroup
 	inflight atomic.Int64 // blocking calls queued or running
+
+	stats serverStats // the counters behind Stats
 }
 
 // New returns a server for reg's routes. Call ListenAndServe, Serve or
@@ -225,6 +227,7 @@ func (s *Server) accept(ln net.Listener) error {
 
 // refuse tells a connection it will not be served and closes it.
 func (s *Server) refuse(nc net.Conn, code proto.Code, msg string) {
+	s.stats.connsRefused.Add(1)
 	_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	_, _ = nc.Write(proto.AppendGoAway(nil, 0, code, msg))
 	_ = nc.Close()

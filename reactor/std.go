@@ -136,6 +136,7 @@ func (s *Server) serveStd(nc net.Conn) {
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 	s.nconns.Add(1)
+	s.stats.connsOpened.Add(1)
 	defer func() {
 		c.closeCalls()
 		if c.big != nil {
@@ -163,7 +164,11 @@ func (s *Server) serveStd(nc net.Conn) {
 		out, end = c.serviceStd(out[:0])
 		if len(out) > 0 {
 			_ = nc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+			s.stats.bytesOut.Add(uint64(len(out)))
 			if _, err := nc.Write(out); err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					s.stats.slowConsumers.Add(1) // unread replies for WriteTimeout
+				}
 				s.log.Debug("rpcd: writing to a connection", "remote", c.remote, "err", err)
 				end = true
 			}
@@ -185,6 +190,7 @@ func (s *Server) serveStd(nc net.Conn) {
 		}
 		n, err := l.fill(maxBuf)
 		l.w += n
+		s.stats.bytesIn.Add(uint64(n))
 		if n > 0 {
 			c.lastRead.Store(s.clock.Load())
 		}

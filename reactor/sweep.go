@@ -70,6 +70,9 @@ func (s *Server) check(c *conn, now int64) {
 	if bs := c.backlogSince.Load(); bs != 0 {
 		switch {
 		case since(bs) > o.WriteTimeout:
+			if c.ending.Load() == nil {
+				s.stats.slowConsumers.Add(1)
+			}
 			c.end(proto.CodeUnavailable, fmt.Sprintf("replies unread for %v", o.WriteTimeout))
 		case since(bs) > o.WriteTimeout/2:
 			c.wake() // let the loop see whether the peer has read since

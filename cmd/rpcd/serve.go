@@ -45,6 +45,7 @@ type serveFlags struct {
 	security                                           securityFlags
 	chaosLedger                                        string
 	gateway                                            gatewayFlags
+	admin                                              adminFlags
 }
 
 // setupServe defines serve's flags; see command.setup.
@@ -67,6 +68,7 @@ func setupServe(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.DurationVar(&f.handshakeTimeout, "handshake-timeout", 0, "with authentication or TLS: how long a connection has to complete it; 0 means 5s")
 	f.security.define(fs)
 	f.gateway.define(fs)
+	f.admin.define(fs)
 	fs.String(configFlag, "", "read flags not given on the command line from this YAML `file` (default $RPCD_CONFIG); each flag is also $RPCD_NAME (docs/configuration.md)")
 	fs.StringVar(&f.chaosLedger, "chaos-ledger", "", "serve "+chaosRecord+", which appends its argument to this `file` each time it runs (for rpcd chaos)")
 	return func(c *cli, args []string) error { return c.serve(f, args) }
@@ -111,6 +113,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	}
 
 	reg := handler.NewRegistry()
+	counted := f.admin.count(reg) // nil without -admin; before other middleware, to count what it refuses
 	if roles != nil {
 		reg.Use(auth.Require(auth.Roles(roles)))
 	}
@@ -166,6 +169,13 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	if gw != nil {
 		logger.Info("rpcd: gateway serving", "gateway", gw.addr.String(), "tls", tlsConfig != nil)
 	}
+	adm, err := startAdmin(&f.admin, srv, counted, logger)
+	if err != nil {
+		logger.Error("rpcd: cannot listen", "admin", f.admin.addr, "err", err)
+		_ = shutdown(context.Background(), srv, gw)
+		return exitStatus(exitFail)
+	}
+	defer adm.stop() // after the drain: /readyz says 503 and /metrics answers while it lasts
 	logger.Info("rpcd: serving",
 		"addr", srv.Addr().String(),
 		"loops", loops,

@@ -1,0 +1,73 @@
+package admin
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rpcd/rpcd/metrics"
+	"github.com/rpcd/rpcd/reactor"
+)
+
+// The server's metrics; docs/operating.md explains each.
+var (
+	connsDesc = prometheus.NewDesc("rpcd_connections",
+		"Connections open now.", nil, nil)
+	connsOpenedDesc = prometheus.NewDesc("rpcd_connections_opened_total",
+		"Connections taken in and served.", nil, nil)
+	connsRefusedDesc = prometheus.NewDesc("rpcd_connections_refused_total",
+		"Connections turned away at once with a GoAway: past the connection limit, or while draining.", nil, nil)
+	bytesInDesc = prometheus.NewDesc("rpcd_received_bytes_total",
+		"Bytes read from connections (after TLS).", nil, nil)
+	bytesOutDesc = prometheus.NewDesc("rpcd_sent_bytes_total",
+		"Bytes written to connections (before TLS).", nil, nil)
+	slowDesc = prometheus.NewDesc("rpcd_slow_consumers_total",
+		"Connections closed because their peer did not read its replies: more unread than the outbound limit, or none read for the write timeout.", nil, nil)
+	errorsDesc = prometheus.NewDesc("rpcd_errors_total",
+		"Error replies to calls, by code: calls whose handler failed and calls refused before any handler ran (no such route, draining, a limit).",
+		[]string{"code"}, nil)
+	blockingDesc = prometheus.NewDesc("rpcd_blocking_calls",
+		"Calls of Blocking routes queued for the goroutine pool or running on it now.", nil, nil)
+	drainingDesc = prometheus.NewDesc("rpcd_draining",
+		"1 once the server has begun to drain (it takes no new connection or call), else 0.", nil, nil)
+)
+
+// ServerCollector returns a prometheus.Collector of srv's own counters
+// (reactor.Stats): connections, bytes, slow consumers, error replies by
+// code, Blocking calls and draining. New registers it; a program with a
+// /metrics of its own can register it there.
+func ServerCollector(srv *reactor.Server) prometheus.Collector { return serverCollector{srv} }
+
+type serverCollector struct{ srv *reactor.Server }
+
+// Describe implements prometheus.Collector.
+func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{connsDesc, connsOpenedDesc, connsRefusedDesc, bytesInDesc, bytesOutDesc, slowDesc, errorsDesc, blockingDesc, drainingDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. Error codes appear once they
+// have been counted.
+func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.srv.Stats()
+	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	counter := func(d *prometheus.Desc, v uint64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	gauge(connsDesc, float64(st.Conns))
+	counter(connsOpenedDesc, st.ConnsOpened)
+	counter(connsRefusedDesc, st.ConnsRefused)
+	counter(bytesInDesc, st.BytesIn)
+	counter(bytesOutDesc, st.BytesOut)
+	counter(slowDesc, st.SlowConsumers)
+	gauge(blockingDesc, float64(st.Blocking))
+	draining := 0.0
+	if st.Draining {
+		draining = 1
+	}
+	gauge(drainingDesc, draining)
+	for slot, n := range st.Errors {
+		if n > 0 {
+			ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(n), metrics.CodeName(slot))
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package admin
+
+import (
+	"encoding/json"
+	"net/http"
+	"runtime"
+	"time"
+
+	"github.com/rpcd/rpcd/metrics"
+	"github.com/rpcd/rpcd/reactor"
+)
+
+// reactor.Stats.Errors and metrics.RouteStats.Calls count codes in the same
+// slots: this fails to compile if they stop agreeing.
+const _ = uint(reactor.CodeSlots-metrics.CodeSlots) + uint(metrics.CodeSlots-reactor.CodeSlots)
+
+// The windows of /stats.json: rates are over the last second or so,
+// percentiles over the last ten seconds or so, each from the newest sample
+// at least that old (or the oldest there is) to now.
+const (
+	rateWindow    = time.Second
+	latencyWindow = 10 * time.Second
+	sampleEvery   = 500 * time.Millisecond // the least time between two samples kept
+)
+
+// sample is the counters read at one time.
+type sample struct {
+	at     time.Time
+	server reactor.Stats
+	routes []metrics.RouteStats
+}
+
+// take reads the counters now.
+func (h *Handler) take(now time.Time) sample {
+	s := sample{at: now, server: h.srv.Stats()}
+	if h.metrics != nil {
+		s.routes = h.metrics.Snapshot()
+	}
+	return s
+}
+
+// sampleAndCompare reads the counters and returns them with the samples to
+// compare them with for rates and for percentiles; it keeps the new sample
+// if the newest kept is at least sampleEvery old, and drops samples no
+// longer needed.
+func (h *Handler) sampleAndCompare() (now, rateBase, latBase sample) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now = h.take(time.Now())
+	rateBase, latBase = h.samples[0], h.samples[0]
+	for _, s := range h.samples {
+		age := now.at.Sub(s.at)
+		if age >= rateWindow {
+			rateBase = s
+		}
+		if age >= latencyWindow {
+			latBase = s
+		}
+	}
+	if now.at.Sub(h.samples[len(h.samples)-1].at) >= sampleEvery {
+		h.samples = append(h.samples, now)
+	}
+	// Keep one sample at least latencyWindow old, and those after it.
+	for len(h.samples) > 1 && now.at.Sub(h.samples[1].at) >= latencyWindow {
+		h.samples[0] = sample{}
+		h.samples = h.samples[1:]
+	}
+	return now, rateBase, latBase
+}
+
+// Stats is what /stats.json answers: the figures of the live page.
+// Durations are in seconds; "_per_s" figures are rates over RateWindow,
+// percentiles over LatencyWindow.
+type Stats struct {
+	Time          time.Time `json:"time"`
+	Addr          string    `json:"addr"`
+	Ready         bool      `json:"ready"`
+	Draining      bool      `json:"draining"`
+	Goroutines    int       `json:"goroutines"`
+	RateWindow    float64   `json:"rate_window_s"`
+	LatencyWindow float64   `json:"latency_window_s"`
+
+	Conns         int     `json:"conns"`
+	ConnsOpened   uint64  `json:"conns_opened"`
+	BytesIn       uint64  `json:"bytes_in"`
+	BytesOut      uint64  `json:"bytes_out"`
+	BytesInPerS   float64 `json:"bytes_in_per_s"`
+	BytesOutPerS  float64 `json:"bytes_out_per_s"`
+	SlowConsumers uint64  `json:"slow_consumers"`
+	Blocking      int     `json:"blocking"`
+
+	// Error replies, all codes: handlers' and refusals'.
+	Errors       uint64            `json:"errors"`
+	ErrorsPerS   float64           `json:"errors_per_s"`
+	ErrorsByCode map[string]uint64 `json:"errors_by_code"`
+
+	// The calls that reached a handler, from Options.Metrics; absent
+	// without it.
+	Calls *CallStats `json:"calls,omitempty"`
+}
+
+// CallStats are the figures of the calls that reached a handler: all
+// routes together, and each.
+type CallStats struct {
+	RouteStats
+	Routes []RouteStats `json:"routes"`
+}
+
+// RouteStats are one route's figures, or all routes' together.
+type RouteStats struct {
+	Route    string  `json:"route,omitempty"`
+	Calls    uint64  `json:"calls"`  // ended, since the start
+	Errors   uint64  `json:"errors"` // of Calls, those that ended with an error
+	InFlight uint64  `json:"in_flight"`
+	PerS     float64 `json:"calls_per_s"`
+	Count    uint64  `json:"window_calls"` // calls ended within the latency window
+	P50      float64 `json:"p50_s"`
+	P90      float64 `json:"p90_s"`
+	P99      float64 `json:"p99_s"`
+}
+
+// Stats returns the figures /stats.json answers.
+func (h *Handler) Stats() Stats {
+	now, rateBase, latBase := h.sampleAndCompare()
+	perS := func(n, base uint64) float64 {
+		d := now.at.Sub(rateBase.at).Seconds()
+		if d <= 0 || n < base {
+			return 0
+		}
+		return float64(n-base) / d
+	}
+	sv, rb := &now.server, &rateBase.server
+	out := Stats{
+		Time:          now.at,
+		Ready:         h.srv.Ready(),
+		Draining:      sv.Draining,
+		Goroutines:    runtime.NumGoroutine(),
+		RateWindow:    now.at.Sub(rateBase.at).Seconds(),
+		LatencyWindow: now.at.Sub(latBase.at).Seconds(),
+		Conns:         sv.Conns,
+		ConnsOpened:   sv.ConnsOpened,
+		BytesIn:       sv.BytesIn,
+		BytesOut:      sv.BytesOut,
+		BytesInPerS:   perS(sv.BytesIn, rb.BytesIn),
+		BytesOutPerS:  perS(sv.BytesOut, rb.BytesOut),
+		SlowConsumers: sv.SlowConsumers,
+		Blocking:      sv.Blocking,
+		ErrorsByCode:  map[string]uint64{},
+	}
+	if a := h.srv.Addr(); a != nil {
+		out.Addr = a.String()
+	}
+	var baseErrors uint64
+	for slot, n := range sv.Errors {
+		out.Errors += n
+		baseErrors += rb.Errors[slot]
+		if n > 0 {
+			out.ErrorsByCode[metrics.CodeName(slot)] = n
+		}
+	}
+	out.ErrorsPerS = perS(out.Errors, baseErrors)
+	if h.metrics == nil {
+		return out
+	}
+
+	cs := &CallStats{Routes: make([]RouteStats, 0, len(now.routes))}
+	var all metrics.Histogram
+	var allBase uint64
+	for i := range now.routes {
+		r := &now.routes[i]
+		win := r.Latency
+		if b := find(latBase.routes, r.Route); b != nil {
+			win.Sub(&b.Latency)
+		}
+		var base uint64
+		if b := find(rateBase.routes, r.Route); b != nil {
+			base = b.Total()
+		}
+		rs := RouteStats{
+			Route:    r.Route,
+			Calls:    r.Total(),
+			Errors:   r.Errors(),
+			InFlight: r.InFlight,
+			PerS:     perS(r.Total(), base),
+		}
+		rs.percentiles(&win)
+		cs.Routes = append(cs.Routes, rs)
+		cs.Calls += rs.Calls
+		cs.Errors += rs.Errors
+		cs.InFlight += rs.InFlight
+		allBase += base
+		all.Add(&win)
+	}
+	cs.PerS = perS(cs.Calls, allBase)
+	cs.percentiles(&all)
+	out.Calls = cs
+	return out
+}
+
+func (rs *RouteStats) percentiles(h *metrics.Histogram) {
+	rs.Count = h.Count()
+	rs.P50 = h.Quantile(0.50).Seconds()
+	rs.P90 = h.Quantile(0.90).Seconds()
+	rs.P99 = h.Quantile(0.99).Seconds()
+}
+
+// find returns the route named name in rs (sorted by name), or nil.
+func find(rs []metrics.RouteStats, name string) *metrics.RouteStats {
+	for i := range rs {
+		if rs[i].Route == name {
+			return &rs[i]
+		}
+	}
+	return nil
+}
+
+// statsJSON serves Stats as JSON.
+func (h *Handler) statsJSON(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", " ")
+	_ = enc.Encode(h.Stats())
+}

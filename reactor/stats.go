@@ -1,0 +1,79 @@
+package reactor
+
+import (
+	"sync/atomic"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// CodeSlots is the length of Stats.Errors: a slot for each of the codes
+// docs/protocol.md defines (0 to 16), and a last one that counts every
+// code above them together (reserved by the protocol, or an application's
+// own).
+const CodeSlots = int(proto.CodeUnauthenticated) + 2
+
+// CodeSlot returns the index in Stats.Errors that counts code.
+func CodeSlot(code proto.Code) int { return min(int(code), CodeSlots-1) }
+
+// Stats is a snapshot of a Server's counters, for metrics and admin pages.
+// The counters run from New and never go down; the gauges (Conns,
+// Blocking, Draining) are as of the call.
+type Stats struct {
+	Conns         int    // connections open now
+	ConnsOpened   uint64 // connections taken in and served
+	ConnsRefused  uint64 // connections turned away at once: past MaxConns, or while draining
+	BytesIn       uint64 // bytes read from connections (after TLS, on the TLS transport)
+	BytesOut      uint64 // bytes written to connections (before TLS)
+	SlowConsumers uint64 // connections closed because their peer did not read its replies (MaxOutbound, WriteTimeout)
+	Blocking      int    // Blocking calls queued for the pool or running on it
+	Draining      bool   // Shutdown has begun: the server takes no new connection or call
+
+	// Errors counts the Error frames that answered calls, by code (index
+	// with CodeSlot): calls whose handler failed, and calls refused before
+	// any handler ran (no such route, draining, over a limit).
+	Errors [CodeSlots]uint64
+}
+
+// serverStats are the counters behind Stats. The loops add to them once
+// per wake-up or per event, never per call on a call that succeeds.
+type serverStats struct {
+	connsOpened   atomic.Uint64
+	connsRefused  atomic.Uint64
+	bytesIn       atomic.Uint64
+	bytesOut      atomic.Uint64
+	slowConsumers atomic.Uint64
+	errors        [CodeSlots]atomic.Uint64
+}
+
+// callFailed counts an Error frame that answers a call with err.
+func (st *serverStats) callFailed(err error) { st.callRefused(handler.CodeOf(err)) }
+
+// callRefused counts an Error frame that answers a call with code.
+func (st *serverStats) callRefused(code proto.Code) { st.errors[CodeSlot(code)].Add(1) }
+
+// Stats returns the server's counters now.
+func (s *Server) Stats() Stats {
+	st := &s.stats
+	out := Stats{
+		Conns:         int(s.nconns.Load()),
+		ConnsOpened:   st.connsOpened.Load(),
+		ConnsRefused:  st.connsRefused.Load(),
+		BytesIn:       st.bytesIn.Load(),
+		BytesOut:      st.bytesOut.Load(),
+		SlowConsumers: st.slowConsumers.Load(),
+		Blocking:      int(s.inflight.Load()),
+		Draining:      s.draining.Load(),
+	}
+	for i := range out.Errors {
+		out.Errors[i] = st.errors[i].Load()
+	}
+	return out
+}
+
+// Ready reports whether the server is accepting connections: it has
+// started and has not begun to drain. A load balancer's readiness check
+// asks this.
+func (s *Server) Ready() bool {
+	return s.Addr() != nil && !s.draining.Load()
+}
