@@ -22,6 +22,7 @@
 //	rpcd serve [-addr 127.0.0.1:7070] [-loops 0] [-max-frame 4194304]
 //	           [-max-inflight 0] [-drain-timeout 10s]
 //	           [-log-level info] [-log-format text] [limits] [security]
+//	           [-gateway ADDR] [-config FILE]
 //
 // Serve listens on -addr ("host:port", or "unix:///path") and logs to
 // standard error through log/slog, in text or JSON. Once it listens it logs
@@ -50,6 +51,25 @@
 //
 //	rpcd serve -tls-cert server.pem -tls-key server.key \
 //	           -auth-tokens tokens -auth-require Math/Sum=admin
+//
+// -gateway ADDR also serves the routes over HTTP/JSON on a port of its own:
+// POST /rpc/Controller/Action with a JSON body (or, for raw routes, an
+// application/octet-stream one) answers with the handler's reply, an error
+// with the HTTP status for its code and {"code":...,"message":...}. The
+// gateway requires the same tokens, roles and client certificates as the
+// main port, logs "rpcd: gateway serving" with its address, and drains with
+// it (docs/gateway.md):
+//
+//	$ curl --json '{"a":1,"b":2}' http://127.0.0.1:8080/rpc/Math/Sum
+//	3
+//
+// Every flag is also read from the environment, as RPCD_ and the flag's
+// name in upper case with '-' as '_' (RPCD_MAX_CONNS for -max-conns), and
+// from the YAML file -config FILE (or $RPCD_CONFIG) names, whose keys are
+// the flags' names (max-conns: 20000). A flag on the command line wins over
+// the environment, which wins over the file. A key that is no flag, a value
+// of the wrong type, or one serve refuses stops it with exit status 2 and a
+// message naming the file, line and key (docs/configuration.md).
 //
 // # call
 //
