@@ -22,7 +22,7 @@
 //	rpcd serve [-addr 127.0.0.1:7070] [-loops 0] [-max-frame 4194304]
 //	           [-max-inflight 0] [-drain-timeout 10s]
 //	           [-log-level info] [-log-format text] [limits] [security]
-//	           [-gateway ADDR] [-config FILE]
+//	           [-gateway ADDR] [-admin ADDR] [-config FILE]
 //
 // Serve listens on -addr ("host:port", or "unix:///path") and logs to
 // standard error through log/slog, in text or JSON. Once it listens it logs
@@ -62,6 +62,19 @@
 //
 //	$ curl --json '{"a":1,"b":2}' http://127.0.0.1:8080/rpc/Math/Sum
 //	3
+//
+// -admin ADDR serves, over HTTP on a port of its own, Prometheus metrics at
+// /metrics (calls by route and code, latency by route, calls in flight,
+// error replies by code, connections, bytes, slow consumers), pprof at
+// /debug/pprof/, /healthz, /readyz (503 from the moment the server begins
+// to drain) and a live page at / that refreshes itself every second. It
+// logs "rpcd: admin serving" with its address before "rpcd: serving", and
+// closes after the drain. It has no authentication: give it a loopback or
+// private address (docs/operating.md):
+//
+//	$ rpcd serve -admin 127.0.0.1:7071 &
+//	$ curl -s 127.0.0.1:7071/readyz
+//	ready
 //
 // Every flag is also read from the environment, as RPCD_ and the flag's
 // name in upper case with '-' as '_' (RPCD_MAX_CONNS for -max-conns), and
