@@ -9,6 +9,8 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
+type otherKey struct{}
+
 // TestWithTrace checks where a call's trace context comes from: metadata
 // set with WithMetadata, then WithTraceContext, then the incoming call.
 func TestWithTrace(t *testing.T) {
@@ -31,7 +33,7 @@ func TestWithTrace(t *testing.T) {
 	}{
 		{"nothing", context.Background(), "", "", 0},
 		{"incoming call", incoming, tpIn, "k=v", 2},
-		{"wrapped incoming call", context.WithValue(incoming, struct{}{}, 1), tpIn, "k=v", 2},
+		{"wrapped incoming call", context.WithValue(incoming, otherKey{}, 1), tpIn, "k=v", 2},
 		{"WithTraceContext over the incoming call", WithTraceContext(incoming, tpSet, ""), tpSet, "", 1},
 		{"WithMetadata over both", WithMetadata(WithTraceContext(incoming, tpSet, "x=y"), proto.MetaTraceParent, tpMD), tpMD, "", 1},
 		{"other metadata kept", WithMetadata(incoming, "tenant", "acme"), tpIn, "k=v", 3},

@@ -151,7 +151,7 @@ func TestParentChild(t *testing.T) {
 		}
 	}
 	if v, found := attr(ok, otelrpcd.AttrCode); !found || v.AsInt64() != 0 {
-		t.Errorf("A/Ok: code attribute %v", v.Emit())
+		t.Errorf("A/Ok: code attribute %v", v.String())
 	}
 
 	missing := spanNamed(t, sr, "A/Missing")
@@ -159,7 +159,7 @@ func TestParentChild(t *testing.T) {
 		t.Errorf("A/Missing: status %+v, want Error \"not found: no such thing\"", st)
 	}
 	if v, _ := attr(missing, otelrpcd.AttrCode); v.AsInt64() != int64(proto.CodeNotFound) {
-		t.Errorf("A/Missing: code attribute %v", v.Emit())
+		t.Errorf("A/Missing: code attribute %v", v.String())
 	}
 	panicked := spanNamed(t, sr, "A/Panic")
 	if st := panicked.Status(); st.Code != codes.Error || !strings.HasPrefix(st.Description, "internal: handler panicked: on purpose") {
