@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
 )
 
 // gatewayAddr returns the address in serve's "rpcd: gateway serving" line
@@ -102,4 +106,73 @@ func TestProcessGatewaySecurity(t *testing.T) {
 		}
 		d.stop(t, syscall.SIGTERM)
 	})
+}
+
+// TestServeGatewayDrain checks that SIGTERM lets a gateway call in flight
+// finish with its reply before serve exits 0.
+func TestServeGatewayDrain(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	log := &syncBuffer{}
+	c := &cli{
+		stdin: strings.NewReader(""), stdout: io.Discard, stderr: log,
+		signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
+		register: func(reg *handler.Registry) {
+			reg.Handle("Test/Hold", handler.Func(func(context.Context, struct{}) (string, error) {
+				entered <- struct{}{}
+				<-release
+				return "done", nil
+			}), handler.Blocking())
+		},
+	}
+	code := make(chan int, 1)
+	go func() {
+		code <- c.run([]string{"serve", "-addr", "127.0.0.1:0", "-gateway", "127.0.0.1:0", "-log-format", "json", "-loops", "1"})
+	}()
+	exited, status := make(chan struct{}), make(chan int, 1)
+	go func() { status <- <-code; close(exited) }()
+	if _, err := waitServing(log, exited); err != nil {
+		t.Fatalf("%v; log:\n%s", err, log.String())
+	}
+	url := "http://" + gatewayAddr(t, log.String()) + "/rpc/Test/Hold"
+	hc := &http.Client{Timeout: runTimeout, Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := hc.Post(url, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- result{status: resp.StatusCode, body: string(b)}
+	}()
+	select {
+	case <-entered:
+	case <-time.After(stopTimeout):
+		t.Fatal("the gateway call did not start")
+	}
+	sigs <- syscall.SIGTERM
+	if err := waitLog(log, "rpcd: draining"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	r := <-done
+	if r.err != nil || r.status != 200 || r.body != `"done"` {
+		t.Errorf("the call in flight during the drain: %d %q %v, want 200 \"done\"", r.status, r.body, r.err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(stopTimeout):
+		t.Fatal("serve did not exit after the drain")
+	}
+	if st := <-status; st != 0 || !strings.Contains(log.String(), "rpcd: stopped") {
+		t.Errorf("exit status %d, want 0; log:\n%s", st, log.String())
+	}
 }
