@@ -2,7 +2,6 @@ package reactor_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"testing"
 	"time"
@@ -98,7 +97,8 @@ func TestStatsCounts(t *testing.T) {
 
 // TestStatsRefusedAndSlow: connections past MaxConns are counted as
 // refused; a peer that never reads is counted as a slow consumer when the
-// server cuts it off, by the outbound cap and by the write timeout.
+// server cuts it off, by the outbound cap and by the write timeout (on
+// the TLS transport, by the write timeout alone).
 func TestStatsRefusedAndSlow(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -108,6 +108,9 @@ func TestStatsRefusedAndSlow(t *testing.T) {
 		{"write timeout", reactor.Options{MaxConns: 1, MaxOutbound: 256 << 20, WriteTimeout: 200 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if overTLS && tc.name == "outbound cap" {
+				t.Skip("the TLS transport writes with a deadline (WriteTimeout) and keeps no outbound buffer to cap")
+			}
 			s := start(t, builtinRegistry(), tc.opts)
 			r := dialRaw(t, s)
 			waitStats(t, s, "the first connection", func(st reactor.Stats) bool { return st.Conns == 1 })
@@ -119,22 +122,19 @@ func TestStatsRefusedAndSlow(t *testing.T) {
 				t.Fatalf("after a refusal: %+v", st)
 			}
 
-			r.nc.(interface{ SetReadBuffer(int) error }).SetReadBuffer(4096)
+			if tcp, ok := r.nc.(*net.TCPConn); ok {
+				tcp.SetReadBuffer(4096) // let the kernel hold little for us
+			}
 			frame := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, builtin.EchoPacket, nil, make([]byte, 128<<10))
 			for i := 0; ; i++ {
-				r.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+				r.nc.SetWriteDeadline(time.Now().Add(2 * time.Second))
 				if _, err := r.nc.Write(frame); err != nil {
-					var ne net.Error
-					if errors.As(err, &ne) && ne.Timeout() {
-						t.Fatalf("the server stopped reading instead of closing: %v", err)
-					}
-					break
+					break // the server closed (or, over TLS, may still be sending its close_notify): see below
 				}
 				if i > 2000 { // 256 MiB asked for
 					t.Fatal("the peer that never reads was never cut off")
 				}
 				time.Sleep(2 * time.Millisecond) // at most 64 MiB/s, so the write timeout's case holds little
-
 			}
 			st := waitStats(t, s, "the slow consumer closed", func(st reactor.Stats) bool { return st.Conns == 0 })
 			if st.SlowConsumers != 1 {
