@@ -9,7 +9,7 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
-// The retry rules, which docs/client-reliability.md states for users: a
+// The retry rules, which docs/reliability.md states for users: a
 // call is sent again only when it provably did not run (Unavailable or
 // ResourceExhausted with the Unprocessed flag), or when its route is
 // idempotent and it failed with Unavailable; at most Options.MaxRetries

@@ -170,18 +170,30 @@ const sonicMaxDepth = 4096
 //     unsupported value: ");
 //   - a `,string` field (Quoted) whose quoted text is not a JSON number,
 //     such as "00" or "-01": encoding/json parses the text with strconv,
-//     which takes leading zeros; sonic parses it as JSON, which does not.
+//     which takes leading zeros; sonic parses it as JSON, which does not;
+//   - a map with integer keys (MI) with a key that is not a JSON number,
+//     such as "00" or "+1", for the same reason.
 func sonicMayRefuse(in []byte) bool {
 	if maxNesting(in) > sonicMaxDepth {
 		return true
 	}
 	var probe struct {
-		Quoted *string `json:"quoted"`
+		Quoted *string                     `json:"quoted"`
+		MI     map[string]*json.RawMessage `json:"mi"`
 	}
-	if json.Unmarshal(in, &probe) == nil && probe.Quoted != nil {
-		q := *probe.Quoted
-		isNumber := q != "" && (q[0] == '-' || '0' <= q[0] && q[0] <= '9') && json.Valid([]byte(q))
-		return !isNumber && q != "null"
+	if json.Unmarshal(in, &probe) != nil {
+		return false
+	}
+	isNumber := func(q string) bool {
+		return q != "" && (q[0] == '-' || '0' <= q[0] && q[0] <= '9') && json.Valid([]byte(q))
+	}
+	if q := probe.Quoted; q != nil && !isNumber(*q) && *q != "null" {
+		return true
+	}
+	for k := range probe.MI {
+		if !isNumber(k) {
+			return true
+		}
 	}
 	return false
 }

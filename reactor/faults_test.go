@@ -241,16 +241,25 @@ func TestMaxConns(t *testing.T) {
 // WriteTimeout; the server's memory for it stays bounded.
 func TestPeerThatNeverReads(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		opts reactor.Options
+		name    string
+		opts    reactor.Options
+		maxGrow uint64 // the most the heap may grow while the peer floods
 	}{
-		{"outbound cap", reactor.Options{MaxOutbound: 1 << 20, WriteTimeout: time.Minute}},
-		{"write timeout", reactor.Options{MaxOutbound: 256 << 20, WriteTimeout: 300 * time.Millisecond}},
+		// 1 MiB of unread replies, the requests being read and answered, and
+		// garbage not yet collected (about 5 MiB here), against the 200 MiB
+		// of replies the peer asks for.
+		{"outbound cap", reactor.Options{MaxOutbound: 1 << 20, WriteTimeout: time.Minute}, 16 << 20},
+		// Bounded by how much a peer can send within the timeout instead;
+		// the test checks only that it is cut off.
+		{"write timeout", reactor.Options{MaxOutbound: 256 << 20, WriteTimeout: 300 * time.Millisecond}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := start(t, builtinRegistry(), tc.opts)
 			h := newHealthy(t, s)
 			baseline(t)
+			var before runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
 			nc, err := net.Dial("tcp", s.Addr().String())
 			if err != nil {
 				t.Fatal(err)
@@ -260,8 +269,12 @@ func TestPeerThatNeverReads(t *testing.T) {
 			payload := make([]byte, 512<<10)
 			frame := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, builtin.EchoPacket, nil, payload)
 			closed := make(chan error, 1)
+			var peak atomic.Uint64
 			go func() {
 				for i := 0; ; i++ {
+					var m runtime.MemStats
+					runtime.ReadMemStats(&m)
+					peak.Store(max(peak.Load(), m.HeapInuse))
 					nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 					if _, err := nc.Write(frame); err != nil {
 						closed <- err
@@ -275,13 +288,20 @@ func TestPeerThatNeverReads(t *testing.T) {
 			}()
 			select {
 			case err := <-closed:
+				// The server closed the connection: a write fails with a
+				// reset or a broken pipe, not a timeout (a server that
+				// merely stopped reading).
 				var ne net.Error
-				if !errors.As(err, &ne) && !errors.Is(err, io.EOF) && err.Error() == "never cut off" {
+				if errors.As(err, &ne) && ne.Timeout() || err.Error() == "never cut off" {
 					t.Fatalf("the peer that never reads: %v", err)
 				}
 			case <-time.After(20 * time.Second):
 				t.Fatal("the peer that never reads was not cut off within 20s")
 			}
+			if grew := peak.Load() - min(peak.Load(), before.HeapInuse); tc.maxGrow > 0 && grew > tc.maxGrow {
+				t.Fatalf("the heap grew by %d KiB while the peer flooded; want at most %d KiB", grew>>10, tc.maxGrow>>10)
+			}
+			t.Logf("heap growth at its peak: %d KiB", (peak.Load()-min(peak.Load(), before.HeapInuse))>>10)
 			h.check()
 		})
 	}

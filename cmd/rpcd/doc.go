@@ -1,6 +1,7 @@
 // Rpcd is the rpcd daemon and command-line client: it serves the built-in
 // routes on gnet event loops, calls routes on a running server, lists a
-// server's routes, and load-tests a server.
+// server's routes, load-tests a server, soaks it, and kills and restarts
+// it under load to check that no call runs twice.
 //
 // Usage:
 //
@@ -12,6 +13,8 @@
 //	call    call a route and print its reply
 //	routes  list the routes a server has
 //	bench   load a server and report calls/s and latency
+//	soak    hold many connections at a fixed rate for minutes; check the server stays flat
+//	chaos   kill and restart a server while clients call it; check no call ran twice
 //	token   sign a token for servers started with -auth-hmac-key
 //	help    print this list, or a command's usage: rpcd help call
 //
@@ -170,6 +173,37 @@
 // Bench exits 0 when the run completes, even if calls failed; 1 if it
 // cannot run, if every call failed, or on Ctrl-C (after printing what was
 // measured); 2 on a usage error.
+//
+// # soak
+//
+//	rpcd soak [-addr ADDR] [-c 1000] [-rate 100] [-d 5m] [-warmup 30s]
+//	          [-every 10s] [-scenario EchoPacket16] [-timeout 5s] [-json]
+//
+// Soak opens -c connections, each its own client, and calls -scenario on
+// each -rate times a second (open loop) for -d after -warmup. Every -every
+// it prints the window's calls/s, errors and p99, and samples the server
+// through Sys/Stats: heap in use, resident memory, goroutines and
+// connections. Before the load it reports the server's memory per
+// connection. It passes (exit 0) when no call failed, every window after
+// the warm-up made 98% of the rate asked for, and the server's heap,
+// resident memory and goroutines stayed flat; otherwise it says which and
+// exits 1. Without -addr it runs its own "rpcd serve" child with -max-conns
+// raised to fit -c. docs/reliability.md has the figures of this machine.
+//
+// # chaos
+//
+//	rpcd chaos [-d 30s] [-callers 16] [-conns 4] [-kill-every 1s]
+//	           [-down 100ms] [-term 0.25] [-timeout 2s] [-ledger FILE] [-json]
+//
+// Chaos runs "rpcd serve -chaos-ledger FILE" on a port of its own and has
+// -callers goroutines call Chaos/Record, each call with a key of its own,
+// while it kills the server at random (SIGKILL, or SIGTERM with probability
+// -term) and restarts it. The server appends each key it runs to the
+// ledger. At the end every call is checked against it: a reply means the
+// call ran once, an unprocessed error that it never ran, an unknown fate
+// that it ran at most once; every error must be a typed rpcd error. It
+// prints the counts and exits 1 if any call ran twice or any other check
+// failed.
 //
 // # token
 //

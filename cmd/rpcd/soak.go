@@ -202,8 +202,17 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 		}
 	}()
 	rep.DialSec = round(time.Since(began).Seconds(), 2)
-	if rep.Connected, err = sample(); err != nil {
-		return err
+	// A dial returns once the kernel has the connection, before the server
+	// takes it in: sample until the server counts them all (or others too,
+	// at -addr), for a bounded time.
+	for settle := time.Now().Add(10 * time.Second); ; {
+		if rep.Connected, err = sample(); err != nil {
+			return err
+		}
+		if rep.Connected.Conns >= rep.Idle.Conns+f.conns || time.Now().After(settle) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	rep.HeapPerConn = perConn(rep.Connected.HeapInuse, rep.Idle.HeapInuse, f.conns)
 	rep.RSSPerConn = perConn(rep.Connected.RSS, rep.Idle.RSS, f.conns)
