@@ -32,6 +32,8 @@ type Client struct {
 	readyMu sync.Mutex    // guards ready
 	ready   chan struct{} // closed, and replaced, when a slot gets a new connection
 	retries atomic.Uint64 // calls sent again, for tests
+	srv     *serving      // the routes the server may call here
+	dropped atomic.Uint64 // pushes Options.Pushes had no room for
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -55,6 +57,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	}
 	c := &Client{addr: addr, opts: opts, log: opts.Logger, noConn: errNoConn(addr), ready: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.srv = &serving{reg: opts.Handler, pushes: opts.Pushes, max: opts.MaxHandlers, peer: c, dropped: func() { c.dropped.Add(1) }, log: opts.Logger}
 	for range opts.Conns {
 		w, err := c.dial(ctx)
 		if err != nil {
@@ -97,7 +100,7 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 			return nil, err
 		}
 	}
-	return newWire(nc, c.opts.Limits, c.opts.KeepAlive, c.opts.KeepAliveTimeout), nil
+	return newWire(nc, c.opts.Limits, c.opts.KeepAlive, c.opts.KeepAliveTimeout, c.srv), nil
 }
 
 // tlsConfigFor returns cfg with ServerName set to the host of addr if

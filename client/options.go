@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -41,7 +42,7 @@ type Options struct {
 	// fail with Unavailable whatever their fate. Each retry waits a random
 	// time between half and all of MinBackoff doubled once per retry before
 	// it (capped at MaxBackoff), never past the call's context. One-way
-	// calls are never sent again. docs/client-reliability.md has the rules.
+	// calls are never sent again. docs/reliability.md has the rules.
 	MaxRetries int
 
 	// Idempotent reports whether running route more than once does no
@@ -84,6 +85,23 @@ type Options struct {
 	// Over TLS, a client certificate in Options.TLS can serve instead.
 	Credentials *Credentials
 
+	// Handler, if set, holds the routes the server may call on this
+	// client (reverse calls, and one-way pushes), registered as on a
+	// server. Each call runs on a goroutine of its own, under a
+	// handler.Call whose Peer is this Client, so a handler may call the
+	// server back and wait. Without a route for it, a server's call gets
+	// NotFound.
+	Handler *handler.Registry
+
+	// Pushes, if set, receives the one-way messages the server sends to
+	// routes Handler has none for. The client never waits for room: a
+	// message that does not fit is dropped and counted (DroppedPushes).
+	Pushes chan<- Push
+
+	// MaxHandlers bounds the server's calls running at once on one
+	// connection; past it they get ResourceExhausted. Default 256.
+	MaxHandlers int
+
 	// Logger receives the client's logs; default slog.Default().
 	Logger *slog.Logger
 }
@@ -125,6 +143,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Dial == nil {
 		o.Dial = dial
+	}
+	if o.MaxHandlers <= 0 {
+		o.MaxHandlers = 256
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -44,16 +44,20 @@ type wire struct {
 	wsig     chan struct{} // hands the writer the frames queued during a write
 	wdl      bool          // a write deadline is set; owned by whoever is flushing
 
+	srv   *serving    // the client's routes, for the server's calls
+	calls serverCalls // the server's calls running here
+
 	done chan struct{} // closed when the wire fails
 	wg   sync.WaitGroup
 }
 
 // newWire starts the goroutines of a connection: its reader, its writer
 // and, if keepAlive is positive, its keep-alive watch.
-func newWire(nc net.Conn, lim proto.Limits, keepAlive, keepAliveTimeout time.Duration) *wire {
+func newWire(nc net.Conn, lim proto.Limits, keepAlive, keepAliveTimeout time.Duration, srv *serving) *wire {
 	w := &wire{
 		nc:   nc,
 		lim:  lim,
+		srv:  srv,
 		born: time.Now(),
 		wsig: make(chan struct{}, 1),
 		away: make(chan struct{}),
@@ -422,10 +426,11 @@ func (w *wire) handle(f *proto.Frame) {
 			close(w.away) // only this goroutine closes it
 		}
 		w.closeIfIdle()
-	case proto.KindRequest:
-		// This client serves no routes; the protocol still owes an answer.
-		w.enqueueAsync(proto.AppendError(nil, f.ID, proto.FlagUnprocessed, proto.CodeNotFound, "client serves no routes"))
-	case proto.KindOneWay, proto.KindCancel, proto.KindPong:
+	case proto.KindRequest, proto.KindOneWay:
+		w.serve(f) // a reverse call or a push: Options.Handler, Options.Pushes
+	case proto.KindCancel:
+		w.cancelServed(f.ID)
+	case proto.KindPong:
 	}
 }
 
@@ -435,7 +440,7 @@ func (w *wire) closeIfIdle() {
 	if !w.goingAway.Load() {
 		return
 	}
-	if w.pending.len() == 0 {
+	if w.pending.len() == 0 && w.servedIdle() {
 		w.fail(errGoAway)
 	}
 }
@@ -468,6 +473,7 @@ func (w *wire) fail(cause error) {
 	close(w.done)
 	w.pmu.Unlock()
 	pending := w.pending.close()
+	w.cancelAllServed()
 
 	_ = w.nc.Close()
 	for id, cl := range pending {

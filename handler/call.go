@@ -25,6 +25,13 @@ type Call struct {
 	Remote   net.Addr       // the caller's address
 	Identity *Identity      // who the connection authenticated as; nil if it did not
 
+	// Peer calls and notifies the other end of the connection (see Peer);
+	// nil if the transport offers none.
+	Peer Peer
+	// Inline is set while the handler runs on a server's event loop, which
+	// it must not block: Peer's Call and CallRaw refuse to wait there.
+	Inline bool
+
 	parent   context.Context
 	deadline time.Time
 
@@ -84,25 +91,37 @@ func (c *Call) Start(parent context.Context, deadline time.Time) {
 // the handler has returned, and sets the other fields anew for the next
 // call; Remote and the parent may stay, for the next call on the same
 // connection.
-func (c *Call) End() {
+//
+// End reports whether c may serve another call. It may not once Done has
+// handed out its channel: contexts derived from c, and the goroutines the
+// context package runs for them, can still look at c after the handler
+// returns. Such a Call is cancelled for good (contexts derived from it end
+// too), and the transport makes a new one.
+func (c *Call) End() (reusable bool) {
 	if c.timer == nil && c.done == nil && c.err == nil {
 		// Nothing was armed, made or cancelled: no other goroutine can be
 		// looking at c, and there is nothing to release.
 		c.deadline = time.Time{}
 		c.Metadata = nil
-		return
+		return true
 	}
 	c.mu.Lock()
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	if c.err != nil {
-		c.done = nil // a closed channel cannot serve the next call
+	handedOut := c.done != nil
+	if handedOut {
+		if c.err == nil {
+			c.err = context.Canceled // the call is over
+			close(c.done)
+		}
+	} else {
+		c.err = nil
+		c.deadline = time.Time{}
 	}
-	c.err = nil
-	c.deadline = time.Time{}
 	c.mu.Unlock()
 	c.Metadata = nil
+	return !handedOut
 }
 
 // Cancel cancels the call with err (context.Canceled or

@@ -41,8 +41,17 @@ func TestCallContext(t *testing.T) {
 	if !errors.Is(c.Err(), context.Canceled) {
 		t.Fatalf("Err = %v", c.Err())
 	}
-	c.End()
-	// Reused for the next call: fresh state.
+	if c.End() {
+		t.Fatal("a cancelled Call whose Done was handed out is reusable")
+	}
+	// A call that was cancelled but never handed out Done is reused with
+	// fresh state.
+	c = &Call{}
+	c.Start(parent, time.Time{})
+	c.Cancel(context.Canceled)
+	if !c.End() {
+		t.Fatal("a Call that handed nothing out is not reusable")
+	}
 	c.Start(parent, time.Time{})
 	if c.Err() != nil {
 		t.Fatal("reused call starts cancelled")
@@ -69,23 +78,54 @@ func TestCallDeadline(t *testing.T) {
 	if !errors.Is(c.Err(), context.DeadlineExceeded) {
 		t.Fatalf("Err = %v", c.Err())
 	}
-	c.End()
-
-	// A late timer from the previous call must not cancel the next one.
-	c.Start(context.Background(), time.Now().Add(time.Hour))
-	done := c.Done()
-	time.Sleep(10 * time.Millisecond)
-	select {
-	case <-done:
-		t.Fatal("next call cancelled by an old deadline")
-	default:
+	if c.End() {
+		t.Fatal("a Call whose deadline timer ran is reusable") // its timer could cancel the next call
 	}
-	c.End()
 
 	// Err notices a passed deadline even when Done was never asked for.
+	c = &Call{}
 	c.Start(context.Background(), time.Now().Add(-time.Millisecond))
 	if !errors.Is(c.Err(), context.DeadlineExceeded) {
 		t.Fatalf("Err past the deadline = %v", c.Err())
 	}
 	c.End()
+}
+
+// TestDerivedContextOutlivesCall: a handler that derives a context from its
+// Call (context.WithTimeout and friends start a goroutine that watches the
+// Call's Done) makes the Call unfit for reuse, and ends the contexts derived
+// from it when the call ends. Reusing it would let that goroutine find Done
+// closed and Err nil on the next call, and the context package panics.
+func TestDerivedContextOutlivesCall(t *testing.T) {
+	var cancelled Call
+	cancelled.Start(context.Background(), time.Time{})
+	child, cancel := context.WithTimeout(&cancelled, time.Hour)
+	defer cancel()
+	cancelled.Cancel(context.Canceled)
+	if cancelled.End() {
+		t.Fatal("End allows reuse of a cancelled Call whose Done was handed out")
+	}
+	<-child.Done()
+	if cancelled.Err() != context.Canceled || child.Err() != context.Canceled {
+		t.Fatalf("after End: call %v, derived %v", cancelled.Err(), child.Err())
+	}
+
+	var finished Call // ends without being cancelled
+	finished.Start(context.Background(), time.Now().Add(time.Hour))
+	child2, cancel2 := context.WithCancel(&finished)
+	defer cancel2()
+	if finished.End() {
+		t.Fatal("End allows reuse of a Call whose Done was handed out")
+	}
+	select {
+	case <-child2.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a context derived from a call outlives it")
+	}
+
+	var plain Call // Done never called: reused, as the hot path needs
+	plain.Start(context.Background(), time.Now().Add(time.Hour))
+	if !plain.End() || plain.Err() != nil {
+		t.Fatalf("a Call that handed nothing out: reusable false or Err %v", plain.Err())
+	}
 }

@@ -21,7 +21,7 @@ type conn struct {
 	gc     gnet.Conn // on an event loop; nil otherwise
 	std    *stdLink  // on the standard library transport (TLS); nil otherwise
 	remote net.Addr
-	call   handler.Call // reused by every inline call: one runs at a time
+	call   *handler.Call // reused by inline calls, one at a time, while End allows
 	routes handler.RouteCache
 
 	lastID    uint32 // greatest call id taken in, named by GoAway
@@ -47,21 +47,31 @@ type conn struct {
 
 	closed atomic.Bool
 
-	mu      sync.Mutex
-	replies []byte           // frames from the blocking pool, for the loop to write
-	woken   bool             // a Wake is pending for replies
-	calls   map[uint32]*task // blocking calls queued or running, by id
+	peer *Peer // the connection for handlers and server push; set once
+
+	mu        sync.Mutex
+	replies   []byte               // frames for the loop to write: the blocking pool's replies, the server's own calls
+	woken     bool                 // a Wake is pending for replies
+	calls     map[uint32]*task     // blocking calls queued or running, by id
+	peerCalls map[uint32]*peerCall // the server's calls to the client, waiting for replies
+	peerID    uint32               // the last id the server gave a call of its own
 }
 
 func newConn(s *Server, gc gnet.Conn, remote net.Addr) *conn {
 	c := &conn{s: s, gc: gc, remote: remote, calls: make(map[uint32]*task)}
-	c.call.Remote = remote
+	c.peer = &Peer{c: c}
+	c.newInlineCall()
 	c.openedAt = s.clock.Load()
 	if s.opts.Authenticator == nil {
 		c.authed = true
 		c.authedAt.Store(1)
 	}
 	return c
+}
+
+// newInlineCall gives the connection a fresh Call for its inline handlers.
+func (c *conn) newInlineCall() {
+	c.call = &handler.Call{Remote: c.remote, Identity: c.identity, Peer: c.peer, Inline: true}
 }
 
 // ending is why the sweeper ends a connection: the loop sends a GoAway with
@@ -92,9 +102,11 @@ func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *
 		return proto.AppendWelcome(out, ""), nil // nothing to check: any Hello is welcome
 	case proto.KindGoAway:
 		// The peer sends no new calls; those in flight are still answered.
-	case proto.KindResponse, proto.KindError, proto.KindPong, proto.KindWelcome:
-		// Answers to calls this server never made, or to a Ping it never
-		// sent: nothing waits for them.
+	case proto.KindResponse, proto.KindError:
+		c.answered(f) // to a call the server made (Peer.Call)
+	case proto.KindPong, proto.KindWelcome:
+		// Answers to a Ping the sweeper sent, or to a Hello the server
+		// never sends: nothing waits for them.
 	}
 	return out, nil
 }
@@ -116,9 +128,10 @@ func (c *conn) beforeAuth(f *proto.Frame, out []byte) ([]byte, *ending) {
 		return out, &ending{proto.CodeUnauthenticated, handler.MessageOf(err)}
 	}
 	c.authed = true
-	c.authedAt.Store(1)
 	c.identity = id
 	c.call.Identity = id
+	c.peer.identity.Store(id)
+	c.authedAt.Store(1) // after the identity: Server.Peers lists the connection from here
 	subject := ""
 	if id != nil {
 		subject = id.Subject
@@ -151,12 +164,14 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 		// handler appends it: one copy, not one per growth step.
 		out = slices.Grow(out, proto.HeaderSize+n)
 	}
-	call := &c.call
+	call := c.call
 	call.Route, call.ID, call.Codec, call.Metadata = rt.Name(), f.ID, f.Codec, f.Metadata
 	call.Start(c.s.opts.BaseContext, deadline)
 	out, start := proto.BeginResponse(out, f.ID, f.Codec)
 	out, err := rt.Serve(call, f.Payload, out)
-	call.End()
+	if !call.End() {
+		c.newInlineCall() // the handler took Done: contexts derived from call may outlive it
+	}
 	return c.finishReply(out, start, f.ID, oneWay, err)
 }
 
@@ -247,6 +262,7 @@ func (c *conn) closeCalls() {
 	for _, t := range c.calls {
 		t.call.Cancel(errCanceled)
 	}
+	c.failPeerCalls()
 	c.replies = nil
 	c.mu.Unlock()
 }

@@ -49,6 +49,7 @@ func (c *conn) dispatch(rt *handler.Route, f *proto.Frame, out []byte, deadline 
 	t.frame.B = append(append(t.frame.B[:0], f.Metadata...), f.Payload...)
 	t.payload = len(f.Metadata)
 	t.call.Route, t.call.ID, t.call.Codec, t.call.Remote, t.call.Identity = rt.Name(), f.ID, f.Codec, c.remote, c.identity
+	t.call.Peer = c.peer // not Inline: a pool worker may wait for the peer
 	t.call.Metadata = proto.Metadata(t.frame.B[:len(f.Metadata):len(f.Metadata)])
 	t.call.Start(s.opts.BaseContext, deadline)
 
@@ -97,11 +98,13 @@ func (t *task) run() {
 }
 
 func (t *task) release() {
-	t.call.End()
+	reusable := t.call.End()
 	bytebufferpool.Put(t.frame)
 	t.c, t.rt, t.oneWay, t.frame, t.payload = nil, nil, false, nil, 0
-	t.call.Remote, t.call.Identity = nil, nil
-	taskPool.Put(t)
+	if reusable { // else contexts derived from t.call may still look at it
+		t.call.Remote, t.call.Identity, t.call.Peer = nil, nil, nil
+		taskPool.Put(t)
+	}
 }
 
 // worker runs tasks until the queue closes.

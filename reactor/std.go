@@ -130,6 +130,7 @@ func (s *Server) serveStd(nc net.Conn) {
 	c.std = l
 	if id != nil && s.opts.Authenticator == nil {
 		c.identity, c.call.Identity = id, id // a verified client certificate
+		c.peer.identity.Store(id)
 	}
 	c.lastRead.Store(s.clock.Load())
 	s.mu.Lock()

@@ -111,6 +111,7 @@ func TestSuiteOverTLS(t *testing.T) {
 		"TestShutdownAnswersCallsInFlight", "TestShutdownTimeout", "TestShutdownUnderLoad",
 		"TestFrameTimeout", "TestIdleTimeout", "TestKeepAlive", "TestMaxConns",
 		"TestCancelFloodBounded", "TestReplyToGoneClient", "TestAuthentication", "TestAuthorization",
+		"TestReverseCall", "TestReverseCallRules", "TestPushToAll", "TestPushToSlowClient",
 		"TestClientCredentials", "TestStatsCounts", "TestStatsRefusedAndSlow",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -1,0 +1,275 @@
+package reactor
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// The server's side of reverse calls and server push: frames the server
+// sends on its own, not as replies. Whatever goroutine sends them (a
+// handler on the loop, a pool worker, any goroutine of the program)
+// appends them to the connection's outbox (conn.replies, which the blocking
+// pool's replies also use) and wakes its loop, which writes them with the
+// rest of that wake-up's output: many pushes to one connection leave in one
+// write. Replies to the server's calls arrive on the loop (handleFrame) and
+// complete the waiting caller.
+
+// Peer is a server's handle on one client connection: its handlers find it
+// in handler.Call.Peer, and Server.Peers lists every connection's. Calls
+// through it go to the handlers the client registered (client.Options.
+// Handler) on the same connection. It implements handler.Peer; once the
+// connection closes, its methods fail with Unavailable.
+type Peer struct {
+	c        *conn
+	identity atomic.Pointer[handler.Identity]
+}
+
+// peerCall is a call the server made to a client, waiting for its reply.
+type peerCall struct {
+	id    uint32
+	reply []byte // the caller's buffer, which the reply is appended to
+	err   error
+	done  chan struct{} // closed once reply or err is set
+}
+
+// Remote is the client's address.
+func (p *Peer) Remote() net.Addr { return p.c.remote }
+
+// Identity is who the connection authenticated as; nil if it did not.
+func (p *Peer) Identity() *handler.Identity { return p.identity.Load() }
+
+// Call sends in as JSON to route on the client and decodes its JSON reply
+// into out; see handler.Peer.
+func (p *Peer) Call(ctx context.Context, route string, in, out any) error {
+	payload, err := encodeArg(in)
+	if err != nil {
+		return err
+	}
+	reply, err := p.call(ctx, route, proto.CodecJSON, payload, nil)
+	if err != nil || out == nil || len(reply) == 0 {
+		return err
+	}
+	if err := handler.JSON.Unmarshal(reply, out); err != nil {
+		return &handler.Error{Code: proto.CodeInvalidArgument, Message: "decoding the reply of " + route + ": " + err.Error()}
+	}
+	return nil
+}
+
+// CallRaw sends req to route on the client and appends its reply to reply.
+func (p *Peer) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
+	return p.call(ctx, route, proto.CodecRaw, req, reply)
+}
+
+// Notify sends in as JSON to route on the client, one way: it returns once
+// the message is queued for the connection.
+func (p *Peer) Notify(ctx context.Context, route string, in any) error {
+	payload, err := encodeArg(in)
+	if err != nil {
+		return err
+	}
+	return p.notify(ctx, route, proto.CodecJSON, payload)
+}
+
+// NotifyRaw sends req to route on the client, one way.
+func (p *Peer) NotifyRaw(ctx context.Context, route string, req []byte) error {
+	return p.notify(ctx, route, proto.CodecRaw, req)
+}
+
+func (p *Peer) notify(ctx context.Context, route string, codec proto.Codec, payload []byte) error {
+	h, err := p.c.s.header(ctx, proto.KindOneWay, codec, route, payload)
+	if err != nil {
+		return err
+	}
+	return p.c.send(h, route, payload, nil)
+}
+
+func (p *Peer) call(ctx context.Context, route string, codec proto.Codec, payload, reply []byte) ([]byte, error) {
+	if hc := handler.CallFrom(ctx); hc != nil && hc.Inline {
+		return reply, &handler.Error{Code: proto.CodeFailedPrecondition, Unprocessed: true,
+			Message: "calling " + route + " on the peer would block the event loop: register the calling route with handler.Blocking(), or use Notify"}
+	}
+	c := p.c
+	h, err := c.s.header(ctx, proto.KindRequest, codec, route, payload)
+	if err != nil {
+		return reply, err
+	}
+	pc := &peerCall{reply: reply, done: make(chan struct{})}
+	if err := c.send(h, route, payload, pc); err != nil {
+		return reply, err
+	}
+	select {
+	case <-pc.done:
+		return pc.reply, pc.err
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	waiting := c.peerCalls[pc.id] == pc
+	if waiting {
+		delete(c.peerCalls, pc.id)
+	}
+	c.mu.Unlock()
+	if !waiting { // the reply is being delivered: take it
+		<-pc.done
+		return pc.reply, pc.err
+	}
+	_ = c.send(proto.Header{Kind: proto.KindCancel, ID: pc.id}, "", nil, nil)
+	if ctx.Err() == context.DeadlineExceeded {
+		return reply, &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "call " + route + " on the peer: deadline exceeded"}
+	}
+	return reply, &handler.Error{Code: proto.CodeCanceled, Message: "call " + route + " on the peer: canceled"}
+}
+
+// encodeArg encodes a JSON argument; nil is no payload.
+func encodeArg(in any) ([]byte, error) {
+	if in == nil {
+		return nil, nil
+	}
+	b, err := handler.JSON.Append(nil, in)
+	if err != nil {
+		return nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "encoding the argument: " + err.Error(), Unprocessed: true}
+	}
+	return b, nil
+}
+
+// header checks a call the server makes against the limits and builds its
+// frame header.
+func (s *Server) header(ctx context.Context, kind proto.Kind, codec proto.Codec, route string, payload []byte) (proto.Header, error) {
+	h := proto.Header{Kind: kind, Codec: codec}
+	lim := &s.opts.Limits
+	if err := handler.ValidRoute(route); err != nil || len(route) > lim.MaxRoute {
+		return h, &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad route " + route, Unprocessed: true}
+	}
+	if n := proto.HeaderSize + len(route) + len(payload); n > lim.MaxFrameSize {
+		return h, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
+			Message: fmt.Sprintf("message of %d bytes exceeds the frame limit of %d", n, lim.MaxFrameSize)}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left <= 0 {
+			return h, &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "deadline passed before " + route + " was sent", Unprocessed: true}
+		}
+		h.Deadline = uint32(min((left+time.Millisecond-1)/time.Millisecond, 1<<32-1)) // rounded up
+	}
+	return h, nil
+}
+
+// send queues a frame the server sends on its own: with pc, a Request that
+// waits for its reply there. It fails if the connection is gone, or if its
+// client leaves more than MaxOutbound bytes of them unwritten.
+func (c *conn) send(h proto.Header, route string, payload []byte, pc *peerCall) error {
+	n := proto.HeaderSize + len(route) + len(payload)
+	c.mu.Lock()
+	switch {
+	case c.closed.Load():
+		c.mu.Unlock()
+		return errPeerGone
+	case len(c.replies)+n > c.s.opts.MaxOutbound:
+		c.mu.Unlock()
+		return errPeerSlow
+	}
+	if h.Kind == proto.KindRequest || h.Kind == proto.KindOneWay {
+		h.ID = c.nextPeerID()
+	}
+	if pc != nil {
+		pc.id = h.ID
+		if c.peerCalls == nil {
+			c.peerCalls = make(map[uint32]*peerCall)
+		}
+		c.peerCalls[h.ID] = pc
+	}
+	c.replies = proto.AppendFrame(c.replies, h, route, nil, payload)
+	wake := !c.woken
+	c.woken = true
+	c.mu.Unlock()
+	if wake {
+		c.wake()
+	}
+	return nil
+}
+
+// nextPeerID returns an id for a call from the server, with c.mu held:
+// counting up from 1, wrapping past 0, skipping ids still waiting.
+func (c *conn) nextPeerID() uint32 {
+	for {
+		c.peerID++
+		if c.peerID == 0 {
+			continue
+		}
+		if _, busy := c.peerCalls[c.peerID]; !busy {
+			return c.peerID
+		}
+	}
+}
+
+var (
+	errPeerGone = &handler.Error{Code: proto.CodeUnavailable, Message: "the connection is closed", Unprocessed: true}
+	errPeerSlow = &handler.Error{Code: proto.CodeResourceExhausted, Message: "the peer is not reading: too much is queued for it", Unprocessed: true}
+	errPeerLost = &handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while the call was out"}
+)
+
+// answered completes the server's call that a Response or Error frame
+// answers; answers to calls no longer waiting are dropped.
+func (c *conn) answered(f *proto.Frame) {
+	c.mu.Lock()
+	pc := c.peerCalls[f.ID]
+	delete(c.peerCalls, f.ID)
+	c.mu.Unlock()
+	if pc == nil {
+		return
+	}
+	if f.Kind == proto.KindResponse {
+		pc.reply = append(pc.reply, f.Payload...) // a copy: f is a view of the input
+	} else {
+		code, msg := f.ErrorBody()
+		pc.err = &handler.Error{Code: code, Message: string(msg), Unprocessed: f.Flags&proto.FlagUnprocessed != 0}
+	}
+	close(pc.done)
+}
+
+// failPeerCalls fails the server's calls still waiting on a closed
+// connection, with c.mu held.
+func (c *conn) failPeerCalls() {
+	for id, pc := range c.peerCalls {
+		pc.err = errPeerLost
+		close(pc.done)
+		delete(c.peerCalls, id)
+	}
+}
+
+// Peers returns a handle on every open connection that has authenticated
+// (or needs not), for server push: Notify on each, or on a set of them.
+func (s *Server) Peers() []*Peer {
+	conns := s.snapshot(nil)
+	peers := make([]*Peer, 0, len(conns))
+	for _, c := range conns {
+		if c.authedAt.Load() != 0 {
+			peers = append(peers, c.peer)
+		}
+	}
+	return peers
+}
+
+// Broadcast sends a one-way message to route on every connection that has
+// authenticated, payload labelled with codec (handler.JSON.Append encodes
+// a value), and returns how many connections it was queued for. A
+// connection whose client does not keep up (MaxOutbound unwritten) misses
+// it.
+func (s *Server) Broadcast(route string, codec proto.Codec, payload []byte) int {
+	h, err := s.header(context.Background(), proto.KindOneWay, codec, route, payload)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, p := range s.Peers() {
+		if p.c.send(h, route, payload, nil) == nil {
+			n++
+		}
+	}
+	return n
+}
