@@ -1,0 +1,237 @@
+package client
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync/atomic"
+)
+
+// Balance is how a Cluster spreads calls over its nodes.
+type Balance int
+
+const (
+	// RoundRobin sends calls to the nodes in turn, each node Weight times
+	// per round, interleaved.
+	RoundRobin Balance = iota
+	// LeastInflight sends each call to the node with the fewest calls in
+	// flight from this client for its weight.
+	LeastInflight
+	// Hash sends calls with the same key to the same node for as long as
+	// it is in the set (consistent hashing, each node holding a share of
+	// the ring proportional to its weight): the key is
+	// ServiceOptions.HashKey's, or WithAffinity's. Calls with no key go
+	// round robin.
+	Hash
+)
+
+// String returns the policy's name as the flags spell it.
+func (b Balance) String() string {
+	switch b {
+	case RoundRobin:
+		return "round-robin"
+	case LeastInflight:
+		return "least-inflight"
+	case Hash:
+		return "hash"
+	}
+	return "Balance(" + strconv.Itoa(int(b)) + ")"
+}
+
+// ParseBalance returns the policy String names.
+func ParseBalance(s string) (Balance, bool) {
+	for _, b := range []Balance{RoundRobin, LeastInflight, Hash} {
+		if b.String() == s {
+			return b, true
+		}
+	}
+	return 0, false
+}
+
+// node is one member of a Cluster: its client and its counters.
+type node struct {
+	Node
+	c        *Client
+	inflight atomic.Int64  // calls from this cluster on it now
+	calls    atomic.Uint64 // calls sent to it
+	gone     atomic.Bool   // left the set: take no new calls
+}
+
+// acquire counts a call on n; false if n has left the set, in which case
+// the call must pick again. With Cluster.drain it guarantees that a node is
+// closed only once no call that picked it is still on it.
+func (n *node) acquire() bool {
+	n.inflight.Add(1)
+	if n.gone.Load() {
+		n.inflight.Add(-1)
+		return false
+	}
+	n.calls.Add(1)
+	return true
+}
+
+func (n *node) release() { n.inflight.Add(-1) }
+
+// table is an immutable picture of a cluster's nodes, swapped whole on each
+// change: picking reads it without a lock.
+type table struct {
+	nodes   []*node
+	weights []int64     // the nodes' weights when the table was built
+	seq     []uint16    // round robin: node indices, each Weight times, interleaved
+	ring    []ringPoint // hash: points sorted by hash
+	next    atomic.Uint32
+}
+
+// ringPoint is one of a node's points on the hash ring.
+type ringPoint struct {
+	hash uint64
+	node uint16
+}
+
+// pointsPerWeight is how many ring points a node gets per unit of weight.
+const pointsPerWeight = 64
+
+func newTable(nodes []*node, b Balance) *table {
+	t := &table{nodes: nodes, weights: make([]int64, len(nodes))}
+	if len(nodes) == 0 {
+		return t
+	}
+	for j, n := range nodes {
+		t.weights[j] = int64(n.weight())
+	}
+	// Smooth weighted round robin (as nginx's): the sequence spreads each
+	// node's turns over the round instead of giving them in a row.
+	total := 0
+	cur := make([]int, len(nodes))
+	for _, n := range nodes {
+		total += n.weight()
+	}
+	t.seq = make([]uint16, total)
+	for i := range t.seq {
+		best := 0
+		for j, n := range nodes {
+			cur[j] += n.weight()
+			if cur[j] > cur[best] {
+				best = j
+			}
+		}
+		cur[best] -= total
+		t.seq[i] = uint16(best)
+	}
+	if b == Hash {
+		for j, n := range nodes {
+			for p := range n.weight() * pointsPerWeight {
+				t.ring = append(t.ring, ringPoint{hash: hashString(n.Addr + "#" + strconv.Itoa(p)), node: uint16(j)})
+			}
+		}
+		slices.SortFunc(t.ring, func(a, b ringPoint) int {
+			switch {
+			case a.hash < b.hash:
+				return -1
+			case a.hash > b.hash:
+				return 1
+			}
+			return 0
+		})
+	}
+	return t
+}
+
+// hashString is FNV-1a with a final mix, the same in every process, so
+// that clients of one service agree on where a key goes.
+func hashString(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	// splitmix64's finaliser: FNV alone clusters short, similar keys.
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}
+
+// pick returns a usable node for a call, not avoid if another is usable,
+// or nil. It takes no lock: the table is immutable and the counters atomic.
+func (t *table) pick(b Balance, key string, hasKey bool, avoid *node) *node {
+	n := len(t.nodes)
+	if n == 0 {
+		return nil
+	}
+	switch {
+	case b == Hash && hasKey:
+		h := hashString(key)
+		i, _ := slices.BinarySearchFunc(t.ring, h, func(p ringPoint, h uint64) int {
+			switch {
+			case p.hash < h:
+				return -1
+			case p.hash > h:
+				return 1
+			}
+			return 0
+		})
+		// The key's node, or, if it is down, the next distinct nodes
+		// along the ring: keys of a dead node spread, others stay put.
+		var fallback *node
+		for k := range len(t.ring) {
+			nd := t.nodes[t.ring[(i+k)%len(t.ring)].node]
+			if !nd.c.usable() {
+				continue
+			}
+			if nd != avoid {
+				return nd
+			}
+			fallback = nd
+		}
+		return fallback
+	case b == LeastInflight:
+		start := int(t.next.Add(1))
+		var best *node
+		var bestLoad, bestWeight int64
+		for k := range n {
+			j := (start + k) % n
+			nd := t.nodes[j]
+			if nd == avoid || !nd.c.usable() {
+				continue
+			}
+			load, w := nd.inflight.Load(), t.weights[j]
+			if best == nil || load*bestWeight < bestLoad*w {
+				best, bestLoad, bestWeight = nd, load, w
+			}
+		}
+		if best == nil && avoid != nil && avoid.c.usable() {
+			return avoid
+		}
+		return best
+	}
+	start := int(t.next.Add(1))
+	var fallback *node
+	for k := range len(t.seq) {
+		nd := t.nodes[t.seq[(start+k)%len(t.seq)]]
+		if !nd.c.usable() {
+			continue
+		}
+		if nd != avoid {
+			return nd
+		}
+		fallback = nd
+	}
+	return fallback
+}
+
+type affinityKey struct{}
+
+// WithAffinity returns a context whose calls through a Cluster balanced
+// by Hash go to the node that key hashes to, as long as it is up.
+func WithAffinity(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, affinityKey{}, key)
+}
+
+// affinityFrom returns the key WithAffinity set on ctx.
+func affinityFrom(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(affinityKey{}).(string)
+	return k, ok
+}

@@ -1,0 +1,231 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// Call calls route on a node with in encoded as JSON and decodes the JSON
+// reply into out, as Client.Call does. A call that fails is sent again by
+// the rules of Options.MaxRetries, to another node when there is one.
+func (k *Cluster) Call(ctx context.Context, route string, in, out any) error {
+	cl := getCall()
+	defer putCall(cl)
+	payload, err := encodeArg(cl.buf[:0], in)
+	if err != nil {
+		return err
+	}
+	cl.buf = payload
+	cl.reply = cl.buf[:0] // as in Client.Call: the payload is queued before any reply
+	err = k.do(ctx, proto.CodecJSON, route, payload, cl)
+	cl.buf = cl.reply
+	if err != nil {
+		return err
+	}
+	return decodeReply(route, cl.reply, out)
+}
+
+// CallRaw calls route on a node with req as a raw payload and appends the
+// reply to reply, as Client.CallRaw does; with a reply buffer of enough
+// capacity it allocates nothing.
+func (k *Cluster) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
+	cl := getCall()
+	defer putCall(cl)
+	cl.reply = reply
+	if err := k.do(ctx, proto.CodecRaw, route, req, cl); err != nil {
+		return reply, err
+	}
+	return cl.reply, nil
+}
+
+// Notify sends a one-way call to one node, as Client.Notify does: never
+// twice; with no usable node it fails with Unavailable, or, under
+// Options.WaitForReady, waits for one.
+func (k *Cluster) Notify(ctx context.Context, route string, in any) error {
+	cl := getCall()
+	defer putCall(cl)
+	payload, err := encodeArg(cl.buf[:0], in)
+	if err != nil {
+		return err
+	}
+	cl.buf = payload
+	return k.notify(ctx, proto.CodecJSON, route, payload)
+}
+
+// NotifyRaw sends a one-way call with a raw payload; see Notify.
+func (k *Cluster) NotifyRaw(ctx context.Context, route string, req []byte) error {
+	return k.notify(ctx, proto.CodecRaw, route, req)
+}
+
+func (k *Cluster) notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error {
+	for {
+		n, err := k.pick(ctx, route, payload, nil)
+		if err == k.noNode && k.opts.WaitForReady {
+			err = k.awaitNode(ctx, route, err)
+			if err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			return err
+		}
+		err = n.c.notify(ctx, codec, route, payload)
+		n.release()
+		return err
+	}
+}
+
+// pick chooses the node for a call and counts the call on it (release
+// uncounts it), or returns k.noNode.
+func (k *Cluster) pick(ctx context.Context, route string, payload []byte, avoid *node) (*node, error) {
+	if k.closed.Load() {
+		return nil, ErrClosed
+	}
+	var key string
+	var hasKey bool
+	if k.opts.Balance == Hash {
+		if k.opts.HashKey != nil {
+			key, hasKey = k.opts.HashKey(ctx, route, payload)
+		} else {
+			key, hasKey = affinityFrom(ctx)
+		}
+	}
+	for range 4 { // a node that left between the load and acquire: pick again
+		n := k.tab.Load().pick(k.opts.Balance, key, hasKey, avoid)
+		if n == nil {
+			return nil, k.noNode
+		}
+		if n.acquire() {
+			return n, nil
+		}
+	}
+	return nil, k.noNode
+}
+
+// do sends a request to a node and waits for its reply in cl.reply, sending
+// it again, to another node when there is one, as the retry rules allow.
+func (k *Cluster) do(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) error {
+	if _, ok := ctx.Deadline(); !ok && k.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, k.opts.Timeout)
+		defer cancel()
+	}
+	h, md, err := k.hc.header(ctx, proto.KindRequest, codec, route, payload)
+	if err != nil {
+		return err
+	}
+	var (
+		last    *node // the node of the last attempt
+		retries int
+		ran     bool // an attempt may have run on a server
+	)
+	for {
+		n, perr := k.pick(ctx, route, payload, last)
+		if perr == nil {
+			err = n.c.once(ctx, h, route, md, payload, cl)
+			n.release()
+			if err == nil {
+				return nil
+			}
+			last = n
+		} else {
+			err = perr
+		}
+		torn := cl.torn
+		cl.torn = false
+		if !handler.IsUnprocessed(err) {
+			ran = true
+		}
+		if err == k.noNode && k.opts.WaitForReady {
+			if werr := k.awaitNode(ctx, route, err); werr != nil {
+				return retryResult(ran, werr)
+			}
+		} else {
+			if retries >= k.opts.MaxRetries || !k.retryable(route, err, torn) {
+				return retryResult(ran, err)
+			}
+			retries++
+			k.retries.Add(1)
+			// Another node is tried at once; the same node, or none, after
+			// the backoff, as a single client would.
+			if other := k.tab.Load().pick(k.opts.Balance, "", false, last); other == nil || other == last {
+				if werr := k.backoff(ctx, route, retries, err); werr != nil {
+					return retryResult(ran, werr)
+				}
+			}
+		}
+		var ok bool
+		if h.Deadline, ok = deadlineField(ctx); !ok {
+			return retryResult(ran, waitError(ctx, route, err))
+		}
+	}
+}
+
+// retryable is Client.retryable for the cluster's options.
+func (k *Cluster) retryable(route string, err error, torn bool) bool {
+	var e *handler.Error
+	if torn || k.closed.Load() || !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case proto.CodeUnavailable:
+		return e.Unprocessed || (k.opts.Idempotent != nil && k.opts.Idempotent(route))
+	case proto.CodeResourceExhausted:
+		return e.Unprocessed
+	}
+	return false
+}
+
+// retryResult is retrier.result: the last attempt's error, without the
+// Unprocessed flag if an attempt may have run.
+func retryResult(ran bool, err error) error {
+	var e *handler.Error
+	if ran && errors.As(err, &e) && e.Unprocessed {
+		cp := *e
+		cp.Unprocessed = false
+		return &cp
+	}
+	return err
+}
+
+// backoff waits before retry n (from 1), as Client's retries do.
+func (k *Cluster) backoff(ctx context.Context, route string, n int, last error) error {
+	t := time.NewTimer(k.hc.backoff(n - 1))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return waitError(ctx, route, last)
+	case <-k.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// awaitNode waits, for a call under WaitForReady that found no usable
+// node, until the set of nodes changes, ctx ends or the cluster closes.
+// A node whose connection comes back without a change of set is found by
+// polling at MinBackoff.
+func (k *Cluster) awaitNode(ctx context.Context, route string, last error) error {
+	k.mu.Lock()
+	ready := k.ready
+	k.mu.Unlock()
+	t := time.NewTimer(k.opts.MinBackoff)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-t.C:
+	case <-ctx.Done():
+		return waitError(ctx, route, last)
+	case <-k.ctx.Done():
+		return ErrClosed
+	}
+	return nil
+}
+
+// Retries is the number of calls sent again since the cluster was dialled.
+func (k *Cluster) Retries() uint64 { return k.retries.Load() }
