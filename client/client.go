@@ -34,6 +34,7 @@ type Client struct {
 	retries atomic.Uint64 // calls sent again, for tests
 	srv     *serving      // the routes the server may call here
 	dropped atomic.Uint64 // pushes Options.Pushes had no room for
+	subs    subTable      // publish/subscribe: the live subscriptions
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -57,7 +58,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	}
 	c := &Client{addr: addr, opts: opts, log: opts.Logger, noConn: errNoConn(addr), ready: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.srv = &serving{reg: opts.Handler, pushes: opts.Pushes, max: opts.MaxHandlers, peer: c, dropped: func() { c.dropped.Add(1) }, log: opts.Logger}
+	c.srv = &serving{reg: opts.Handler, pushes: opts.Pushes, max: opts.MaxHandlers, peer: c, dropped: func() { c.dropped.Add(1) }, subs: &c.subs, log: opts.Logger}
 	for range opts.Conns {
 		w, err := c.dial(ctx)
 		if err != nil {
@@ -195,6 +196,9 @@ func (c *Client) keep(s *slot) {
 			w.close(ErrClosed)
 			return
 		}
+		if s == c.slots[0] {
+			c.resubscribe(w) // subscriptions ride the first connection
+		}
 		c.readyMu.Lock()
 		close(c.ready) // wake the calls waiting for a connection
 		c.ready = make(chan struct{})
@@ -256,6 +260,7 @@ func (c *Client) Close() error {
 	}
 	c.cancel()
 	c.wg.Wait()
+	c.endSubscriptions(ErrClosed)
 	for _, s := range c.slots {
 		if w := s.w.Load(); w != nil {
 			w.close(ErrClosed)

@@ -32,6 +32,7 @@ type serving struct {
 	max     int               // handlers running at once per connection
 	peer    handler.Peer      // the client, for handlers that call back
 	dropped func()            // counts a push Pushes had no room for
+	subs    *subTable         // the client's subscriptions, for Message frames
 	log     *slog.Logger
 }
 

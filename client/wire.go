@@ -430,6 +430,10 @@ func (w *wire) handle(f *proto.Frame) {
 		w.serve(f) // a reverse call or a push: Options.Handler, Options.Pushes
 	case proto.KindCancel:
 		w.cancelServed(f.ID)
+	case proto.KindMessage:
+		w.srv.subs.deliver(f)
+	case proto.KindUnsubscribe:
+		w.srv.subs.ended(f)
 	case proto.KindPong:
 	}
 }

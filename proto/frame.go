@@ -95,6 +95,7 @@ func DecodeHeader(b []byte, l *Limits) (Header, error) {
 type kindRule struct {
 	valid      bool
 	route      bool   // a route is required; without, none is allowed
+	deadline   bool   // a deadline is allowed
 	anyCodec   bool   // a codec other than raw is allowed
 	zeroID     bool   // the call id must be 0; without, it must not be
 	flags      Flags  // flag bits allowed
@@ -103,16 +104,23 @@ type kindRule struct {
 }
 
 var kindRules = [256]kindRule{
-	KindRequest:  {valid: true, route: true, anyCodec: true},
+	KindRequest:  {valid: true, route: true, deadline: true, anyCodec: true},
 	KindResponse: {valid: true, anyCodec: true},
 	KindError:    {valid: true, flags: FlagUnprocessed, minPayload: 2},
-	KindOneWay:   {valid: true, route: true, anyCodec: true},
+	KindOneWay:   {valid: true, route: true, deadline: true, anyCodec: true},
 	KindCancel:   {valid: true, maxPayload: 1}, // no payload: less than 1 byte
 	KindPing:     {valid: true, zeroID: true, maxPayload: MaxPingPayload + 1},
 	KindPong:     {valid: true, zeroID: true, maxPayload: MaxPingPayload + 1},
 	KindGoAway:   {valid: true, zeroID: true, minPayload: 6},
-	KindHello:    {valid: true, zeroID: true, maxPayload: MaxHelloPayload + 1},
-	KindWelcome:  {valid: true, zeroID: true, maxPayload: MaxHelloPayload + 1},
+	// Publish and subscribe: a pattern or topic where a call has its route.
+	// An Unsubscribe's payload is empty or an error body (never 1 byte).
+	KindSubscribe:   {valid: true, route: true, maxPayload: 1},
+	KindUnsubscribe: {valid: true},
+	KindPublish:     {valid: true, route: true, anyCodec: true, zeroID: true},
+	KindMessage:     {valid: true, route: true, anyCodec: true},
+
+	KindHello:   {valid: true, zeroID: true, maxPayload: MaxHelloPayload + 1},
+	KindWelcome: {valid: true, zeroID: true, maxPayload: MaxHelloPayload + 1},
 }
 
 // decodeHeader fills h from the first HeaderSize bytes of b and checks every
@@ -146,12 +154,13 @@ func decodeHeader(b []byte, l *Limits, h *Header) error {
 	if b[0] != Magic0 || b[1] != Magic1 || b[2] != Version || b[18]|b[19] != 0 || !r.valid ||
 		h.Flags&^r.flags != 0 ||
 		(h.Codec != CodecRaw && !r.anyCodec) ||
-		(h.Deadline != 0 && !r.route) ||
+		(h.Deadline != 0 && !r.deadline) ||
 		(h.ID == 0) != r.zeroID ||
 		(h.RouteLen != 0) != r.route || int(h.RouteLen) > maxRoute ||
 		int(h.MetadataLen) > maxMeta ||
 		h.Len() > maxFrame ||
-		h.PayloadLen < r.minPayload || (r.maxPayload != 0 && h.PayloadLen >= r.maxPayload) {
+		h.PayloadLen < r.minPayload || (r.maxPayload != 0 && h.PayloadLen >= r.maxPayload) ||
+		(h.Kind == KindUnsubscribe && h.PayloadLen == 1) {
 		if err := explainHeader(b, l); err != nil {
 			return err
 		}
@@ -195,14 +204,14 @@ func explainHeader(b []byte, l *Limits) error {
 	if h.Flags&FlagUnprocessed != 0 && k != KindError {
 		return errProtocol("flag Unprocessed on a %v frame", k)
 	}
-	if h.Codec != CodecRaw && k != KindRequest && k != KindResponse && k != KindOneWay {
+	if h.Codec != CodecRaw && !kindRules[k].anyCodec {
 		return errProtocol("codec %v on a %v frame, want raw", h.Codec, k)
 	}
-	if h.Deadline != 0 && !k.HasRoute() {
+	if h.Deadline != 0 && !k.HasDeadline() {
 		return errProtocol("deadline on a %v frame", k)
 	}
 	switch k {
-	case KindPing, KindPong, KindGoAway, KindHello, KindWelcome:
+	case KindPing, KindPong, KindGoAway, KindHello, KindWelcome, KindPublish:
 		if h.ID != 0 {
 			return errProtocol("%v frame with call id %d, want 0", k, h.ID)
 		}
@@ -261,6 +270,14 @@ func explainHeader(b []byte, l *Limits) error {
 		if h.PayloadLen > MaxHelloPayload {
 			return errProtocol("%v payload of %d bytes exceeds %d", k, h.PayloadLen, MaxHelloPayload)
 		}
+	case KindSubscribe:
+		if h.PayloadLen != 0 {
+			return errProtocol("subscribe frame with a payload of %d bytes", h.PayloadLen)
+		}
+	case KindUnsubscribe:
+		if h.PayloadLen == 1 {
+			return errProtocol("unsubscribe body of 1 byte, want none or at least 2")
+		}
 	}
 	return nil
 }
@@ -272,6 +289,16 @@ func (f *Frame) check() error {
 			if c < 0x21 || c > 0x7e {
 				return errProtocol("route byte 0x%02x is not printable ASCII", c)
 			}
+		}
+	}
+	switch f.Kind {
+	case KindSubscribe:
+		if err := ValidPattern(f.Route); err != nil {
+			return err
+		}
+	case KindPublish, KindMessage:
+		if err := ValidTopic(f.Route); err != nil {
+			return err
 		}
 	}
 	if len(f.Metadata) == 0 {

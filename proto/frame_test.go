@@ -30,7 +30,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"bad magic", patch(req, func(b []byte) { b[0] = 'G' }), nil, "bad magic"},
 		{"http", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), nil, "bad magic"},
 		{"version 2", patch(req, func(b []byte) { b[2] = 2 }), nil, "unsupported version 2"},
-		{"reserved kind", patch(req, func(b []byte) { b[3] = 0x09 }), nil, "unknown kind Kind(0x9)"},
+		{"reserved kind", patch(req, func(b []byte) { b[3] = 0x0D }), nil, "unknown kind Kind(0xd)"},
 		{"kind zero", patch(req, func(b []byte) { b[3] = 0 }), nil, "unknown kind"},
 		{"reserved flag", patch(req, func(b []byte) { b[4] = 0x80 }), nil, "reserved flag bits"},
 		{"unprocessed on request", patch(req, func(b []byte) { b[4] = 0x01 }), nil, "flag Unprocessed on a Request"},

@@ -97,6 +97,8 @@ func (v *vector) encode(t *testing.T) []byte {
 		return AppendGoAway(nil, uint32(num(t, f["last"])), Code(num(t, f["code"])), f["message"])
 	case KindCancel:
 		return AppendCancel(nil, uint32(num(t, f["id"])))
+	case KindUnsubscribe:
+		return AppendUnsubscribe(nil, uint32(num(t, f["id"])), Code(num(t, f["code"])), f["message"])
 	case KindPing:
 		return AppendPing(nil, []byte(f["payload"]))
 	case KindHello:
@@ -160,6 +162,11 @@ func TestGolden(t *testing.T) {
 				last, code, msg := fr.GoAwayBody()
 				if uint64(last) != num(t, f["last"]) || uint64(code) != num(t, f["code"]) || string(msg) != f["message"] {
 					t.Errorf("go-away body %d %d %q", last, code, msg)
+				}
+			case KindUnsubscribe:
+				code, msg := fr.UnsubscribeBody()
+				if uint64(code) != num(t, f["code"]) || string(msg) != f["message"] {
+					t.Errorf("unsubscribe body %d %q", code, msg)
 				}
 			default:
 				if string(fr.Payload) != f["payload"] {

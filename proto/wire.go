@@ -33,8 +33,14 @@ const (
 	KindPing     Kind = 0x06 // asks the peer for a Pong
 	KindPong     Kind = 0x07 // answers a Ping
 	KindGoAway   Kind = 0x08 // the sender takes no new calls on this connection
-	KindHello    Kind = 0x10 // the client's first frame: its credentials
-	KindWelcome  Kind = 0x11 // the server accepts the Hello
+
+	KindSubscribe   Kind = 0x09 // the client subscribes to a topic pattern
+	KindUnsubscribe Kind = 0x0A // a subscription ends: the client's choice, or the server's (with a reason)
+	KindPublish     Kind = 0x0B // the client publishes a message to a topic
+	KindMessage     Kind = 0x0C // the server delivers a published message to a subscription
+
+	KindHello   Kind = 0x10 // the client's first frame: its credentials
+	KindWelcome Kind = 0x11 // the server accepts the Hello
 )
 
 var kindNames = [...]string{
@@ -46,17 +52,25 @@ var kindNames = [...]string{
 	KindPing:     "Ping",
 	KindPong:     "Pong",
 	KindGoAway:   "GoAway",
-	KindHello:    "Hello",
-	KindWelcome:  "Welcome",
+
+	KindSubscribe:   "Subscribe",
+	KindUnsubscribe: "Unsubscribe",
+	KindPublish:     "Publish",
+	KindMessage:     "Message",
+
+	KindHello:   "Hello",
+	KindWelcome: "Welcome",
 }
 
 // Valid reports whether k is a kind of protocol version 1.
-func (k Kind) Valid() bool {
-	return k >= KindRequest && k <= KindGoAway || k == KindHello || k == KindWelcome
-}
+func (k Kind) Valid() bool { return int(k) < len(kindNames) && kindNames[k] != "" }
 
-// HasRoute reports whether frames of kind k carry a route.
-func (k Kind) HasRoute() bool { return k == KindRequest || k == KindOneWay }
+// HasRoute reports whether frames of kind k carry a route: a call's route,
+// or a topic or pattern.
+func (k Kind) HasRoute() bool { return kindRules[k].route }
+
+// HasDeadline reports whether frames of kind k may carry a deadline: calls.
+func (k Kind) HasDeadline() bool { return kindRules[k].deadline }
 
 func (k Kind) String() string {
 	if k.Valid() {

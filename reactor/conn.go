@@ -35,6 +35,9 @@ type conn struct {
 	inboundLeft int // bytes left buffered at the end of the last wake-up
 	backlogLast int // unread output at the last wake-up
 
+	subs   map[uint32]*subscription // the connection's subscriptions, by id
+	unread atomic.Int64             // output the peer had not read at the last wake-up, for publishers
+
 	// Shared with the sweeper, times from Server.clock.
 	lastRead     atomic.Int64 // when bytes last arrived
 	frameStart   atomic.Int64 // when the frame now arriving began; 0 if none
@@ -104,6 +107,14 @@ func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *
 		// The peer sends no new calls; those in flight are still answered.
 	case proto.KindResponse, proto.KindError:
 		c.answered(f) // to a call the server made (Peer.Call)
+	case proto.KindSubscribe:
+		return c.subscribe(f, out)
+	case proto.KindUnsubscribe:
+		c.unsubscribe(f.ID)
+	case proto.KindPublish:
+		c.s.publish(f.Route, f.Codec, f.Payload)
+	case proto.KindMessage:
+		return out, &ending{proto.CodeInternal, "protocol error: a Message frame from a client"}
 	case proto.KindPong, proto.KindWelcome:
 		// Answers to a Ping the sweeper sent, or to a Hello the server
 		// never sends: nothing waits for them.
@@ -255,9 +266,11 @@ func (c *conn) takeReplies(out []byte) []byte {
 	return out
 }
 
-// closeCalls cancels the blocking calls of a closed connection.
+// closeCalls cancels the blocking calls of a closed connection and ends
+// its subscriptions.
 func (c *conn) closeCalls() {
 	c.closed.Store(true)
+	c.dropSubscriptions()
 	c.mu.Lock()
 	for _, t := range c.calls {
 		t.call.Cancel(errCanceled)

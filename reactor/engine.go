@@ -126,7 +126,9 @@ func (c *conn) watch(gc gnet.Conn) gnet.Action {
 	case c.frameStart.Load() == 0:
 		c.frameStart.Store(now) // a frame has begun to arrive
 	}
-	switch ob := gc.OutboundBuffered(); {
+	ob := gc.OutboundBuffered()
+	c.unread.Store(int64(ob))
+	switch {
 	case ob == 0:
 		c.backlogSince.Store(0)
 		c.backlogLast = 0

@@ -80,6 +80,18 @@ type Options struct {
 	// decides.
 	TLS *tls.Config
 
+	// MaxSubscriptions bounds the subscriptions of one connection; past
+	// it, a Subscribe is refused (ResourceExhausted). Default 1024.
+	MaxSubscriptions int
+
+	// SubscriberQueue bounds the bytes of messages and other output a
+	// subscriber may have waiting, unwritten or unread, before
+	// SlowSubscriber applies to the next message. Default 1 MiB.
+	SubscriberQueue int
+
+	// SlowSubscriber is what happens past SubscriberQueue: DropMessages
+	// (the default) or CutOff.
+	SlowSubscriber SlowPolicy
 	// BaseContext, if set, supplies the values every Call carries.
 	BaseContext context.Context
 
@@ -124,6 +136,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PreAuthMaxFrame <= 0 {
 		o.PreAuthMaxFrame = 4 << 10
+	}
+	if o.MaxSubscriptions <= 0 {
+		o.MaxSubscriptions = 1024
+	}
+	if o.SubscriberQueue <= 0 {
+		o.SubscriberQueue = 1 << 20
 	}
 	if o.BaseContext == nil {
 		o.BaseContext = context.Background()

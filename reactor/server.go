@@ -54,6 +54,10 @@ type Server struct {
 	inflight atomic.Int64 // blocking calls queued or running
 
 	stats serverStats // the counters behind Stats
+
+	subs   subIndex     // publish/subscribe: every connection's subscriptions
+	nsubs  atomic.Int64 // how many
+	pubsub pubsubStats
 }
 
 // New returns a server for reg's routes. Call ListenAndServe, Serve or

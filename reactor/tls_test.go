@@ -112,6 +112,7 @@ func TestSuiteOverTLS(t *testing.T) {
 		"TestFrameTimeout", "TestIdleTimeout", "TestKeepAlive", "TestMaxConns",
 		"TestCancelFloodBounded", "TestReplyToGoneClient", "TestAuthentication", "TestAuthorization",
 		"TestReverseCall", "TestReverseCallRules", "TestPushToAll", "TestPushToSlowClient",
+		"TestPubSub", "TestPubSubFanOut", "TestPubSubLimits",
 		"TestClientCredentials", "TestStatsCounts", "TestStatsRefusedAndSlow",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

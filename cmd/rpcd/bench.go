@@ -123,6 +123,7 @@ type benchFlags struct {
 	matrix     string
 	runs       int
 	sec        clientSecurityFlags
+	subs       int // FanOut's subscribers
 
 	set map[string]bool // the flags given on the command line
 }
@@ -131,10 +132,11 @@ type benchFlags struct {
 func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	f := &benchFlags{}
 	fs.StringVar(&f.addr, "addr", "", "server `address` to load: host:port, or unix:///path; empty starts a child \"rpcd serve\" on 127.0.0.1:0")
-	fs.StringVar(&f.scenario, "scenario", "NoArg", "`name` of the load: NoArg, EchoString16, EchoString2000, MultiArgs, EchoPacket16, EchoPacket2000 or Sum")
+	fs.StringVar(&f.scenario, "scenario", "NoArg", "`name` of the load: NoArg, EchoString16, EchoString2000, MultiArgs, EchoPacket16, EchoPacket2000, Sum, or FanOut (publish/subscribe)")
 	fs.StringVar(&f.route, "route", "", "load this `route` instead of a scenario, with -payload or -size")
 	fs.StringVar(&f.payload, "payload", "", "with -route, send the bytes of this `file`")
-	fs.IntVar(&f.size, "size", 0, "with -route, send `N` bytes")
+	fs.IntVar(&f.size, "size", 0, "with -route, send `N` bytes; with -scenario FanOut, the message size (default 16)")
+	fs.IntVar(&f.subs, "subs", 100, "with -scenario FanOut, the number of subscribers, each on a connection of its own")
 	fs.BoolVar(&f.jsonCodec, "json-codec", false, "with -route, send the payload as JSON (codec json) rather than raw")
 	fs.BoolVar(&f.expectEcho, "expect-echo", false, "with -route, count a reply that differs from the payload as a wrong reply")
 	fs.IntVar(&f.conns, "c", 1, "`N` TCP connections, each its own client")
@@ -337,6 +339,9 @@ func (t *benchTarget) String() string {
 func (c *cli) bench(f *benchFlags, args []string) error {
 	if len(args) > 0 {
 		return usagef("unexpected argument %q", args[0])
+	}
+	if f.scenario == fanOutScenario {
+		return c.benchFanOut(f) // publish/subscribe: bench_fanout.go
 	}
 	p, err := f.plan()
 	if err != nil {

@@ -12,6 +12,8 @@
 //	serve   serve the built-in routes (Sys/*, Math/Sum, Bench/*)
 //	call    call a route and print its reply
 //	routes  list the routes a server has
+//	pub     publish a message to a topic
+//	sub     subscribe to a topic pattern and print the messages
 //	bench   load a server and report calls/s and latency
 //	soak    hold many connections at a fixed rate for minutes; check the server stays flat
 //	chaos   kill and restart a server while clients call it; check no call ran twice
@@ -120,6 +122,19 @@
 // Routes calls Sys/Routes and prints one route per line, in the order the
 // server returns them, with " (blocking)" after routes that run on the
 // blocking pool.
+//
+// # pub and sub
+//
+//	rpcd pub [-addr 127.0.0.1:7070] [-raw] TOPIC MESSAGE
+//	rpcd sub [-addr 127.0.0.1:7070] [-n N] PATTERN
+//
+// Pub publishes MESSAGE (JSON, or bytes with -raw) to TOPIC, tokens
+// separated by dots ("orders.eu.created"). Sub subscribes to PATTERN, where
+// "*" stands for one token and a final ">" for one or more
+// ("orders.*.created", "orders.>"), and prints each message as the topic,
+// a space and the payload, until Ctrl-C or -n messages. docs/two-way.md
+// has the semantics: at most once, in order per publisher, a bounded queue
+// per subscriber.
 //
 // # bench
 //

@@ -40,6 +40,8 @@ type serveFlags struct {
 	logFormat    string
 
 	maxConns, maxOutbound                              int
+	maxSubscriptions, subscriberQueue                  int
+	slowSubscriber                                     string
 	frameTimeout, idleTimeout, keepAlive, writeTimeout time.Duration
 	keepAliveTimeout, handshakeTimeout                 time.Duration
 	security                                           securityFlags
@@ -60,6 +62,9 @@ func setupServe(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.IntVar(&f.maxConns, "max-conns", 0, "most connections open at once; 0 means the reactor's default (10000)")
 	fs.IntVar(&f.maxOutbound, "max-outbound", 0, "most unread reply bytes per connection before it is closed; 0 means 8 MiB")
+	fs.IntVar(&f.maxSubscriptions, "max-subscriptions", 0, "publish/subscribe: subscriptions per connection; 0 means 1024")
+	fs.IntVar(&f.subscriberQueue, "subscriber-queue", 0, "publish/subscribe: bytes a subscriber may have waiting before -slow-subscriber applies; 0 means 1 MiB")
+	fs.StringVar(&f.slowSubscriber, "slow-subscriber", "drop", "publish/subscribe: what a full subscriber queue does: `drop` its messages or cutoff the subscriber")
 	fs.DurationVar(&f.frameTimeout, "frame-timeout", 0, "longest time from a frame's first byte to its last; 0 means 30s")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "close connections that send nothing for this long; 0 means never (keep-alive pings find dead ones)")
 	fs.DurationVar(&f.keepAlive, "keepalive", 0, "ping a connection silent for this long; 0 means 30s, negative never")
@@ -87,8 +92,10 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		return usagef("-max-inflight is %d, want 0 or more", f.maxInflight)
 	case f.drainTimeout <= 0:
 		return usagef("-drain-timeout is %v, want more than 0", f.drainTimeout)
-	case f.maxConns < 0 || f.maxOutbound < 0:
-		return usagef("-max-conns and -max-outbound want 0 or more")
+	case f.maxConns < 0 || f.maxOutbound < 0 || f.maxSubscriptions < 0 || f.subscriberQueue < 0:
+		return usagef("-max-conns, -max-outbound, -max-subscriptions and -subscriber-queue want 0 or more")
+	case f.slowSubscriber != "drop" && f.slowSubscriber != "cutoff":
+		return usagef("-slow-subscriber is %q, want drop or cutoff", f.slowSubscriber)
 	case f.frameTimeout < 0 || f.idleTimeout < 0 || f.keepAliveTimeout < 0 || f.writeTimeout < 0 || f.handshakeTimeout < 0:
 		return usagef("-frame-timeout, -idle-timeout, -keepalive-timeout, -write-timeout and -handshake-timeout want 0 or more")
 	}
@@ -140,6 +147,9 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		MaxInflight:      f.maxInflight,
 		MaxConns:         f.maxConns,
 		MaxOutbound:      f.maxOutbound,
+		MaxSubscriptions: f.maxSubscriptions,
+		SubscriberQueue:  f.subscriberQueue,
+		SlowSubscriber:   map[string]reactor.SlowPolicy{"drop": reactor.DropMessages, "cutoff": reactor.CutOff}[f.slowSubscriber],
 		FrameTimeout:     f.frameTimeout,
 		IdleTimeout:      f.idleTimeout,
 		KeepAlive:        f.keepAlive,

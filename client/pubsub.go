@@ -1,0 +1,276 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// Publish and subscribe (docs/protocol.md, "Publish and subscribe"). A
+// client publishes to a topic ("orders.eu.created") and subscribes to
+// patterns, where "*" stands for one token and a final ">" for one or more
+// ("orders.*.created", "orders.>"). Subscriptions ride the client's first
+// connection; when it is redialled, the client subscribes again by itself.
+// Delivery is at most once: messages published while a connection is down,
+// or that a full channel has no room for, are lost (and the latter counted).
+
+// Message is a published message as a subscription delivers it.
+type Message struct {
+	Topic   string      // the topic it was published to
+	Codec   proto.Codec // the codec of Payload
+	Payload []byte      // the subscriber's own copy
+}
+
+// Subscription is a live subscription; Unsubscribe ends it.
+type Subscription struct {
+	c       *Client
+	sid     uint32
+	pattern string
+	ch      chan<- Message
+	dropped atomic.Uint64
+
+	once sync.Once
+	done chan struct{}
+	err  error // why it ended; set before done closes
+}
+
+// subTable is a client's subscriptions by id.
+type subTable struct {
+	mu   sync.Mutex
+	subs map[uint32]*Subscription
+	next uint32
+}
+
+// Subscribe subscribes to pattern and delivers each matching message to
+// ch. The reader goroutine never waits for room in ch: a message that does
+// not fit is dropped and counted (Subscription.Dropped). Subscribe returns
+// once the server has taken the subscription in, or with its refusal.
+func (c *Client) Subscribe(ctx context.Context, pattern string, ch chan<- Message) (*Subscription, error) {
+	if err := proto.ValidPattern([]byte(pattern)); err != nil || len(pattern) > c.opts.Limits.MaxRoute {
+		return nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad pattern " + pattern, Unprocessed: true}
+	}
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	w := c.slots[0].w.Load()
+	if w == nil || !w.usable() {
+		return nil, c.noConn
+	}
+	t := &c.subs
+	sub := &Subscription{c: c, pattern: pattern, ch: ch, done: make(chan struct{})}
+	t.mu.Lock()
+	if t.subs == nil {
+		t.subs = make(map[uint32]*Subscription)
+	}
+	for {
+		t.next++
+		if _, busy := t.subs[t.next]; t.next != 0 && !busy {
+			break
+		}
+	}
+	sub.sid = t.next
+	t.subs[sub.sid] = sub
+	t.mu.Unlock()
+
+	w.enqueueAsync(proto.AppendSubscribe(nil, sub.sid, pattern))
+	// Frames are taken in order: once a call sent after the Subscribe is
+	// answered (whatever the answer), the server has acted on it, and a
+	// refusal (an Unsubscribe) has arrived before.
+	if err := c.roundTrip(ctx, w); err != nil {
+		sub.Unsubscribe()
+		return nil, err
+	}
+	select {
+	case <-sub.done:
+		return nil, sub.err
+	default:
+	}
+	return sub, nil
+}
+
+// roundTrip sends a call on w and waits for any answer from the server.
+func (c *Client) roundTrip(ctx context.Context, w *wire) error {
+	cl := getCall()
+	defer putCall(cl)
+	if err := w.register(cl); err != nil {
+		return err
+	}
+	h := proto.Header{Kind: proto.KindRequest, ID: cl.id}
+	dl, _ := ctx.Deadline()
+	if err := w.enqueueRequest(h, pingRoute, nil, nil, dl); err != nil && w.forget(cl) {
+		return err
+	}
+	select {
+	case <-cl.done:
+	case <-ctx.Done():
+		if !w.forget(cl) {
+			<-cl.done
+			break
+		}
+		w.abandon(cl.id)
+		return contextError(ctx.Err(), "subscribe")
+	}
+	if handler.CodeOf(cl.err) == proto.CodeUnavailable {
+		return cl.err // the connection failed; any answer from the server would do
+	}
+	return nil
+}
+
+// pingRoute is the call Subscribe waits on: rpcd serves it, and any
+// server answers it (NotFound will do).
+const pingRoute = "Sys/Ping"
+
+// Pattern is the pattern the subscription was made for.
+func (s *Subscription) Pattern() string { return s.pattern }
+
+// Dropped is the number of messages the channel had no room for.
+func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
+
+// Done is closed when the subscription ends: Unsubscribe, the server ending
+// it (Err says why), or the client closing.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Err is why the subscription ended; nil while it lives or after
+// Unsubscribe.
+func (s *Subscription) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// Unsubscribe ends the subscription. Messages already on their way may
+// still be delivered to the channel until the server has the Unsubscribe.
+func (s *Subscription) Unsubscribe() error {
+	if !s.c.subs.remove(s) {
+		return nil
+	}
+	if w := s.c.slots[0].w.Load(); w != nil {
+		w.enqueueAsync(proto.AppendUnsubscribe(nil, s.sid, proto.CodeOK, ""))
+	}
+	s.end(nil)
+	return nil
+}
+
+func (s *Subscription) end(err error) {
+	s.once.Do(func() {
+		s.err = err
+		close(s.done)
+	})
+}
+
+// remove takes s out of the table; false if it was not there.
+func (t *subTable) remove(s *Subscription) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.subs[s.sid] != s {
+		return false
+	}
+	delete(t.subs, s.sid)
+	return true
+}
+
+// get returns the subscription sid; nil if there is none.
+func (t *subTable) get(sid uint32) *Subscription {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.subs[sid]
+}
+
+// all returns every subscription.
+func (t *subTable) all() []*Subscription {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*Subscription, 0, len(t.subs))
+	for _, s := range t.subs {
+		out = append(out, s)
+	}
+	return out
+}
+
+// resubscribe sends every subscription again on w, the first connection's
+// new wire.
+func (c *Client) resubscribe(w *wire) {
+	var frames []byte
+	for _, s := range c.subs.all() {
+		frames = proto.AppendSubscribe(frames, s.sid, s.pattern)
+	}
+	if len(frames) > 0 {
+		w.enqueueAsync(frames)
+	}
+}
+
+// endSubscriptions ends every subscription with err, at Close.
+func (c *Client) endSubscriptions(err error) {
+	for _, s := range c.subs.all() {
+		if c.subs.remove(s) {
+			s.end(err)
+		}
+	}
+}
+
+// deliver hands a Message frame to its subscription, on the reader
+// goroutine: never waiting, copying the payload.
+func (t *subTable) deliver(f *proto.Frame) {
+	s := t.get(f.ID)
+	if s == nil {
+		return // unsubscribed while it was on its way
+	}
+	select {
+	case s.ch <- Message{Topic: string(f.Route), Codec: f.Codec, Payload: append([]byte(nil), f.Payload...)}:
+	default:
+		s.dropped.Add(1)
+	}
+}
+
+// ended acts on an Unsubscribe from the server: it ended the subscription,
+// and says why.
+func (t *subTable) ended(f *proto.Frame) {
+	s := t.get(f.ID)
+	if s == nil || !t.remove(s) {
+		return
+	}
+	code, msg := f.UnsubscribeBody()
+	s.end(&handler.Error{Code: code, Message: "subscription " + s.pattern + " ended by the server: " + string(msg)})
+}
+
+// Publish publishes in, encoded as JSON, to topic. It returns once the
+// message is queued for writing; the server delivers it to every matching
+// subscription, this client's included.
+func (c *Client) Publish(ctx context.Context, topic string, in any) error {
+	payload, err := encodeArg(nil, in)
+	if err != nil {
+		return err
+	}
+	return c.publish(ctx, topic, proto.CodecJSON, payload)
+}
+
+// PublishRaw publishes payload, as raw bytes, to topic.
+func (c *Client) PublishRaw(ctx context.Context, topic string, payload []byte) error {
+	return c.publish(ctx, topic, proto.CodecRaw, payload)
+}
+
+func (c *Client) publish(ctx context.Context, topic string, codec proto.Codec, payload []byte) error {
+	if err := proto.ValidTopic([]byte(topic)); err != nil {
+		return &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad topic " + topic, Unprocessed: true}
+	}
+	h, _, err := c.header(ctx, proto.KindPublish, codec, topic, payload)
+	if err != nil {
+		return err
+	}
+	h.Deadline = 0 // a publish carries none
+	w, err := c.pick()
+	if err == c.noConn && c.opts.WaitForReady {
+		w, err = c.awaitConn(ctx, topic, err)
+	}
+	if err != nil {
+		return err
+	}
+	dl, _ := ctx.Deadline()
+	return w.enqueueRequest(h, topic, nil, payload, dl)
+}

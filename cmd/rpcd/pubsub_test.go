@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestProcessPubSub: `rpcd sub` prints what `rpcd pub` publishes to the
+// topics its pattern matches, and exits after -n messages.
+func TestProcessPubSub(t *testing.T) {
+	d := startServe(t)
+	sub := exec.Command(rpcdBin, "sub", "-addr", d.addr, "-n", "2", "orders.>")
+	var out bytes.Buffer
+	var errs syncBuffer
+	sub.Stdout, sub.Stderr = &out, &errs
+	if err := sub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sub.Wait() }()
+	defer sub.Process.Kill()
+	for i := 0; !strings.Contains(errs.String(), "sub: subscribed to orders.>"); i++ {
+		if i == 1000 {
+			t.Fatalf("sub did not subscribe; stderr:\n%s", errs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, args := range [][]string{
+		{"pub", "-addr", d.addr, "other.topic", `"not for sub"`},
+		{"pub", "-addr", d.addr, "orders.eu.created", `{"id": 1}`},
+		{"pub", "-addr", d.addr, "-raw", "orders.us", "plain bytes"},
+	} {
+		if r := rpcd(t, "", args...); r.code != 0 {
+			t.Fatalf("rpcd %q: exit %d\n%s", args, r.code, r.stderr)
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("sub: %v\n%s", err, errs.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("sub did not exit after 2 messages; stdout:\n%s", out.String())
+	}
+	if want := "orders.eu.created {\"id\": 1}\norders.us plain bytes\n"; out.String() != want {
+		t.Fatalf("sub printed %q, want %q", out.String(), want)
+	}
+}
+
+func TestPubSubUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"pub", "orders.*", "1"},
+		{"pub", "orders", "not json"},
+		{"pub", "orders"},
+		{"sub", "orders..x"},
+		{"sub", "-n", "-1", "orders"},
+		{"sub"},
+	} {
+		if r := rpcd(t, "", args...); r.code != 2 {
+			t.Errorf("rpcd %q: exit %d, want 2\n%s", args, r.code, r.stderr)
+		}
+	}
+}
+
+// TestProcessBenchFanOut: the FanOut scenario against its own child
+// server: every message published reaches every subscriber.
+func TestProcessBenchFanOut(t *testing.T) {
+	r := rpcd(t, "", "bench", "-scenario", "FanOut", "-subs", "5", "-d", "300ms", "-warmup", "100ms", "-json")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var rep fanOutReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if rep.Published == 0 || rep.Delivered != 5*rep.Published || rep.Lost != 0 || rep.Subscribers != 5 || rep.P50us <= 0 {
+		t.Fatalf("report %+v", rep)
+	}
+}
