@@ -59,6 +59,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	c := &Client{addr: addr, opts: opts, log: opts.Logger, noConn: errNoConn(addr), ready: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.srv = &serving{reg: opts.Handler, pushes: opts.Pushes, max: opts.MaxHandlers, peer: c, dropped: func() { c.dropped.Add(1) }, subs: &c.subs, log: opts.Logger}
+	c.srv.window = opts.StreamWindow
 	for range opts.Conns {
 		w, err := c.dial(ctx)
 		if err != nil {

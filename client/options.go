@@ -102,6 +102,11 @@ type Options struct {
 	// connection; past it they get ResourceExhausted. Default 256.
 	MaxHandlers int
 
+	// StreamWindow is the window the client grants each stream, in each
+	// direction it receives: the most it buffers unread per stream.
+	// Default 256 KiB.
+	StreamWindow int
+
 	// Logger receives the client's logs; default slog.Default().
 	Logger *slog.Logger
 }
@@ -147,6 +152,10 @@ func (o Options) withDefaults() Options {
 	if o.MaxHandlers <= 0 {
 		o.MaxHandlers = 256
 	}
+	if o.StreamWindow <= 0 {
+		o.StreamWindow = 256 << 10
+	}
+	o.StreamWindow = min(o.StreamWindow, proto.MaxStreamWindow)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

@@ -44,8 +44,9 @@ type wire struct {
 	wsig     chan struct{} // hands the writer the frames queued during a write
 	wdl      bool          // a write deadline is set; owned by whoever is flushing
 
-	srv   *serving    // the client's routes, for the server's calls
-	calls serverCalls // the server's calls running here
+	srv     *serving    // the client's routes, for the server's calls
+	calls   serverCalls // the server's calls running here
+	streams streamTable // open streams (stream.go)
 
 	done chan struct{} // closed when the wire fails
 	wg   sync.WaitGroup
@@ -335,8 +336,8 @@ func (w *wire) readFrame(br *bufio.Reader) error {
 		if err != nil {
 			return err
 		}
-		f, _, err := proto.Decode(b, &w.lim)
-		if err != nil {
+		f := proto.Frame{Header: h} // the header is checked: only its sections are left
+		if err := proto.DecodeFrame(&f, b); err != nil {
 			w.goAwayAndClose(err)
 			return err
 		}
@@ -430,6 +431,11 @@ func (w *wire) handle(f *proto.Frame) {
 		w.serve(f) // a reverse call or a push: Options.Handler, Options.Pushes
 	case proto.KindCancel:
 		w.cancelServed(f.ID)
+	case proto.KindStreamOpen, proto.KindStreamData, proto.KindStreamCredit, proto.KindStreamEnd, proto.KindStreamReset:
+		if err := w.handleStream(f); err != nil {
+			w.goAwayAndClose(err)
+			w.fail(err)
+		}
 	case proto.KindMessage:
 		w.srv.subs.deliver(f)
 	case proto.KindUnsubscribe:
@@ -444,7 +450,7 @@ func (w *wire) closeIfIdle() {
 	if !w.goingAway.Load() {
 		return
 	}
-	if w.pending.len() == 0 && w.servedIdle() {
+	if w.pending.len() == 0 && w.servedIdle() && w.streamsIdle() {
 		w.fail(errGoAway)
 	}
 }
@@ -478,6 +484,7 @@ func (w *wire) fail(cause error) {
 	w.pmu.Unlock()
 	pending := w.pending.close()
 	w.cancelAllServed()
+	w.closeStreams()
 
 	_ = w.nc.Close()
 	for id, cl := range pending {

@@ -15,9 +15,10 @@ import (
 // nothing; Handle and Use may run at any time, also while serving. The zero
 // Registry is not usable; call NewRegistry.
 type Registry struct {
-	mu     sync.Mutex // serializes writers
-	routes atomic.Pointer[map[string]*Route]
-	mws    []Middleware
+	mu      sync.Mutex // serializes writers
+	routes  atomic.Pointer[map[string]*Route]
+	streams atomic.Pointer[map[string]*StreamRoute] // see HandleStream; nil until one is registered
+	mws     []Middleware
 }
 
 // NewRegistry returns an empty registry.

@@ -121,6 +121,14 @@ var kindRules = [256]kindRule{
 
 	KindHello:   {valid: true, zeroID: true, maxPayload: MaxHelloPayload + 1},
 	KindWelcome: {valid: true, zeroID: true, maxPayload: MaxHelloPayload + 1},
+
+	// Streams: a StreamOpen and a StreamCredit carry 4 bytes (a window), a
+	// StreamEnd none, a StreamReset an error body.
+	KindStreamOpen:   {valid: true, route: true, deadline: true, anyCodec: true, minPayload: 4, maxPayload: 5},
+	KindStreamData:   {valid: true},
+	KindStreamCredit: {valid: true, minPayload: 4, maxPayload: 5},
+	KindStreamEnd:    {valid: true, maxPayload: 1},
+	KindStreamReset:  {valid: true, flags: FlagUnprocessed, minPayload: 2},
 }
 
 // decodeHeader fills h from the first HeaderSize bytes of b and checks every
@@ -201,7 +209,7 @@ func explainHeader(b []byte, l *Limits) error {
 	if h.Flags&^flagsDefined != 0 {
 		return errProtocol("reserved flag bits set: %v", h.Flags)
 	}
-	if h.Flags&FlagUnprocessed != 0 && k != KindError {
+	if h.Flags&FlagUnprocessed != 0 && kindRules[k].flags&FlagUnprocessed == 0 {
 		return errProtocol("flag Unprocessed on a %v frame", k)
 	}
 	if h.Codec != CodecRaw && !kindRules[k].anyCodec {
@@ -270,6 +278,18 @@ func explainHeader(b []byte, l *Limits) error {
 		if h.PayloadLen > MaxHelloPayload {
 			return errProtocol("%v payload of %d bytes exceeds %d", k, h.PayloadLen, MaxHelloPayload)
 		}
+	case KindStreamOpen, KindStreamCredit:
+		if h.PayloadLen != 4 {
+			return errProtocol("%v body of %d bytes, want 4", k, h.PayloadLen)
+		}
+	case KindStreamEnd:
+		if h.PayloadLen != 0 {
+			return errProtocol("%v frame with a payload of %d bytes", k, h.PayloadLen)
+		}
+	case KindStreamReset:
+		if h.PayloadLen < 2 {
+			return errProtocol("%v body of %d bytes, want at least 2", k, h.PayloadLen)
+		}
 	case KindSubscribe:
 		if h.PayloadLen != 0 {
 			return errProtocol("subscribe frame with a payload of %d bytes", h.PayloadLen)
@@ -292,6 +312,10 @@ func (f *Frame) check() error {
 		}
 	}
 	switch f.Kind {
+	case KindStreamOpen, KindStreamCredit:
+		if err := f.checkStream(); err != nil {
+			return err
+		}
 	case KindSubscribe:
 		if err := ValidPattern(f.Route); err != nil {
 			return err

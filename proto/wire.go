@@ -60,6 +60,12 @@ var kindNames = [...]string{
 
 	KindHello:   "Hello",
 	KindWelcome: "Welcome",
+
+	KindStreamOpen:   "StreamOpen",
+	KindStreamData:   "StreamData",
+	KindStreamCredit: "StreamCredit",
+	KindStreamEnd:    "StreamEnd",
+	KindStreamReset:  "StreamReset",
 }
 
 // Valid reports whether k is a kind of protocol version 1.

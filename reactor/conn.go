@@ -52,6 +52,8 @@ type conn struct {
 
 	peer *Peer // the connection for handlers and server push; set once
 
+	streams streamTable // open streams (stream.go)
+
 	mu        sync.Mutex
 	replies   []byte               // frames for the loop to write: the blocking pool's replies, the server's own calls
 	woken     bool                 // a Wake is pending for replies
@@ -115,6 +117,8 @@ func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *
 		c.s.publish(f.Route, f.Codec, f.Payload)
 	case proto.KindMessage:
 		return out, &ending{proto.CodeInternal, "protocol error: a Message frame from a client"}
+	case proto.KindStreamOpen, proto.KindStreamData, proto.KindStreamCredit, proto.KindStreamEnd, proto.KindStreamReset:
+		return c.handleStream(f, out)
 	case proto.KindPong, proto.KindWelcome:
 		// Answers to a Ping the sweeper sent, or to a Hello the server
 		// never sends: nothing waits for them.
@@ -256,12 +260,13 @@ func (c *conn) goAway(out []byte) []byte {
 func (c *conn) takeReplies(out []byte) []byte {
 	c.mu.Lock()
 	out = append(out, c.replies...)
-	if cap(c.replies) > 64<<10 {
+	if cap(c.replies) > 64<<10 && !c.keepOutbox() {
 		c.replies = nil // do not keep a large reply's buffer per connection
 	} else {
 		c.replies = c.replies[:0]
 	}
 	c.woken = false
+	c.outboxTaken()
 	c.mu.Unlock()
 	return out
 }
@@ -277,5 +282,7 @@ func (c *conn) closeCalls() {
 	}
 	c.failPeerCalls()
 	c.replies = nil
+	c.outboxTaken() // stream writers waiting for room see the connection closed
 	c.mu.Unlock()
+	c.closeStreams()
 }

@@ -92,6 +92,15 @@ type Options struct {
 	// SlowSubscriber is what happens past SubscriberQueue: DropMessages
 	// (the default) or CutOff.
 	SlowSubscriber SlowPolicy
+
+	// StreamWindow is the window the server grants each stream, in each
+	// of its streams' directions: the most it buffers unread per stream.
+	// Default 256 KiB.
+	StreamWindow int
+	// MaxStreams bounds the streams open on one connection, counted apart
+	// for those the client opens (past it, StreamReset ResourceExhausted)
+	// and those the server opens. Default 128.
+	MaxStreams int
 	// BaseContext, if set, supplies the values every Call carries.
 	BaseContext context.Context
 
@@ -142,6 +151,13 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SubscriberQueue <= 0 {
 		o.SubscriberQueue = 1 << 20
+	}
+	if o.StreamWindow <= 0 {
+		o.StreamWindow = 256 << 10
+	}
+	o.StreamWindow = min(o.StreamWindow, proto.MaxStreamWindow)
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = 128
 	}
 	if o.BaseContext == nil {
 		o.BaseContext = context.Background()

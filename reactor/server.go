@@ -51,7 +51,8 @@ type Server struct {
 
 	tasks    chan *task
 	workers  sync.WaitGroup
-	inflight atomic.Int64 // blocking calls queued or running
+	inflight atomic.Int64  // blocking calls queued or running
+	streams  serverStreams // stream handlers running (stream.go)
 
 	stats serverStats // the counters behind Stats
 
@@ -271,7 +272,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.stopConns()
 	close(s.drained)
-	for _, wait := range []<-chan struct{}{s.done, waitChan(&s.workers)} {
+	for _, wait := range []<-chan struct{}{s.done, waitChan(&s.workers), s.streams.waitChan()} {
 		select {
 		case <-wait:
 		case <-ctx.Done():
@@ -310,7 +311,7 @@ func waitChan(wg *sync.WaitGroup) <-chan struct{} {
 func (s *Server) awaitIdle(ctx context.Context) error {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	for s.inflight.Load() > 0 {
+	for s.inflight.Load() > 0 || s.streams.running.Load() > 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

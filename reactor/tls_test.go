@@ -114,6 +114,10 @@ func TestSuiteOverTLS(t *testing.T) {
 		"TestReverseCall", "TestReverseCallRules", "TestPushToAll", "TestPushToSlowClient",
 		"TestPubSub", "TestPubSubFanOut", "TestPubSubLimits",
 		"TestClientCredentials", "TestStatsCounts", "TestStatsRefusedAndSlow",
+		"TestStreamUpload", "TestStreamDownload", "TestStreamBothWays", "TestStreamFlowControl",
+		"TestStreamWindowEnforced", "TestStreamRawRules", "TestStreamCancel", "TestStreamConnectionLoss",
+		"TestStreamShutdown", "TestStreamsManyAtOnce", "TestStreamMaxStreams", "TestStreamFromServer",
+		"TestStreamMiddleware",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -132,7 +132,7 @@ type benchFlags struct {
 func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	f := &benchFlags{}
 	fs.StringVar(&f.addr, "addr", "", "server `address` to load: host:port, or unix:///path; empty starts a child \"rpcd serve\" on 127.0.0.1:0")
-	fs.StringVar(&f.scenario, "scenario", "NoArg", "`name` of the load: NoArg, EchoString16, EchoString2000, MultiArgs, EchoPacket16, EchoPacket2000, Sum, or FanOut (publish/subscribe)")
+	fs.StringVar(&f.scenario, "scenario", "NoArg", "`name` of the load: NoArg, EchoString16, EchoString2000, MultiArgs, EchoPacket16, EchoPacket2000, Sum, FanOut (publish/subscribe), or StreamUpload and StreamDownload (stream goodput, -size bytes per stream, default 256 MiB, -c streams)")
 	fs.StringVar(&f.route, "route", "", "load this `route` instead of a scenario, with -payload or -size")
 	fs.StringVar(&f.payload, "payload", "", "with -route, send the bytes of this `file`")
 	fs.IntVar(&f.size, "size", 0, "with -route, send `N` bytes; with -scenario FanOut, the message size (default 16)")
@@ -342,6 +342,9 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 	}
 	if f.scenario == fanOutScenario {
 		return c.benchFanOut(f) // publish/subscribe: bench_fanout.go
+	}
+	if isStreamScenario(f.scenario) {
+		return c.benchStream(f) // streams: bench_stream.go
 	}
 	p, err := f.plan()
 	if err != nil {

@@ -75,4 +75,5 @@ func Register(reg *handler.Registry) {
 	reg.HandleFunc(EchoPacket, func(_ context.Context, req, reply []byte) ([]byte, error) {
 		return append(reply, req...), nil
 	})
+	RegisterStreams(reg)
 }
