@@ -31,6 +31,7 @@ type Subscription struct {
 	pattern string
 	ch      chan<- Message
 	dropped atomic.Uint64
+	topic   string // the last topic delivered, reused while the next is the same: the reader's alone
 
 	once sync.Once
 	done chan struct{}
@@ -221,8 +222,11 @@ func (t *subTable) deliver(f *proto.Frame) {
 	if s == nil {
 		return // unsubscribed while it was on its way
 	}
+	if s.topic != string(f.Route) { // compares without converting
+		s.topic = string(f.Route)
+	}
 	select {
-	case s.ch <- Message{Topic: string(f.Route), Codec: f.Codec, Payload: append([]byte(nil), f.Payload...)}:
+	case s.ch <- Message{Topic: s.topic, Codec: f.Codec, Payload: append([]byte(nil), f.Payload...)}:
 	default:
 		s.dropped.Add(1)
 	}

@@ -37,6 +37,7 @@ type conn struct {
 
 	subs   map[uint32]*subscription // the connection's subscriptions, by id
 	unread atomic.Int64             // output the peer had not read at the last wake-up, for publishers
+	fan    fanout                   // the Messages this connection's publishes make, until the wake-up ends
 
 	// Shared with the sweeper, times from Server.clock.
 	lastRead     atomic.Int64 // when bytes last arrived
@@ -95,6 +96,9 @@ func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *
 	}
 	switch f.Kind {
 	case proto.KindRequest, proto.KindOneWay:
+		if len(c.fan.order) > 0 {
+			c.fan.flush() // what this connection published goes before anything its handlers publish
+		}
 		return c.handleCall(f, out, now), nil
 	case proto.KindCancel:
 		c.cancel(f.ID)
@@ -114,7 +118,7 @@ func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *
 	case proto.KindUnsubscribe:
 		c.unsubscribe(f.ID)
 	case proto.KindPublish:
-		c.s.publish(f.Route, f.Codec, f.Payload)
+		c.s.publish(f.Route, f.Codec, f.Payload, &c.fan)
 	case proto.KindMessage:
 		return out, &ending{proto.CodeInternal, "protocol error: a Message frame from a client"}
 	case proto.KindStreamOpen, proto.KindStreamData, proto.KindStreamCredit, proto.KindStreamEnd, proto.KindStreamReset:

@@ -103,7 +103,11 @@ func (c *conn) service(in inbound, out []byte) ([]byte, gnet.Action) {
 		out = proto.AppendPing(out, nil)
 	}
 	out = c.takeReplies(out)
-	return c.readFrames(in, out)
+	out, action := c.readFrames(in, out)
+	if len(c.fan.order) > 0 {
+		c.fan.flush() // the subscribers' Messages from this wake-up's publishes
+	}
+	return out, action
 }
 
 // inbound is the input side of a connection that frames are read from:
