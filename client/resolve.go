@@ -31,11 +31,11 @@ func (n Node) weight() int { return min(max(n.Weight, 1), MaxWeight) }
 // Resolver finds the nodes of a service and follows their changes. Package
 // discovery/etcd implements it over etcd; Static is a fixed list.
 type Resolver interface {
-	// Watch sends the service's whole set of nodes at once and again
-	// after each change, until ctx ends; then it closes the channel. An
-	// error means the service cannot be watched at all. A resolver that
-	// loses its source for a while keeps quiet rather than sending an
-	// empty set.
+	// Watch returns at once a channel on which it sends the service's
+	// whole set of nodes, as soon as it knows it and again after each
+	// change, until ctx ends; then it closes the channel. An error means
+	// the service cannot be watched at all. A resolver that loses its
+	// source for a while keeps quiet rather than sending an empty set.
 	Watch(ctx context.Context, service string) (<-chan []Node, error)
 }
 

@@ -48,6 +48,7 @@ type serveFlags struct {
 	chaosLedger                                        string
 	gateway                                            gatewayFlags
 	admin                                              adminFlags
+	etcd                                               etcdFlags
 }
 
 // setupServe defines serve's flags; see command.setup.
@@ -74,6 +75,7 @@ func setupServe(fs *flag.FlagSet) func(*cli, []string) error {
 	f.security.define(fs)
 	f.gateway.define(fs)
 	f.admin.define(fs)
+	f.etcd.define(fs)
 	fs.String(configFlag, "", "read flags not given on the command line from this YAML `file` (default $RPCD_CONFIG); each flag is also $RPCD_NAME (docs/configuration.md)")
 	fs.StringVar(&f.chaosLedger, "chaos-ledger", "", "serve "+chaosRecord+", which appends its argument to this `file` each time it runs (for rpcd chaos)")
 	return func(c *cli, args []string) error { return c.serve(f, args) }
@@ -98,6 +100,9 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		return usagef("-slow-subscriber is %q, want drop or cutoff", f.slowSubscriber)
 	case f.frameTimeout < 0 || f.idleTimeout < 0 || f.keepAliveTimeout < 0 || f.writeTimeout < 0 || f.handshakeTimeout < 0:
 		return usagef("-frame-timeout, -idle-timeout, -keepalive-timeout, -write-timeout and -handshake-timeout want 0 or more")
+	}
+	if err := f.etcd.check(); err != nil {
+		return err
 	}
 	tlsConfig, err := f.security.tlsConfig()
 	if err != nil {
@@ -186,6 +191,12 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		return exitStatus(exitFail)
 	}
 	defer adm.stop() // after the drain: /readyz says 503 and /metrics answers while it lasts
+	registered, err := f.etcd.register(srv.Addr(), reg, logger)
+	if err != nil {
+		logger.Error("rpcd: cannot register in etcd", "etcd", f.etcd.endpoints, "service", f.etcd.service, "err", err)
+		_ = shutdown(context.Background(), srv, gw)
+		return exitStatus(exitFail)
+	}
 	logger.Info("rpcd: serving",
 		"addr", srv.Addr().String(),
 		"loops", loops,
@@ -196,6 +207,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 
 	sig := <-sigs
 	logger.Info("rpcd: draining", "signal", sig.String(), "timeout", f.drainTimeout.String())
+	registered.deregister() // out of etcd before the GoAways: clients move their new calls elsewhere
 	ctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
 	defer cancel() // on a second signal, also cuts the drain short
 	done := make(chan error, 1)

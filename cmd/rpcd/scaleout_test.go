@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/etcdtest"
+)
+
+// ledgerLines returns the keys in the chaos ledgers files, with how many
+// times each was recorded, and the count per file.
+func ledgerLines(t *testing.T, files ...string) (map[string]int, []int) {
+	t.Helper()
+	all := map[string]int{}
+	per := make([]int, len(files))
+	for i, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if line != "" {
+				all[line]++
+				per[i]++
+			}
+		}
+	}
+	return all, per
+}
+
+func nodeAddrs(k *client.Cluster) []string {
+	var out []string
+	for _, n := range k.Nodes() {
+		out = append(out, n.Addr)
+	}
+	return out
+}
+
+// TestServeEtcdCluster: three `rpcd serve -etcd` processes register in a
+// real etcd (embedded in this test); a client dials the service by name.
+// Round robin spreads calls evenly (counted in each server's ledger). Under
+// load from 16 callers of a route that is not idempotent, one node is
+// killed with SIGKILL, a fourth starts, and another gets SIGTERM: it leaves
+// etcd before it drains and exits 0. No call runs twice (the servers'
+// ledgers), every call that succeeded ran once, and the only calls that
+// fail are ones that were out on the killed node: Unavailable, at most one
+// per caller.
+func TestServeEtcdCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and four servers")
+	}
+	ep := etcdtest.Start(t)
+	dir := t.TempDir()
+	ledgers := make([]string, 4)
+	nodes := make([]*daemon, 4)
+	start := func(i int) {
+		ledgers[i] = filepath.Join(dir, fmt.Sprintf("ledger%d", i))
+		nodes[i] = startServe(t, "-etcd", ep, "-service", "ledger", "-etcd-ttl", "2s", "-loops", "1",
+			"-meta", fmt.Sprintf("node=%d", i), "-chaos-ledger", ledgers[i])
+		if !strings.Contains(nodes[i].log.String(), "rpcd: registered") {
+			t.Fatalf("node %d serves without saying it registered; log:\n%s", i, nodes[i].log.String())
+		}
+	}
+	for i := range 3 {
+		start(i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	k, err := client.DialService(ctx, "etcd://"+ep+"/ledger", client.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if got := k.Nodes(); len(got) != 3 || got[0].Meta["node"] == "" || len(got[0].Routes) == 0 {
+		t.Fatalf("nodes %+v, want 3 with routes and metadata", got)
+	}
+
+	for i := range 300 {
+		if err := k.Call(ctx, chaosRecord, nil, nil); err == nil {
+			t.Fatal("a call without a key succeeded")
+		}
+		if _, err := k.CallRaw(ctx, chaosRecord, []byte(fmt.Sprintf("rr-%d", i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, per := ledgerLines(t, ledgers[:3]...)
+	for i, n := range per {
+		if n != 100 {
+			t.Errorf("round robin: node %d ran %d of 300 calls, want 100", i, n)
+		}
+	}
+
+	// Load, then a kill, a node added and a drain.
+	const nCallers = 16
+	var (
+		seq        atomic.Int64
+		ok, failed atomic.Int64
+		mu         sync.Mutex
+		succeeded  = map[string]bool{}
+		errs       []error
+		stop       = make(chan struct{})
+		wg         sync.WaitGroup
+	)
+	for range nCallers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("load-%d", seq.Add(1))
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := k.CallRaw(cctx, chaosRecord, []byte(key), nil)
+				cancel()
+				mu.Lock()
+				if err != nil {
+					failed.Add(1)
+					errs = append(errs, err)
+				} else {
+					ok.Add(1)
+					succeeded[key] = true
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	progress := func(what string) {
+		base := ok.Load()
+		deadline := time.Now().Add(30 * time.Second)
+		for ok.Load() < base+500 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no progress (%d calls succeeded, %d failed)", what, ok.Load(), failed.Load())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("%s: %d calls succeeded, %d failed", what, ok.Load(), failed.Load())
+	}
+	waitNodes := func(what string, cond func([]string) bool) {
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond(nodeAddrs(k)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: nodes %v", what, nodeAddrs(k))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	progress("three nodes")
+	_ = nodes[0].cmd.Process.Kill()
+	<-nodes[0].exited
+	progress("node 0 killed")
+	waitNodes("node 0's lease expired", func(a []string) bool { return !contains(a, nodes[0].addr) })
+	start(3)
+	waitNodes("node 3 joined", func(a []string) bool { return contains(a, nodes[3].addr) })
+	progress("node 3 joined")
+	if code := nodes[1].stop(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("node 1 exited %d after SIGTERM; log:\n%s", code, nodes[1].log.String())
+	}
+	log1 := nodes[1].log.String()
+	if d, s := strings.Index(log1, "rpcd: deregistered"), strings.Index(log1, "rpcd: stopped"); d < 0 || s < d {
+		t.Errorf("node 1 did not leave etcd before it stopped; log:\n%s", log1)
+	}
+	progress("node 1 drained")
+	close(stop)
+	wg.Wait()
+
+	runs, per := ledgerLines(t, ledgers...)
+	t.Logf("calls run per node %v; %d succeeded, %d failed, %d sent again", per, ok.Load(), failed.Load(), k.Retries())
+	if per[3] == 0 {
+		t.Error("the node that joined ran no call")
+	}
+	for key, n := range runs {
+		if n > 1 {
+			t.Errorf("call %s ran %d times", key, n)
+		}
+	}
+	for key := range succeeded {
+		if runs[key] != 1 {
+			t.Errorf("call %s succeeded but ran %d times", key, runs[key])
+		}
+	}
+	if failed.Load() > nCallers {
+		t.Errorf("%d calls failed, more than the %d callers could have had out on the killed node", failed.Load(), nCallers)
+	}
+	for _, err := range errs {
+		var e *handler.Error
+		if !errors.As(err, &e) || !errors.Is(err, handler.ErrUnavailable) || e.Unprocessed {
+			t.Errorf("a failed call: %v (want Unavailable, not Unprocessed)", err)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestServeEtcdFlags: the flags that go with -etcd are refused without it,
+// -etcd without -service, and bad values, with exit status 2.
+func TestServeEtcdFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-service", "x"}, "go with -etcd"},
+		{[]string{"-etcd", "127.0.0.1:1"}, "-etcd needs -service"},
+		{[]string{"-etcd", "127.0.0.1:1", "-service", "a/b"}, "without slashes"},
+		{[]string{"-etcd", "127.0.0.1:1", "-service", "a", "-weight", "0"}, "-weight is 0"},
+		{[]string{"-etcd", "127.0.0.1:1", "-service", "a", "-meta", "novalue"}, "want key=value"},
+	} {
+		r := rpcd(t, "", append([]string{"serve", "-addr", "127.0.0.1:0"}, tc.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("serve %q: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+// TestNoEtcdServerInBinary: rpcd links the etcd client only, never the
+// server that the tests embed.
+func TestNoEtcdServerInBinary(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, "go.etcd.io/etcd/server") || strings.HasPrefix(p, "go.etcd.io/raft") || strings.HasPrefix(p, "go.etcd.io/bbolt") {
+			t.Fatalf("rpcd links %s", p)
+		}
+	}
+}
