@@ -3,6 +3,8 @@
 Standard library only, Python 3.9+. Encodes Request, OneWay, Cancel and Ping frames
 with optional metadata and deadline, cuts frames out of a socket stream however the
 bytes arrive, matches replies by call id, and raises RpcError for Error frames.
+Opens streams ("Streams"): odd ids, credit-based flow control both ways, half-close
+and the final StreamReset.
 """
 
 import json
@@ -16,6 +18,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 HEADER = struct.Struct(">2sBBBBHIIHHI")
 MAGIC, VERSION = b"RD", 0x01
 REQUEST, RESPONSE, ERROR, ONEWAY, CANCEL, PING, PONG, GOAWAY = range(1, 9)
+STREAM_OPEN, STREAM_DATA, STREAM_CREDIT, STREAM_END, STREAM_RESET = range(0x18, 0x1D)
 FLAG_UNPROCESSED = 0x01
 CODEC_RAW, CODEC_JSON = 0x00, 0x01
 # Default limits ("Limits"): whole frame incl. header, route, metadata; Ping payload.
@@ -145,7 +148,8 @@ class FrameReader:
         # Check the header as soon as it is here, before buffering the rest.
         if magic != MAGIC or ver != VERSION:
             raise ProtocolError("bad magic %r or version %d" % (magic, ver))
-        if not REQUEST <= kind <= GOAWAY or flags & ~FLAG_UNPROCESSED or reserved:
+        if not (REQUEST <= kind <= GOAWAY or STREAM_OPEN <= kind <= STREAM_RESET) \
+                or flags & ~FLAG_UNPROCESSED or reserved:
             raise ProtocolError("reserved kind, flag bit or header field set")
         total = HEADER.size + rlen + mlen + plen
         if rlen > MAX_ROUTE or mlen > MAX_METADATA or total > MAX_FRAME:
@@ -169,6 +173,8 @@ class Client:
         self.replies: Dict[int, Frame] = {}  # replies read before they were asked for
         self.pongs: deque = deque()
         self.goaway: Optional[GoAwayError] = None
+        self.streams: Dict[int, "Stream"] = {}  # open streams, by id
+        self.next_stream = 1                    # a client opens odd stream ids
 
     def close(self) -> None:
         self.sock.close()
@@ -225,7 +231,25 @@ class Client:
             self.goaway = GoAwayError(*parse_goaway(f.payload))
         elif f.kind == PING:  # the protocol is symmetric: answer Pings
             self.send_raw(encode_frame(PONG, 0, payload=f.payload))
+        elif f.kind == STREAM_OPEN:  # this client serves no stream route
+            self.send_raw(encode_frame(STREAM_RESET, f.call_id, flags=FLAG_UNPROCESSED,
+                                       payload=struct.pack(">H", NOT_FOUND) + b"no stream routes here"))
+        elif STREAM_DATA <= f.kind <= STREAM_RESET and f.call_id in self.streams:
+            self.streams[f.call_id].on_frame(f)  # frames of unknown streams are dropped
         return f
+
+    def open_stream(self, route: str, window: int = 65536,
+                    metadata: Optional[Metadata] = None, deadline_ms: int = 0) -> "Stream":
+        """StreamOpen with the next odd id, granting the server `window` bytes."""
+        if self.goaway:
+            raise self.goaway
+        sid = self.next_stream
+        self.next_stream = (self.next_stream + 2) & 0xFFFFFFFF or 1
+        st = Stream(self, sid, window)
+        self.streams[sid] = st
+        self.send_raw(encode_frame(STREAM_OPEN, sid, route, struct.pack(">I", window),
+                                   deadline_ms=deadline_ms, metadata=metadata))
+        return st
 
     def wait(self, call_id: int) -> Frame:
         """The Response for call_id; raises RpcError if the answer is an Error."""
@@ -263,3 +287,77 @@ class Client:
         while not self.pongs:
             self.read_one()
         return self.pongs.popleft()
+
+
+class Stream:
+    """One stream this client opened. Data received is kept whole (read()), and
+    credit for it is granted back as it arrives, a quarter window at a time."""
+
+    CHUNK = 32 * 1024  # StreamData payload this client sends at most
+
+    def __init__(self, client: Client, sid: int, window: int):
+        self.client, self.sid, self.window = client, sid, window
+        self.credit = 0              # bytes we may send: none before the first StreamCredit
+        self.granted = window        # bytes the server may still send us
+        self.unacked = 0             # bytes received and not yet granted back
+        self.data = bytearray()
+        self.ended = False           # the server's StreamEnd arrived
+        self.reset: Optional[Tuple[int, str, bool]] = None  # the final StreamReset
+
+    def on_frame(self, f: Frame) -> None:
+        if f.kind == STREAM_DATA:
+            if len(f.payload) > self.granted:
+                raise ProtocolError("server sent past the window")
+            self.granted -= len(f.payload)
+            self.data += f.payload
+            self.unacked += len(f.payload)
+            if self.unacked >= self.window // 4 and not self.ended:
+                self.client.send_raw(encode_frame(STREAM_CREDIT, self.sid,
+                                                  payload=struct.pack(">I", self.unacked)))
+                self.granted, self.unacked = self.granted + self.unacked, 0
+        elif f.kind == STREAM_CREDIT:
+            (n,) = struct.unpack(">I", f.payload)
+            self.credit += n
+        elif f.kind == STREAM_END:
+            self.ended = True
+        elif f.kind == STREAM_RESET:
+            code, msg = parse_error(f.payload)
+            self.reset = (code, msg, bool(f.flags & FLAG_UNPROCESSED))
+            del self.client.streams[self.sid]  # finished: the id is free
+
+    def _fail(self) -> None:
+        code, msg, unprocessed = self.reset
+        if code:
+            raise RpcError(code, msg, unprocessed)
+
+    def write(self, data: bytes) -> None:
+        """Send data in StreamData frames, never past the credit granted."""
+        view = memoryview(data)
+        while view:
+            while self.credit == 0 and self.reset is None:
+                self.client.read_one()
+            if self.reset is not None:
+                self._fail()
+                raise EOFError("the handler returned before reading everything")
+            n = min(len(view), self.credit, self.CHUNK)
+            self.client.send_raw(encode_frame(STREAM_DATA, self.sid, payload=bytes(view[:n])))
+            self.credit -= n
+            view = view[n:]
+
+    def close_send(self) -> None:
+        self.client.send_raw(encode_frame(STREAM_END, self.sid))
+
+    def read(self) -> bytes:
+        """Everything the server sends, to its StreamEnd and final StreamReset;
+        raises RpcError if that reset carries a code."""
+        while self.reset is None:
+            self.client.read_one()
+        self._fail()
+        return bytes(self.data)
+
+    def cancel(self) -> None:
+        if self.reset is None:
+            self.client.send_raw(encode_frame(STREAM_RESET, self.sid,
+                                              payload=struct.pack(">H", 1) + b"canceled"))
+            self.client.streams.pop(self.sid, None)
+            self.reset = (1, "canceled", False)

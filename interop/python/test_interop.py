@@ -3,13 +3,15 @@
     python3 interop/python/test_interop.py 127.0.0.1:7070
 
 The server must have the built-in routes Math/Sum, Bench/EchoPacket,
-Bench/EchoString, Sys/Ping and Sys/Routes. Every socket operation times out
+Bench/EchoString, Sys/Ping and Sys/Routes, and the stream routes
+Bench/StreamSink and Bench/StreamSource. Every socket operation times out
 after 5 seconds.
 """
 
 import json
 import os
 import socket
+import struct
 import sys
 import unittest
 
@@ -54,6 +56,24 @@ class Offline(unittest.TestCase):
             f = r.read_frame()
             self.assertEqual((f.route, f.metadata, f.payload), ("A/B", md, b"xyz"))
         self.assertIsNone(r.read_frame())
+
+
+    def test_stream_examples(self):
+        """The stream frames printed under "Examples as bytes"."""
+        self.assertEqual(rc.encode_frame(rc.STREAM_OPEN, 1, "File/Upload", bytes.fromhex("00040000"),
+                                         deadline_ms=30000).hex(),
+                         "524401180000000b0000000100007530" "00000000000000044669"
+                         "6c652f55706c6f616400040000")
+        self.assertEqual(rc.encode_frame(rc.STREAM_DATA, 1, payload=b"hello").hex(),
+                         "52440119000000000000000100000000" "00000000000000056865" "6c6c6f")
+        self.assertEqual(rc.encode_frame(rc.STREAM_CREDIT, 1, payload=bytes.fromhex("00010000")).hex(),
+                         "5244011a000000000000000100000000" "000000000000000400010000")
+        self.assertEqual(rc.encode_frame(rc.STREAM_END, 1).hex(),
+                         "5244011b000000000000000100000000" "0000000000000000")
+        f = FakeSocketReader(bytes.fromhex("5244011c010000000000000200000000"
+                                           "00000000000000110005" "6e6f2073747265616d20726f757465")).read_frame()
+        self.assertEqual((f.kind, f.flags, f.call_id), (rc.STREAM_RESET, rc.FLAG_UNPROCESSED, 2))
+        self.assertEqual(rc.parse_error(f.payload), (rc.NOT_FOUND, "no stream route"))
 
 
 def FakeSocketReader(data: bytes, chunk: int = 1 << 20) -> rc.FrameReader:
@@ -189,6 +209,61 @@ class Live(unittest.TestCase):
         self.assertIsNone(self.c.reader.read_frame())
         with self.assertRaises(rc.GoAwayError):  # no new calls after GoAway
             self.c.send_request("Sys/Ping")
+
+
+class LiveStreams(unittest.TestCase):
+    """Streams against the built-in Bench/StreamSink and Bench/StreamSource."""
+
+    def setUp(self):
+        self.c = connect()
+
+    def tearDown(self):
+        self.c.close()
+
+    def test_upload(self):
+        st = self.c.open_stream("Bench/StreamSink", window=4096)
+        size = 1 << 20 | 12345  # many times the server's window: writes wait for credit
+        st.write(bytes(range(256)) * (size // 256) + bytes(size % 256))
+        st.close_send()
+        self.assertEqual(struct.unpack(">Q", st.read())[0], size)  # then StreamEnd, StreamReset 0
+        self.assertNotIn(st.sid, self.c.streams)
+        self.assertEqual(self.c.call_json("Math/Sum", {"a": 1, "b": 2}), 3)  # calls go on
+
+    def test_download_two_at_once(self):
+        a = self.c.open_stream("Bench/StreamSource", window=16384)
+        b = self.c.open_stream("Bench/StreamSource", window=65536)
+        self.assertEqual((a.sid, b.sid), (1, 3))  # odd ids: the client's
+        for st, size in ((a, 300000), (b, 1 << 20)):
+            st.write(struct.pack(">Q", size))
+            st.close_send()
+        got_b, got_a = b.read(), a.read()  # both flowed, each within its window
+        self.assertEqual((len(got_a), len(got_b)), (300000, 1 << 20))
+        self.assertEqual(got_a, got_b[:300000])  # the same pattern from the start
+
+    def test_unknown_stream_route(self):
+        st = self.c.open_stream("No/Such")
+        with self.assertRaises(rc.RpcError) as cm:
+            st.read()
+        self.assertEqual(cm.exception.code, rc.NOT_FOUND)
+        self.assertTrue(cm.exception.unprocessed)
+
+    def test_cancel(self):
+        st = self.c.open_stream("Bench/StreamSource", window=4096)
+        st.write(struct.pack(">Q", 1 << 30))
+        while len(st.data) < 4096:  # the window fills; the server waits for credit
+            self.c.read_one()
+        st.cancel()
+        self.assertEqual(self.c.call_json("Math/Sum", {"a": 2, "b": 2}), 4)
+
+    def test_overrun_is_a_protocol_error(self):
+        st = self.c.open_stream("Bench/StreamSink")
+        while st.credit == 0:
+            self.c.read_one()
+        self.c.send_raw(rc.encode_frame(rc.STREAM_DATA, st.sid, payload=bytes(st.credit + 1)))
+        while self.c.goaway is None:
+            self.c.read_one()
+        self.assertEqual(self.c.goaway.code, rc.INTERNAL)
+        self.assertIn("window", self.c.goaway.message)
 
 
 def main() -> None:
