@@ -21,7 +21,7 @@ import (
 type Message struct {
 	Topic   string      // the topic it was published to
 	Codec   proto.Codec // the codec of Payload
-	Payload []byte      // the subscriber's own copy
+	Payload []byte      // the subscriber's own copy (SubscribeFunc: valid until the function returns)
 }
 
 // Subscription is a live subscription; Unsubscribe ends it.
@@ -30,6 +30,7 @@ type Subscription struct {
 	sid     uint32
 	pattern string
 	ch      chan<- Message
+	fn      func(Message) // instead of ch: SubscribeFunc
 	dropped atomic.Uint64
 	topic   string // the last topic delivered, reused while the next is the same: the reader's alone
 
@@ -50,6 +51,20 @@ type subTable struct {
 // not fit is dropped and counted (Subscription.Dropped). Subscribe returns
 // once the server has taken the subscription in, or with its refusal.
 func (c *Client) Subscribe(ctx context.Context, pattern string, ch chan<- Message) (*Subscription, error) {
+	return c.subscribe(ctx, &Subscription{c: c, pattern: pattern, ch: ch, done: make(chan struct{})})
+}
+
+// SubscribeFunc is Subscribe with a function called for each message, on
+// the goroutine that reads the connection: no hand-off and no copy, so it
+// is the cheapest way to take many messages, but fn must not block (the
+// connection reads nothing else meanwhile), and m.Payload is valid only
+// until fn returns.
+func (c *Client) SubscribeFunc(ctx context.Context, pattern string, fn func(m Message)) (*Subscription, error) {
+	return c.subscribe(ctx, &Subscription{c: c, pattern: pattern, fn: fn, done: make(chan struct{})})
+}
+
+func (c *Client) subscribe(ctx context.Context, sub *Subscription) (*Subscription, error) {
+	pattern := sub.pattern
 	if err := proto.ValidPattern([]byte(pattern)); err != nil || len(pattern) > c.opts.Limits.MaxRoute {
 		return nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad pattern " + pattern, Unprocessed: true}
 	}
@@ -61,7 +76,6 @@ func (c *Client) Subscribe(ctx context.Context, pattern string, ch chan<- Messag
 		return nil, c.noConn
 	}
 	t := &c.subs
-	sub := &Subscription{c: c, pattern: pattern, ch: ch, done: make(chan struct{})}
 	t.mu.Lock()
 	if t.subs == nil {
 		t.subs = make(map[uint32]*Subscription)
@@ -224,6 +238,10 @@ func (t *subTable) deliver(f *proto.Frame) {
 	}
 	if s.topic != string(f.Route) { // compares without converting
 		s.topic = string(f.Route)
+	}
+	if s.fn != nil {
+		s.fn(Message{Topic: s.topic, Codec: f.Codec, Payload: f.Payload})
+		return
 	}
 	select {
 	case s.ch <- Message{Topic: s.topic, Codec: f.Codec, Payload: append([]byte(nil), f.Payload...)}:

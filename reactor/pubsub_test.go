@@ -129,7 +129,8 @@ func TestPubSub(t *testing.T) {
 }
 
 // TestPubSubFanOut: one publisher, 100 subscribers on connections of their
-// own: every subscriber gets every message, in the order published.
+// own, half on a channel and half on a function (SubscribeFunc): every
+// subscriber gets every message, in the order published.
 func TestPubSubFanOut(t *testing.T) {
 	s := start(t, builtinRegistry(), reactor.Options{})
 	const subscribers, messages = 100, 200
@@ -137,7 +138,17 @@ func TestPubSubFanOut(t *testing.T) {
 	for i := range chans {
 		chans[i] = make(chan client.Message, messages)
 		c := dial(t, s, client.Options{})
-		if _, err := c.Subscribe(ctxT(t), "ticks.>", chans[i]); err != nil {
+		var err error
+		if i%2 == 0 {
+			_, err = c.Subscribe(ctxT(t), "ticks.>", chans[i])
+		} else { // the reader calls a function: it copies what it keeps
+			ch := chans[i]
+			_, err = c.SubscribeFunc(ctxT(t), "ticks.>", func(m client.Message) {
+				m.Payload = append([]byte(nil), m.Payload...)
+				ch <- m
+			})
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -89,38 +89,24 @@ func (c *cli) benchFanOut(f *benchFlags) error {
 	subs := make([]*fanOutSub, f.subs)
 	var measureFrom atomic.Uint64 // sequence numbers above it are measured
 	measureFrom.Store(1<<64 - 1)
-	var readers sync.WaitGroup
-	readCtx, stopReaders := context.WithCancel(ctx)
-	defer func() { stopReaders(); readers.Wait() }()
 	for i, cl := range subClients {
 		s := &fanOutSub{lat: hdrhistogram.New(1, 60_000_000, 3)}
 		subs[i] = s
-		ch := make(chan client.Message, 4*fanOutWindow)
 		sctx, cancel := context.WithTimeout(ctx, f.timeout)
-		_, err := cl.Subscribe(sctx, "bench.fanout", ch)
+		_, err := cl.SubscribeFunc(sctx, "bench.fanout", func(m client.Message) {
+			if binary.BigEndian.Uint64(m.Payload) > measureFrom.Load() {
+				sent := int64(binary.BigEndian.Uint64(m.Payload[8:]))
+				s.mu.Lock()
+				_ = s.lat.RecordValue(max(1, (time.Now().UnixNano()-sent)/1000))
+				s.mu.Unlock()
+				s.measured.Add(1)
+			}
+			s.received.Add(1)
+		})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("rpcd: subscriber %d: %w", i, err)
 		}
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			for {
-				select {
-				case m := <-ch:
-					if binary.BigEndian.Uint64(m.Payload) > measureFrom.Load() {
-						sent := int64(binary.BigEndian.Uint64(m.Payload[8:]))
-						s.mu.Lock()
-						_ = s.lat.RecordValue(max(1, (time.Now().UnixNano()-sent)/1000))
-						s.mu.Unlock()
-						s.measured.Add(1)
-					}
-					s.received.Add(1)
-				case <-readCtx.Done():
-					return
-				}
-			}
-		}()
 	}
 	minReceived := func() uint64 {
 		m := subs[0].received.Load()
