@@ -638,6 +638,15 @@ func TestStreamFromServer(t *testing.T) {
 	if _, err := c.CallRaw(ctxT(t), "Ask/Missing", nil, nil); !errors.Is(err, handler.ErrNotFound) {
 		t.Fatalf("stream to a missing client route: %v, want NotFound", err)
 	}
+	// An inline handler may not: the stream's Read and Write would block
+	// its event loop.
+	reg.HandleFunc("Ask/Inline", func(ctx context.Context, req, reply []byte) ([]byte, error) {
+		_, err := handler.CallFrom(ctx).Peer.(handler.StreamOpener).OpenStream(ctx, "Client/Sum")
+		return reply, err
+	})
+	if _, err := c.CallRaw(ctxT(t), "Ask/Inline", nil, nil); handler.CodeOf(err) != proto.CodeFailedPrecondition {
+		t.Fatalf("a stream from an inline handler: %v, want FailedPrecondition", err)
+	}
 }
 
 // TestStreamMiddleware: the registry's middleware wraps streams as it
