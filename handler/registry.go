@@ -125,14 +125,19 @@ func (r *Registry) LookupCached(name []byte, c *RouteCache) *Route {
 type RouteInfo struct {
 	Name     string `json:"name"`
 	Blocking bool   `json:"blocking,omitempty"`
+	Stream   bool   `json:"stream,omitempty"` // a stream route (HandleStream)
 }
 
-// Routes lists the registered routes, sorted by name.
+// Routes lists the registered routes, stream routes among them, sorted by
+// name.
 func (r *Registry) Routes() []RouteInfo {
 	m := *r.routes.Load()
 	out := make([]RouteInfo, 0, len(m))
 	for _, rt := range m {
 		out = append(out, RouteInfo{Name: rt.name, Blocking: rt.blocking})
+	}
+	for _, name := range r.StreamRoutes() {
+		out = append(out, RouteInfo{Name: name, Stream: true})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

@@ -106,8 +106,13 @@ func TestBuiltinRoutes(t *testing.T) {
 		t.Fatalf("EchoPacket = %q, %v", reply, err)
 	}
 	var routes []handler.RouteInfo
-	if err := c.Call(ctx, builtin.Routes, nil, &routes); err != nil || len(routes) != 7 {
+	if err := c.Call(ctx, builtin.Routes, nil, &routes); err != nil || len(routes) != 9 {
 		t.Fatalf("Routes = %v, %v", routes, err)
+	}
+	for _, r := range routes { // the two stream routes are marked
+		if r.Stream != (r.Name == builtin.StreamSink || r.Name == builtin.StreamSource) {
+			t.Errorf("route %+v", r)
+		}
 	}
 }
 

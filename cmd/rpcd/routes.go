@@ -15,7 +15,8 @@ var routesCmd = &command{
 	summary:  "list the routes a server has",
 	about: `Routes calls ` + builtin.Routes + ` on the server at -addr and prints one route per
 line, in the order the server returns them, with " (blocking)" after the
-routes that run on the server's blocking pool.`,
+routes that run on the server's blocking pool and " (stream)" after stream
+routes.`,
 	example: `rpcd routes -addr 127.0.0.1:7070`,
 	setup:   setupRoutes,
 }
@@ -51,6 +52,9 @@ func (c *cli) routes(f *dialFlags, args []string) error {
 		b.WriteString(r.Name)
 		if r.Blocking {
 			b.WriteString(" (blocking)")
+		}
+		if r.Stream {
+			b.WriteString(" (stream)")
 		}
 		b.WriteByte('\n')
 	}
