@@ -131,7 +131,7 @@ type benchFlags struct {
 // setupBench defines bench's flags; see command.setup.
 func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	f := &benchFlags{}
-	fs.StringVar(&f.addr, "addr", "", "server `address` to load: host:port, or unix:///path; empty starts a child \"rpcd serve\" on 127.0.0.1:0")
+	fs.StringVar(&f.addr, "addr", "", "server `address` to load: host:port, unix:///path, or a service, etcd://ENDPOINTS/NAME (-c clients, each spreading calls over every node; docs/scale-out.md); empty starts a child \"rpcd serve\" on 127.0.0.1:0")
 	fs.StringVar(&f.scenario, "scenario", "NoArg", "`name` of the load: NoArg, EchoString16, EchoString2000, MultiArgs, EchoPacket16, EchoPacket2000, Sum, FanOut (publish/subscribe), or StreamUpload and StreamDownload (stream goodput, -size bytes per stream, default 256 MiB, -c streams)")
 	fs.StringVar(&f.route, "route", "", "load this `route` instead of a scenario, with -payload or -size")
 	fs.StringVar(&f.payload, "payload", "", "with -route, send the bytes of this `file`")
@@ -501,15 +501,11 @@ func allFailed(reports []*benchReport) error {
 
 // runCell connects to the target and runs one cell's load.
 func (c *cli) runCell(ctx context.Context, f *benchFlags, p *benchPlan, target *benchTarget, cell benchCell, progress *progressLine) (*benchReport, error) {
-	clients, err := c.dialBench(ctx, target.addr, cell.conns, f)
+	clients, closeClients, err := c.dialCallers(ctx, target.addr, cell.conns, f) // bench_service.go
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		for _, cl := range clients {
-			cl.Close()
-		}
-	}()
+	defer closeClients()
 
 	callers := cell.conns * cell.inflight
 	workers := make([]*benchWorker, callers)

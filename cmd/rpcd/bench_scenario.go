@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/internal/loadgen"
@@ -30,7 +29,7 @@ type scenario struct {
 
 	// newCall returns the call of caller number worker on cl, with buffers
 	// of its own.
-	newCall func(cl *client.Client, worker int) benchCall
+	newCall func(cl caller, worker int) benchCall
 }
 
 // scenarios are the named loads of -scenario, in the order -h lists them.
@@ -78,7 +77,7 @@ var noArgWant = func() int32 {
 
 func noArgScenario() *scenario {
 	return &scenario{name: "NoArg", route: builtin.NoArg, codec: "json", size: 0,
-		newCall: func(cl *client.Client, _ int) benchCall {
+		newCall: func(cl caller, _ int) benchCall {
 			var out int32
 			outp := any(&out) // boxed once, not on every call
 			return func(ctx context.Context) (int, error) {
@@ -97,7 +96,7 @@ func noArgScenario() *scenario {
 func echoStringScenario(name string, n int) *scenario {
 	s := string(pattern(n))
 	return &scenario{name: name, route: builtin.EchoString, codec: "json", size: n + 2,
-		newCall: func(cl *client.Client, _ int) benchCall {
+		newCall: func(cl caller, _ int) benchCall {
 			in := any(s)
 			var out string
 			outp := any(&out)
@@ -123,7 +122,7 @@ func multiArgsScenario() *scenario {
 	req := mustJSON(multiArgsIn)
 	reply := mustJSON(want)
 	return &scenario{name: "MultiArgs", route: builtin.MultiArgs, codec: "json", size: len(req),
-		newCall: func(cl *client.Client, _ int) benchCall {
+		newCall: func(cl caller, _ int) benchCall {
 			args := multiArgsIn
 			in := any(&args)
 			var out float64
@@ -150,7 +149,7 @@ func echoPacketScenario(name string, n int) *scenario {
 func sumScenario() *scenario {
 	return &scenario{name: "Sum", route: builtin.Sum, codec: "json",
 		size: len(mustJSON(builtin.SumArgs{})), // at its smallest; it varies
-		newCall: func(cl *client.Client, worker int) benchCall {
+		newCall: func(cl caller, worker int) benchCall {
 			var args builtin.SumArgs
 			in := any(&args)
 			var out int64
@@ -181,7 +180,7 @@ func sumScenario() *scenario {
 // reply must equal payload byte for byte.
 func rawRouteScenario(route string, payload []byte, echo bool) *scenario {
 	return &scenario{name: route, route: route, codec: "raw", size: len(payload), custom: true,
-		newCall: func(cl *client.Client, _ int) benchCall {
+		newCall: func(cl caller, _ int) benchCall {
 			buf := make([]byte, 0, max(len(payload), 64)) // reused for every reply
 			return func(ctx context.Context) (int, error) {
 				reply, err := cl.CallRaw(ctx, route, payload, buf[:0])
@@ -201,7 +200,7 @@ func rawRouteScenario(route string, payload []byte, echo bool) *scenario {
 // reply must equal payload byte for byte.
 func jsonRouteScenario(route string, payload []byte, echo bool) *scenario {
 	return &scenario{name: route, route: route, codec: "json", size: len(payload), custom: true,
-		newCall: func(cl *client.Client, _ int) benchCall {
+		newCall: func(cl caller, _ int) benchCall {
 			var in any // no payload
 			if len(payload) > 0 {
 				in = json.RawMessage(payload) // sent as it is

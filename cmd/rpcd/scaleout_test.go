@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -243,6 +244,36 @@ func TestNoEtcdServerInBinary(t *testing.T) {
 	for _, p := range strings.Fields(string(out)) {
 		if strings.HasPrefix(p, "go.etcd.io/etcd/server") || strings.HasPrefix(p, "go.etcd.io/raft") || strings.HasPrefix(p, "go.etcd.io/bbolt") {
 			t.Fatalf("rpcd links %s", p)
+		}
+	}
+}
+
+// TestBenchService: rpcd bench -addr etcd://ENDPOINT/NAME loads every node
+// of the service.
+func TestBenchService(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and two servers")
+	}
+	ep := etcdtest.Start(t)
+	dir := t.TempDir()
+	ledgers := []string{filepath.Join(dir, "a"), filepath.Join(dir, "b")}
+	for _, l := range ledgers {
+		startServe(t, "-etcd", ep, "-service", "bench", "-loops", "1", "-chaos-ledger", l)
+	}
+	r := rpcd(t, "", "bench", "-addr", "etcd://"+ep+"/bench", "-route", chaosRecord, "-size", "8",
+		"-c", "2", "-inflight", "4", "-n", "2000", "-warmup", "0", "-json")
+	if r.code != 0 {
+		t.Fatalf("bench exited %d; stderr:\n%s", r.code, r.stderr)
+	}
+	var rep struct{ Calls, Errors int64 }
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Calls != 2000 || rep.Errors != 0 {
+		t.Fatalf("bench output (%v):\n%s", err, r.stdout)
+	}
+	_, per := ledgerLines(t, ledgers...)
+	t.Logf("calls per node %v", per)
+	for i, n := range per {
+		if n < 500 {
+			t.Errorf("node %d ran %d of 2000 calls", i, n)
 		}
 	}
 }
