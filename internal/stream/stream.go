@@ -65,6 +65,7 @@ type Stream struct {
 	readable chan struct{} // a Read may go on; capacity 1
 	writable chan struct{} // a Write may go on; capacity 1
 	done     chan struct{} // closed when finished
+	hooked   chan struct{} // closed once onFinish has run, by whoever finished it
 }
 
 // New returns a stream with id on link. window is the receive window this
@@ -83,11 +84,13 @@ func New(id uint32, opener bool, link Link, ctx context.Context, window, credit 
 		readable: make(chan struct{}, 1),
 		writable: make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		hooked:   make(chan struct{}),
 	}
 }
 
-// SetOnFinish sets a function to run once the stream finishes. Call it
-// before the stream is handed to anyone.
+// SetOnFinish sets a function to run once the stream finishes, on the
+// goroutine that finishes it; Finish waits for it. Call it before the
+// stream is handed to anyone.
 func (s *Stream) SetOnFinish(f func()) { s.onFinish = f }
 
 // Watch has an opener's stream reset (Canceled or DeadlineExceeded) as
@@ -221,6 +224,7 @@ func (s *Stream) finish(err error, forget bool) bool {
 	if s.onFinish != nil {
 		s.onFinish()
 	}
+	close(s.hooked)
 	return true
 }
 
@@ -353,8 +357,11 @@ var errClosed = &handler.Error{Code: proto.CodeCanceled, Message: "stream: close
 
 // Finish ends an accepted stream once its handler has returned err: it
 // ends this end's direction on success and sends the outcome in a
-// StreamReset, unless the stream is already finished.
+// StreamReset, unless the stream is already finished. When it returns,
+// the stream's onFinish has run, on this goroutine or another: the
+// transport may release the handler's Call.
 func (s *Stream) Finish(err error) {
+	defer func() { <-s.hooked }()
 	s.mu.Lock()
 	finished, sendEnd := s.finished, s.sendEnd
 	s.mu.Unlock()
