@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 )
 
@@ -48,8 +47,3 @@ func Start(t testing.TB) string {
 	}
 	return e.Clients[0].Addr().String()
 }
-
-// IgnoreProcessWide are the goroutines an embedded etcd leaves running in
-// the process for good after Close: none is expected, and a test's leak
-// check passes them only if they are listed here.
-var IgnoreProcessWide = []goleak.Option{}
