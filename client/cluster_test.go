@@ -34,7 +34,7 @@ type member struct {
 	ids  map[uint64]int
 }
 
-func newMember(t *testing.T) *member {
+func newMember(t testing.TB) *member {
 	t.Helper()
 	m := &member{entered: make(chan struct{}, 1000), release: make(chan struct{}), keys: map[string]int{}, ids: map[uint64]int{}}
 	reg := handler.NewRegistry()
@@ -510,5 +510,46 @@ func TestClusterCallAllocs(t *testing.T) {
 		if got > plain {
 			t.Errorf("%v: %.2f allocations per call through a Cluster, more than %.2f through a Client", b, got, plain)
 		}
+	}
+}
+
+// BenchmarkClusterCallRaw: parallel raw calls to one in-process server
+// through a plain Client and through a Cluster of that one node, side by
+// side: the cost of picking a node.
+func BenchmarkClusterCallRaw(b *testing.B) {
+	m := newMember(b)
+	ctx := context.Background()
+	c, err := client.Dial(ctx, m.addr, client.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	k, err := client.DialService(ctx, "svc", client.ServiceOptions{Resolver: client.Static(client.Node{Addr: m.addr})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer k.Close()
+	for _, tc := range []struct {
+		name string
+		call func(context.Context, string, []byte, []byte) ([]byte, error)
+	}{
+		{"Client", c.CallRaw},
+		{"Cluster", k.CallRaw},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				req := make([]byte, 16)
+				reply := make([]byte, 0, 64)
+				for pb.Next() {
+					var err error
+					if reply, err = tc.call(ctx, builtin.EchoPacket, req, reply[:0]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
 	}
 }
