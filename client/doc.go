@@ -20,4 +20,11 @@
 // are. A connection that reads nothing for Options.KeepAlive is pinged, and
 // failed if nothing comes back within Options.KeepAliveTimeout, so a peer
 // gone without a word is noticed.
+//
+// A Cluster, from DialService, calls a service of several servers: one
+// Client per node, the nodes followed through a Resolver (Static, or etcd
+// with package discovery/etcd), calls spread by round robin, least calls in
+// flight or consistent hashing (Balance), with weights, and a failed call
+// sent again to another node by the same rules. docs/scale-out.md has the
+// guarantees.
 package client
