@@ -275,35 +275,14 @@ func (c *Client) Close() error {
 // A call that fails is sent again when Options.MaxRetries allows it; the
 // error returned is the last attempt's.
 func (c *Client) Call(ctx context.Context, route string, in, out any) error {
-	cl := getCall()
-	defer putCall(cl)
-	payload, err := encodeArg(cl.buf[:0], in)
-	if err != nil {
-		return err
-	}
-	cl.buf = payload
-	// The reply may reuse the buffer: the payload is copied into the write
-	// queue before the request can be sent, so before any reply arrives.
-	cl.reply = cl.buf[:0]
-	err = c.do(ctx, proto.CodecJSON, route, payload, cl)
-	cl.buf = cl.reply
-	if err != nil {
-		return err
-	}
-	return decodeReply(route, cl.reply, out)
+	return callJSON(ctx, c, route, in, out)
 }
 
 // CallRaw calls route with req as a raw payload and appends the reply to
 // reply, returning the extended slice. With a reply buffer of enough
 // capacity, a call allocates nothing. It is retried as Call is.
 func (c *Client) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
-	cl := getCall()
-	defer putCall(cl)
-	cl.reply = reply
-	if err := c.do(ctx, proto.CodecRaw, route, req, cl); err != nil {
-		return reply, err
-	}
-	return cl.reply, nil
+	return callRaw(ctx, c, route, req, reply)
 }
 
 // Notify sends a one-way call to route with in encoded as JSON. It returns
@@ -312,19 +291,62 @@ func (c *Client) CallRaw(ctx context.Context, route string, req, reply []byte) (
 // connection it fails with Unavailable, or, under Options.WaitForReady,
 // waits for one first.
 func (c *Client) Notify(ctx context.Context, route string, in any) error {
-	cl := getCall()
-	defer putCall(cl)
-	payload, err := encodeArg(cl.buf[:0], in)
-	if err != nil {
-		return err
-	}
-	cl.buf = payload
-	return c.notify(ctx, proto.CodecJSON, route, payload)
+	return notifyJSON(ctx, c, route, in)
 }
 
 // NotifyRaw sends a one-way call with a raw payload; see Notify.
 func (c *Client) NotifyRaw(ctx context.Context, route string, req []byte) error {
 	return c.notify(ctx, proto.CodecRaw, route, req)
+}
+
+// sender is what a Client and a Cluster send calls through: do sends a
+// request and waits for its reply in cl.reply, notify a one-way call.
+type sender interface {
+	do(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) error
+	notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error
+}
+
+// callJSON is Call for either sender.
+func callJSON(ctx context.Context, s sender, route string, in, out any) error {
+	cl := getCall()
+	defer putCall(cl)
+	payload, err := handler.AppendArg(cl.buf[:0], in)
+	if err != nil {
+		return err
+	}
+	cl.buf = payload
+	// The reply may reuse the buffer: the payload is copied into the write
+	// queue before the request can be sent, so before any reply arrives.
+	cl.reply = cl.buf[:0]
+	err = s.do(ctx, proto.CodecJSON, route, payload, cl)
+	cl.buf = cl.reply
+	if err != nil {
+		return err
+	}
+	return handler.DecodeReply(route, cl.reply, out)
+}
+
+// callRaw is CallRaw for either sender.
+func callRaw(ctx context.Context, s sender, route string, req, reply []byte) ([]byte, error) {
+	cl := getCall()
+	defer putCall(cl)
+	cl.reply = reply
+	if err := s.do(ctx, proto.CodecRaw, route, req, cl); err != nil {
+		return reply, err
+	}
+	return cl.reply, nil
+}
+
+// notifyJSON is Notify for either sender.
+func notifyJSON(ctx context.Context, s sender, route string, in any) error {
+	cl := getCall()
+	defer putCall(cl)
+	payload, err := handler.AppendArg(cl.buf[:0], in)
+	if err != nil {
+		return err
+	}
+	cl.buf = payload
+	return s.notify(ctx, proto.CodecJSON, route, payload)
 }
 
 func (c *Client) notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error {
@@ -455,27 +477,4 @@ func contextError(err error, route string) error {
 		return &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "call " + route + ": deadline exceeded"}
 	}
 	return &handler.Error{Code: proto.CodeCanceled, Message: "call " + route + ": canceled"}
-}
-
-// encodeArg appends in as JSON to dst; nil encodes as no payload.
-func encodeArg(dst []byte, in any) ([]byte, error) {
-	if in == nil {
-		return dst, nil
-	}
-	out, err := handler.JSON.Append(dst, in)
-	if err != nil {
-		return dst, &handler.Error{Code: proto.CodeInvalidArgument, Message: "encoding the argument: " + err.Error(), Unprocessed: true}
-	}
-	return out, nil
-}
-
-// decodeReply decodes a JSON reply into out; nil out drops it.
-func decodeReply(route string, reply []byte, out any) error {
-	if out == nil || len(reply) == 0 {
-		return nil
-	}
-	if err := handler.JSON.Unmarshal(reply, out); err != nil {
-		return &handler.Error{Code: proto.CodeInvalidArgument, Message: "decoding the reply of " + route + ": " + err.Error()}
-	}
-	return nil
 }

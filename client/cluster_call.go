@@ -13,47 +13,21 @@ import (
 // reply into out, as Client.Call does. A call that fails is sent again by
 // the rules of Options.MaxRetries, to another node when there is one.
 func (k *Cluster) Call(ctx context.Context, route string, in, out any) error {
-	cl := getCall()
-	defer putCall(cl)
-	payload, err := encodeArg(cl.buf[:0], in)
-	if err != nil {
-		return err
-	}
-	cl.buf = payload
-	cl.reply = cl.buf[:0] // as in Client.Call: the payload is queued before any reply
-	err = k.do(ctx, proto.CodecJSON, route, payload, cl)
-	cl.buf = cl.reply
-	if err != nil {
-		return err
-	}
-	return decodeReply(route, cl.reply, out)
+	return callJSON(ctx, k, route, in, out)
 }
 
 // CallRaw calls route on a node with req as a raw payload and appends the
 // reply to reply, as Client.CallRaw does; with a reply buffer of enough
 // capacity it allocates nothing.
 func (k *Cluster) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
-	cl := getCall()
-	defer putCall(cl)
-	cl.reply = reply
-	if err := k.do(ctx, proto.CodecRaw, route, req, cl); err != nil {
-		return reply, err
-	}
-	return cl.reply, nil
+	return callRaw(ctx, k, route, req, reply)
 }
 
 // Notify sends a one-way call to one node, as Client.Notify does: never
 // twice; with no usable node it fails with Unavailable, or, under
 // Options.WaitForReady, waits for one.
 func (k *Cluster) Notify(ctx context.Context, route string, in any) error {
-	cl := getCall()
-	defer putCall(cl)
-	payload, err := encodeArg(cl.buf[:0], in)
-	if err != nil {
-		return err
-	}
-	cl.buf = payload
-	return k.notify(ctx, proto.CodecJSON, route, payload)
+	return notifyJSON(ctx, k, route, in)
 }
 
 // NotifyRaw sends a one-way call with a raw payload; see Notify.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 
+	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -31,7 +32,7 @@ type Future struct {
 // not sent again (see Options.MaxRetries).
 func (c *Client) Go(ctx context.Context, route string, in, out any) *Future {
 	f := &Future{done: make(chan struct{}), out: out, route: route}
-	payload, err := encodeArg(nil, in)
+	payload, err := handler.AppendArg(nil, in)
 	if err != nil {
 		f.complete(err)
 		return f
@@ -107,7 +108,7 @@ func (f *Future) Wait() error {
 	if f.err != nil {
 		return f.err
 	}
-	return decodeReply(f.route, f.reply, f.out)
+	return handler.DecodeReply(f.route, f.reply, f.out)
 }
 
 // Reply returns the reply payload once the call has completed without error.

@@ -265,7 +265,7 @@ func (t *subTable) ended(f *proto.Frame) {
 // message is queued for writing; the server delivers it to every matching
 // subscription, this client's included.
 func (c *Client) Publish(ctx context.Context, topic string, in any) error {
-	payload, err := encodeArg(nil, in)
+	payload, err := handler.AppendArg(nil, in)
 	if err != nil {
 		return err
 	}

@@ -92,3 +92,30 @@ func codecFor(id proto.Codec) Codec {
 	}
 	return nil
 }
+
+// AppendArg appends in, a call's argument, to dst encoded as JSON; a nil
+// in is no payload. A value JSON cannot encode is an InvalidArgument error
+// marked Unprocessed: the call was never sent. Callers on either side of a
+// connection (client.Client, a server's Peer) encode arguments with it.
+func AppendArg(dst []byte, in any) ([]byte, error) {
+	if in == nil {
+		return dst, nil
+	}
+	out, err := JSON.Append(dst, in)
+	if err != nil {
+		return dst, &Error{Code: proto.CodeInvalidArgument, Message: "encoding the argument: " + err.Error(), Unprocessed: true}
+	}
+	return out, nil
+}
+
+// DecodeReply decodes the JSON reply of a call to route into out, a
+// pointer; a nil out or an empty reply decodes nothing.
+func DecodeReply(route string, reply []byte, out any) error {
+	if out == nil || len(reply) == 0 {
+		return nil
+	}
+	if err := JSON.Unmarshal(reply, out); err != nil {
+		return &Error{Code: proto.CodeInvalidArgument, Message: "decoding the reply of " + route + ": " + err.Error()}
+	}
+	return nil
+}

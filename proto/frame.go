@@ -147,18 +147,7 @@ func decodeHeader(b []byte, l *Limits, h *Header) error {
 		PayloadLen:  binary.BigEndian.Uint32(b[20:]),
 	}
 	r := &kindRules[h.Kind]
-	maxFrame, maxRoute, maxMeta := DefaultMaxFrameSize, DefaultMaxRoute, DefaultMaxMetadata
-	if l != nil {
-		if l.MaxFrameSize > 0 {
-			maxFrame = l.MaxFrameSize
-		}
-		if l.MaxRoute > 0 {
-			maxRoute = l.MaxRoute
-		}
-		if l.MaxMetadata > 0 {
-			maxMeta = l.MaxMetadata
-		}
-	}
+	maxFrame, maxRoute, maxMeta := l.bounds()
 	if b[0] != Magic0 || b[1] != Magic1 || b[2] != Version || b[18]|b[19] != 0 || !r.valid ||
 		h.Flags&^r.flags != 0 ||
 		(h.Codec != CodecRaw && !r.anyCodec) ||
@@ -229,18 +218,7 @@ func explainHeader(b []byte, l *Limits) error {
 		}
 	}
 
-	maxFrame, maxRoute, maxMeta := DefaultMaxFrameSize, DefaultMaxRoute, DefaultMaxMetadata
-	if l != nil {
-		if l.MaxFrameSize > 0 {
-			maxFrame = l.MaxFrameSize
-		}
-		if l.MaxRoute > 0 {
-			maxRoute = l.MaxRoute
-		}
-		if l.MaxMetadata > 0 {
-			maxMeta = l.MaxMetadata
-		}
-	}
+	maxFrame, maxRoute, maxMeta := l.bounds()
 	if k.HasRoute() {
 		if h.RouteLen == 0 {
 			return errProtocol("%v frame without a route", k)
@@ -489,4 +467,22 @@ func AppendWelcome(dst []byte, identity string) []byte {
 // AppendPong appends the Pong that answers a Ping with payload.
 func AppendPong(dst []byte, payload []byte) []byte {
 	return AppendFrame(dst, Header{Kind: KindPong}, "", nil, payload)
+}
+
+// bounds returns the limits l sets, with the defaults for its zero fields
+// and for a nil l.
+func (l *Limits) bounds() (frame, route, metadata int) {
+	frame, route, metadata = DefaultMaxFrameSize, DefaultMaxRoute, DefaultMaxMetadata
+	if l != nil {
+		if l.MaxFrameSize > 0 {
+			frame = l.MaxFrameSize
+		}
+		if l.MaxRoute > 0 {
+			route = l.MaxRoute
+		}
+		if l.MaxMetadata > 0 {
+			metadata = l.MaxMetadata
+		}
+	}
+	return frame, route, metadata
 }

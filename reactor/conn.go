@@ -260,7 +260,21 @@ func (c *conn) goAway(out []byte) []byte {
 	return proto.AppendGoAway(out, c.lastID, proto.CodeUnavailable, "server is draining")
 }
 
-// takeReplies moves the blocking pool's replies onto out.
+// unlockAndWake ends a hand-over to the loop: with c.mu held and frames
+// appended to c.replies, it unlocks c.mu and wakes the connection's loop
+// unless a wake is already pending, so that any number of frames queued
+// before the loop runs cost one wake and leave in one write.
+func (c *conn) unlockAndWake() {
+	wake := !c.woken
+	c.woken = true
+	c.mu.Unlock()
+	if wake {
+		c.wake()
+	}
+}
+
+// takeReplies moves the outbox onto out: the blocking pool's replies and the
+// frames the server sends on its own (pushes, calls, Messages, stream data).
 func (c *conn) takeReplies(out []byte) []byte {
 	c.mu.Lock()
 	out = append(out, c.replies...)

@@ -570,22 +570,11 @@ func (r *rawConn) send(b []byte) {
 
 // next reads the next frame; io.EOF when the server closed.
 func (r *rawConn) next() (proto.Frame, error) {
-	r.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for {
-		if f, n, err := proto.Decode(r.in, nil); err != nil {
-			r.t.Fatal(err)
-		} else if n > 0 {
-			f.Payload = append([]byte(nil), f.Payload...)
-			r.in = r.in[n:]
-			return f, nil
-		}
-		buf := make([]byte, 64<<10)
-		n, err := r.nc.Read(buf)
-		r.in = append(r.in, buf[:n]...)
-		if err != nil {
-			return proto.Frame{}, err
-		}
+	f, err := r.nextWithin(5 * time.Second)
+	if errors.Is(err, proto.ErrProtocol) {
+		r.t.Fatal(err) // the server wrote bytes that are not frames
 	}
+	return f, err
 }
 
 // TestPipelinedRequests: requests written back to back in one write all

@@ -21,22 +21,26 @@ func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		return proto.AppendGoAway(nil, 0, proto.CodeUnavailable, "server is draining"), gnet.Close
 	}
 	c := newConn(s, gc, gc.RemoteAddr())
-	c.lastRead.Store(s.clock.Load())
 	gc.SetContext(c)
+	s.enrol(c)
+	return nil, gnet.None
+}
+
+// enrol counts a new connection of either transport as open, for the
+// sweeper, Peers and Shutdown.
+func (s *Server) enrol(c *conn) {
+	c.lastRead.Store(s.clock.Load())
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 	s.nconns.Add(1)
 	s.stats.connsOpened.Add(1)
-	return nil, gnet.None
 }
 
-// OnClose cancels what the connection had in flight.
-func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
-	c, ok := gc.Context().(*conn)
-	if !ok {
-		return gnet.None
-	}
+// forget ends what a closed connection of either transport had: its calls,
+// subscriptions and streams, its large-frame buffer, its place among the
+// open connections.
+func (s *Server) forget(c *conn) {
 	c.closeCalls()
 	if c.big != nil {
 		c.releaseBig()
@@ -45,6 +49,15 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	s.nconns.Add(-1)
+}
+
+// OnClose cancels what the connection had in flight.
+func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
+	c, ok := gc.Context().(*conn)
+	if !ok {
+		return gnet.None
+	}
+	s.forget(c)
 	if err != nil && !errors.Is(err, os.ErrClosed) {
 		s.log.Debug("rpcd: connection closed", "remote", c.remote, "err", err)
 	}

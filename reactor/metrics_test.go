@@ -72,24 +72,7 @@ func BenchmarkDirectMetrics(b *testing.B) {
 			} else {
 				s, _ = newTestServer(b)
 			}
-			const batch = 32
-			var in []byte
-			for i := 1; i <= batch; i++ {
-				in = proto.AppendFrame(in, proto.Header{Kind: proto.KindRequest, ID: uint32(i)}, builtin.EchoPacket, nil, make([]byte, 16))
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				fc := &fakeConn{}
-				s.OnOpen(fc)
-				w := &countingConn{fakeConn: fc}
-				for i := 0; pb.Next(); i++ {
-					if i%batch == 0 {
-						fc.in = in
-						s.OnTraffic(w)
-					}
-				}
-			})
+			benchDirect(b, s, builtin.EchoPacket, proto.CodecRaw, make([]byte, 16))
 		})
 	}
 }

@@ -47,18 +47,15 @@ func (p *Peer) Identity() *handler.Identity { return p.identity.Load() }
 // Call sends in as JSON to route on the client and decodes its JSON reply
 // into out; see handler.Peer.
 func (p *Peer) Call(ctx context.Context, route string, in, out any) error {
-	payload, err := encodeArg(in)
+	payload, err := handler.AppendArg(nil, in)
 	if err != nil {
 		return err
 	}
 	reply, err := p.call(ctx, route, proto.CodecJSON, payload, nil)
-	if err != nil || out == nil || len(reply) == 0 {
+	if err != nil {
 		return err
 	}
-	if err := handler.JSON.Unmarshal(reply, out); err != nil {
-		return &handler.Error{Code: proto.CodeInvalidArgument, Message: "decoding the reply of " + route + ": " + err.Error()}
-	}
-	return nil
+	return handler.DecodeReply(route, reply, out)
 }
 
 // CallRaw sends req to route on the client and appends its reply to reply.
@@ -69,7 +66,7 @@ func (p *Peer) CallRaw(ctx context.Context, route string, req, reply []byte) ([]
 // Notify sends in as JSON to route on the client, one way: it returns once
 // the message is queued for the connection.
 func (p *Peer) Notify(ctx context.Context, route string, in any) error {
-	payload, err := encodeArg(in)
+	payload, err := handler.AppendArg(nil, in)
 	if err != nil {
 		return err
 	}
@@ -125,18 +122,6 @@ func (p *Peer) call(ctx context.Context, route string, codec proto.Codec, payloa
 	return reply, &handler.Error{Code: proto.CodeCanceled, Message: "call " + route + " on the peer: canceled"}
 }
 
-// encodeArg encodes a JSON argument; nil is no payload.
-func encodeArg(in any) ([]byte, error) {
-	if in == nil {
-		return nil, nil
-	}
-	b, err := handler.JSON.Append(nil, in)
-	if err != nil {
-		return nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "encoding the argument: " + err.Error(), Unprocessed: true}
-	}
-	return b, nil
-}
-
 // header checks a call the server makes against the limits and builds its
 // frame header.
 func (s *Server) header(ctx context.Context, kind proto.Kind, codec proto.Codec, route string, payload []byte) (proto.Header, error) {
@@ -184,12 +169,7 @@ func (c *conn) send(h proto.Header, route string, payload []byte, pc *peerCall) 
 		c.peerCalls[h.ID] = pc
 	}
 	c.replies = proto.AppendFrame(c.replies, h, route, nil, payload)
-	wake := !c.woken
-	c.woken = true
-	c.mu.Unlock()
-	if wake {
-		c.wake()
-	}
+	c.unlockAndWake()
 	return nil
 }
 

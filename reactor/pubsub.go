@@ -316,13 +316,8 @@ func (c *conn) deliver(frames []byte, n int) {
 		return
 	}
 	c.replies = append(c.replies, frames...)
-	wake := !c.woken
-	c.woken = true
-	c.mu.Unlock()
+	c.unlockAndWake()
 	s.pubsub.delivered.Add(uint64(n))
-	if wake {
-		c.wake()
-	}
 }
 
 // subscribe acts on a Subscribe frame, on the connection's own goroutine.

@@ -132,21 +132,9 @@ func (s *Server) serveStd(nc net.Conn) {
 		c.identity, c.call.Identity = id, id // a verified client certificate
 		c.peer.identity.Store(id)
 	}
-	c.lastRead.Store(s.clock.Load())
-	s.mu.Lock()
-	s.conns[c] = struct{}{}
-	s.mu.Unlock()
-	s.nconns.Add(1)
-	s.stats.connsOpened.Add(1)
+	s.enrol(c)
 	defer func() {
-		c.closeCalls()
-		if c.big != nil {
-			c.releaseBig()
-		}
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		s.nconns.Add(-1)
+		s.forget(c)
 		for _, done := range l.unpoke() {
 			done()
 		}

@@ -287,12 +287,7 @@ func (l *connLink) SendData(ctx context.Context, id uint32, data []byte) error {
 		}
 	}
 	c.replies = proto.AppendStreamData(c.replies, id, data)
-	wake := !c.woken
-	c.woken = true
-	c.mu.Unlock()
-	if wake {
-		c.wake()
-	}
+	c.unlockAndWake()
 	return nil
 }
 
@@ -305,12 +300,7 @@ func (l *connLink) SendControl(frame []byte) error {
 		return stream.ErrConnLost
 	}
 	c.replies = append(c.replies, frame...)
-	wake := !c.woken
-	c.woken = true
-	c.mu.Unlock()
-	if wake {
-		c.wake()
-	}
+	c.unlockAndWake()
 	return nil
 }
 

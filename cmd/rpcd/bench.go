@@ -329,6 +329,24 @@ type benchTarget struct {
 	child *serveChild // nil for a server at -addr
 }
 
+// loadTarget returns the server a load command works on: the one at addr,
+// or, with addr empty, a child "rpcd serve -addr 127.0.0.1:0 args..." that
+// stop stops, writing to standard error what went wrong in stopping it.
+func (c *cli) loadTarget(ctx context.Context, addr string, args ...string) (t *benchTarget, stop func(), err error) {
+	if addr != "" {
+		return &benchTarget{addr: addr}, func() {}, nil
+	}
+	child, err := startServeChild(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &benchTarget{addr: child.addr, child: child}, func() {
+		if serr := child.stop(); serr != nil {
+			fmt.Fprintln(c.stderr, serr)
+		}
+	}, nil
+}
+
 func (t *benchTarget) String() string {
 	if t.child != nil {
 		return fmt.Sprintf("child process pid %d at %s", t.child.pid(), t.addr)
@@ -361,22 +379,14 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 	ctx, stop := c.interruptible()
 	defer stop()
 
-	target := &benchTarget{addr: f.addr}
-	if f.addr == "" {
-		child, err := startServeChild(ctx, "-addr", "127.0.0.1:0", "-max-frame", strconv.Itoa(f.maxFrame))
-		if err != nil {
-			if ctx.Err() != nil {
-				return errBenchInterrupted
-			}
-			return err
+	target, stopTarget, err := c.loadTarget(ctx, f.addr, "-max-frame", strconv.Itoa(f.maxFrame))
+	if err != nil {
+		if ctx.Err() != nil {
+			return errBenchInterrupted
 		}
-		defer func() {
-			if serr := child.stop(); serr != nil {
-				fmt.Fprintln(c.stderr, serr)
-			}
-		}()
-		target = &benchTarget{addr: child.addr, child: child}
+		return err
 	}
+	defer stopTarget()
 	if !f.jsonOut {
 		if err := c.write([]byte("server: " + target.String() + "\n")); err != nil {
 			return err

@@ -63,19 +63,12 @@ func (c *cli) benchFanOut(f *benchFlags) error {
 	f.size = max(f.size, 16) // room for the sequence number and the timestamp
 	ctx, stop := c.interruptible()
 	defer stop()
-	addr, target := f.addr, f.addr
-	if addr == "" {
-		child, err := startServeChild(ctx, "-addr", "127.0.0.1:0", "-max-conns", strconv.Itoa(f.subs+16))
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if serr := child.stop(); serr != nil {
-				fmt.Fprintln(c.stderr, serr)
-			}
-		}()
-		addr, target = child.addr, fmt.Sprintf("child process pid %d at %s", child.pid(), child.addr)
+	t, stopTarget, err := c.loadTarget(ctx, f.addr, "-max-conns", strconv.Itoa(f.subs+16))
+	if err != nil {
+		return err
 	}
+	defer stopTarget()
+	addr, target := t.addr, t.String()
 	clients, err := c.dialBench(ctx, addr, f.subs+1, f)
 	if err != nil {
 		return err

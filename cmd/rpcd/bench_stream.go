@@ -60,19 +60,12 @@ func (c *cli) benchStream(f *benchFlags) error {
 	}
 	ctx, stop := c.interruptible()
 	defer stop()
-	addr, target := f.addr, f.addr
-	if addr == "" {
-		child, err := startServeChild(ctx, "-addr", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if serr := child.stop(); serr != nil {
-				fmt.Fprintln(c.stderr, serr)
-			}
-		}()
-		addr, target = child.addr, fmt.Sprintf("child process pid %d at %s", child.pid(), child.addr)
+	t, stopTarget, err := c.loadTarget(ctx, f.addr)
+	if err != nil {
+		return err
 	}
+	defer stopTarget()
+	addr, target := t.addr, t.String()
 	clients, err := c.dialBench(ctx, addr, f.conns+1, f)
 	if err != nil {
 		return err

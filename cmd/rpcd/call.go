@@ -149,8 +149,8 @@ func (c *cli) call(f *callFlags, args []string) error {
 			arg = b
 		}
 		if !f.raw {
-			if err := json.Unmarshal(arg, new(json.RawMessage)); err != nil {
-				return usagef("ARG is not valid JSON (%v); use -raw to send bytes", err)
+			if err := checkJSON("ARG", arg); err != nil {
+				return err
 			}
 		}
 	}
@@ -185,6 +185,15 @@ func (c *cli) call(f *callFlags, args []string) error {
 		return nil // a route that replies with nothing
 	}
 	return c.write(append(out, '\n'))
+}
+
+// checkJSON refuses, as a usage error, an argument named what that is not
+// one JSON value.
+func checkJSON(what string, b []byte) error {
+	if err := json.Unmarshal(b, new(json.RawMessage)); err != nil {
+		return usagef("%s is not valid JSON (%v); use -raw to send bytes", what, err)
+	}
+	return nil
 }
 
 // write writes b to standard output.

@@ -66,8 +66,8 @@ func (c *cli) pub(f *pubFlags, args []string) error {
 		return usagef("%v", strings.TrimPrefix(err.Error(), "rpcd: protocol error: "))
 	}
 	if !f.raw {
-		if err := json.Unmarshal(msg, new(json.RawMessage)); err != nil {
-			return usagef("MESSAGE is not valid JSON (%v); use -raw to send bytes", err)
+		if err := checkJSON("MESSAGE", msg); err != nil {
+			return err
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)

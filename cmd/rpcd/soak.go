@@ -156,19 +156,11 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 	ctx, stop := c.interruptible()
 	defer stop()
 
-	target := &benchTarget{addr: f.addr}
-	if f.addr == "" {
-		child, err := startServeChild(ctx, "-addr", "127.0.0.1:0", "-max-conns", strconv.Itoa(f.conns+16))
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if serr := child.stop(); serr != nil {
-				fmt.Fprintln(c.stderr, serr)
-			}
-		}()
-		target.addr, target.child = child.addr, child
+	target, stopTarget, err := c.loadTarget(ctx, f.addr, "-max-conns", strconv.Itoa(f.conns+16))
+	if err != nil {
+		return err
 	}
+	defer stopTarget()
 	rep := &soakReport{Scenario: sc.name, Conns: f.conns, RatePerConn: f.rate, Server: target.String(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
 	fmt.Fprintf(c.stderr, "soak: %s on %d connections × %v calls/s for %v after %v, server %s\n", sc.name, f.conns, f.rate, f.duration, f.warmup, rep.Server)
 
