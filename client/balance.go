@@ -175,18 +175,7 @@ func (t *table) pick(b Balance, key string, hasKey bool, avoid *node) *node {
 		})
 		// The key's node, or, if it is down, the next distinct nodes
 		// along the ring: keys of a dead node spread, others stay put.
-		var fallback *node
-		for k := range len(t.ring) {
-			nd := t.nodes[t.ring[(i+k)%len(t.ring)].node]
-			if !nd.c.usable() {
-				continue
-			}
-			if nd != avoid {
-				return nd
-			}
-			fallback = nd
-		}
-		return fallback
+		return firstUsable(len(t.ring), func(k int) *node { return t.nodes[t.ring[(i+k)%len(t.ring)].node] }, avoid)
 	case b == LeastInflight:
 		start := int(t.next.Add(1))
 		var best *node
@@ -208,9 +197,15 @@ func (t *table) pick(b Balance, key string, hasKey bool, avoid *node) *node {
 		return best
 	}
 	start := int(t.next.Add(1))
+	return firstUsable(len(t.seq), func(k int) *node { return t.nodes[t.seq[(start+k)%len(t.seq)]] }, avoid)
+}
+
+// firstUsable returns the first usable node of count, in the order at
+// gives them: not avoid, unless no other is usable.
+func firstUsable(count int, at func(k int) *node, avoid *node) *node {
 	var fallback *node
-	for k := range len(t.seq) {
-		nd := t.nodes[t.seq[(start+k)%len(t.seq)]]
+	for k := range count {
+		nd := at(k)
 		if !nd.c.usable() {
 			continue
 		}
