@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -212,7 +213,7 @@ func (s *Server) Publish(topic string, codec proto.Codec, payload []byte) (int, 
 		return 0, err
 	}
 	if n := proto.HeaderSize + len(topic) + len(payload); n > s.opts.Limits.MaxFrameSize {
-		return 0, errPeerSlow // cannot be delivered in one frame
+		return 0, handler.Errorf(proto.CodeResourceExhausted, "message of %d bytes exceeds the frame limit of %d", n, s.opts.Limits.MaxFrameSize)
 	}
 	return s.publish([]byte(topic), codec, payload, nil), nil
 }

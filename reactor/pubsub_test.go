@@ -119,6 +119,11 @@ func TestPubSub(t *testing.T) {
 		t.Fatalf("stats %+v; want 3 subscriptions, 7 published, 11 delivered", st)
 	}
 
+	// A message no frame can carry is refused, by the server's Publish too.
+	if _, err := s.Publish("orders.eu.created", proto.CodecRaw, make([]byte, proto.DefaultMaxFrameSize)); !errors.Is(err, handler.ErrResourceExhausted) {
+		t.Fatalf("publishing more than a frame holds: %v", err)
+	}
+
 	// Bad patterns and topics are refused before anything is sent.
 	if _, err := sub.Subscribe(ctx, "orders.>.x", make(chan client.Message)); !errors.Is(err, handler.ErrInvalidArgument) {
 		t.Fatalf("bad pattern: %v", err)
