@@ -35,6 +35,7 @@ type Client struct {
 	srv     *serving      // the routes the server may call here
 	dropped atomic.Uint64 // pushes Options.Pushes had no room for
 	subs    subTable      // publish/subscribe: the live subscriptions
+	idle    *idleWires    // connections no one reads, with Conns > 1 (read.go)
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -60,6 +61,9 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.srv = &serving{reg: opts.Handler, pushes: opts.Pushes, max: opts.MaxHandlers, peer: c, dropped: func() { c.dropped.Add(1) }, subs: &c.subs, log: opts.Logger}
 	c.srv.window = opts.StreamWindow
+	if opts.Conns > 1 {
+		c.idle = &idleWires{max: opts.Conns}
+	}
 	for range opts.Conns {
 		w, err := c.dial(ctx)
 		if err != nil {
@@ -102,7 +106,7 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 			return nil, err
 		}
 	}
-	return newWire(nc, c.opts.Limits, c.opts.KeepAlive, c.opts.KeepAliveTimeout, c.srv), nil
+	return newWire(nc, c.opts.Limits, c.opts.KeepAlive, c.opts.KeepAliveTimeout, c.srv, c.idle), nil
 }
 
 // tlsConfigFor returns cfg with ServerName set to the host of addr if
@@ -238,11 +242,16 @@ func (c *Client) backoff(n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// pick returns a live wire, trying each connection once from the next in
-// turn.
+// pick returns a live wire: an idle one if there is one (read.go), else
+// trying each connection once from the next in turn.
 func (c *Client) pick() (*wire, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
+	}
+	if c.idle != nil {
+		if w := c.idle.get(); w != nil {
+			return w, nil
+		}
 	}
 	n := uint32(len(c.slots))
 	start := c.next.Add(1)
@@ -452,6 +461,11 @@ func (c *Client) once(ctx context.Context, h proto.Header, route string, md prot
 	w, err := c.start(ctx, h, route, md, payload, cl)
 	if err != nil {
 		return err
+	}
+	if w.tryLead() {
+		if ok, err := w.lead(ctx, cl, route); ok { // read.go
+			return err
+		}
 	}
 	done := ctx.Done()
 	if done == nil { // a context that never ends: no select needed

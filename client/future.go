@@ -73,6 +73,7 @@ func (c *Client) goCall(ctx context.Context, codec proto.Codec, route string, pa
 		}
 		return
 	}
+	w.needRead()
 	f.stop = context.AfterFunc(ctx, func() {
 		if w.forget(cl) {
 			w.abandon(cl.id)

@@ -20,7 +20,8 @@ type pendingTable struct {
 type pendingShard struct {
 	mu    sync.Mutex
 	calls map[uint32]*call
-	_     [40]byte // keep shards on separate cache lines
+	n     atomic.Int32 // len(calls), for waiting, which takes no lock
+	_     [44]byte     // keep shards on separate cache lines
 }
 
 func (t *pendingTable) shard(id uint32) *pendingShard { return &t.shards[id%pendingShards] }
@@ -45,6 +46,7 @@ func (t *pendingTable) add(cl *call) bool {
 		}
 		cl.id = id
 		s.calls[id] = cl
+		s.n.Add(1)
 		s.mu.Unlock()
 		return true
 	}
@@ -80,6 +82,7 @@ func (t *pendingTable) take(id uint32) *call {
 	cl := s.calls[id]
 	if cl != nil {
 		delete(s.calls, id)
+		s.n.Add(-1)
 	}
 	s.mu.Unlock()
 	return cl
@@ -92,6 +95,7 @@ func (t *pendingTable) forget(cl *call) bool {
 	defer s.mu.Unlock()
 	if s.calls[cl.id] == cl {
 		delete(s.calls, cl.id)
+		s.n.Add(-1)
 		return true
 	}
 	return false
@@ -109,6 +113,17 @@ func (t *pendingTable) len() int {
 	return n
 }
 
+// waiting reports whether any call waits, without taking a lock. A call
+// added before this is seen: its count is stored before the caller goes on.
+func (t *pendingTable) waiting() bool {
+	for i := range t.shards {
+		if t.shards[i].n.Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // close closes the table and returns the calls that were waiting. A call
 // added concurrently is either among them or refused.
 func (t *pendingTable) close() map[uint32]*call {
@@ -121,6 +136,7 @@ func (t *pendingTable) close() map[uint32]*call {
 			all[id] = cl
 		}
 		s.calls = nil
+		s.n.Store(0)
 		s.mu.Unlock()
 	}
 	return all

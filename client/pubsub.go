@@ -118,6 +118,7 @@ func (c *Client) roundTrip(ctx context.Context, w *wire) error {
 	if err := w.enqueueRequest(h, pingRoute, nil, nil, dl); err != nil && w.forget(cl) {
 		return err
 	}
+	w.needRead()
 	select {
 	case <-cl.done:
 	case <-ctx.Done():
@@ -188,6 +189,13 @@ func (t *subTable) remove(s *Subscription) bool {
 	}
 	delete(t.subs, s.sid)
 	return true
+}
+
+// empty reports whether there are no subscriptions.
+func (t *subTable) empty() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.subs) == 0
 }
 
 // get returns the subscription sid; nil if there is none.

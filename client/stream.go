@@ -71,6 +71,7 @@ func (w *wire) openStream(ctx context.Context, h proto.Header, route string, md 
 	// Under t.mu, so that no reset of this stream can go out before it.
 	w.enqueueAsync(proto.AppendStreamOpen(nil, id, route, h.Codec, h.Deadline, md, uint32(window)))
 	t.mu.Unlock()
+	w.needRead()
 	st.Watch()
 	return st, nil
 }

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +43,8 @@ type wire struct {
 	wsig     chan struct{} // hands the writer the frames queued during a write
 	wdl      bool          // a write deadline is set; owned by whoever is flushing
 
+	rd reading // who reads the connection, and how (read.go)
+
 	srv     *serving    // the client's routes, for the server's calls
 	calls   serverCalls // the server's calls running here
 	streams streamTable // open streams (stream.go)
@@ -52,9 +53,9 @@ type wire struct {
 	wg   sync.WaitGroup
 }
 
-// newWire starts the goroutines of a connection: its reader, its writer
-// and, if keepAlive is positive, its keep-alive watch.
-func newWire(nc net.Conn, lim proto.Limits, keepAlive, keepAliveTimeout time.Duration, srv *serving) *wire {
+// newWire starts the goroutines of a connection: its listener (read.go),
+// its writer and, if keepAlive is positive, its keep-alive watch.
+func newWire(nc net.Conn, lim proto.Limits, keepAlive, keepAliveTimeout time.Duration, srv *serving, idle *idleWires) *wire {
 	w := &wire{
 		nc:   nc,
 		lim:  lim,
@@ -71,7 +72,8 @@ func newWire(nc net.Conn, lim proto.Limits, keepAlive, keepAliveTimeout time.Dur
 		w.wg.Add(1)
 		go w.keepAlive(keepAlive, keepAliveTimeout)
 	}
-	go w.readLoop(r)
+	w.rd.init(r, idle)
+	go w.listen()
 	go w.writeLoop()
 	return w
 }
@@ -190,10 +192,15 @@ func (w *wire) flushLocked(deadline time.Time) error {
 	}
 	w.flushing = true
 	w.wmu.Unlock()
-	// Let the goroutines that are ready to run (callers woken by replies)
-	// queue their frames first: one write then carries them all. With
-	// nothing else to run, this returns at once.
-	runtime.Gosched()
+	// While someone reads the connection, other calls are in flight, and
+	// callers just woken by their replies may be about to send: let them
+	// queue their frames first, so that one write carries them all. A
+	// caller that finds no one reading is alone, and will read its own
+	// reply: it does not yield, since a yield wakes an idle thread to look
+	// for work (a futex call to wake it and one as it sleeps again).
+	if w.rd.tok.Load() {
+		runtime.Gosched()
+	}
 	w.wmu.Lock()
 	buf := w.takeLocked()
 	w.wmu.Unlock()
@@ -303,99 +310,6 @@ func (w *wire) writeLoop() {
 		w.flushing = false
 		w.wmu.Unlock()
 	}
-}
-
-const readBufSize = 64 << 10
-
-func (w *wire) readLoop(r io.Reader) {
-	defer w.wg.Done()
-	br := bufio.NewReaderSize(r, readBufSize)
-	for {
-		if err := w.readFrame(br); err != nil {
-			w.fail(err)
-			return
-		}
-	}
-}
-
-// readFrame reads and handles one frame. A response's payload goes straight
-// into the waiting call's buffer.
-func (w *wire) readFrame(br *bufio.Reader) error {
-	hdr, err := br.Peek(proto.HeaderSize)
-	if err != nil {
-		return err
-	}
-	h, err := proto.DecodeHeader(hdr, &w.lim)
-	if err != nil {
-		w.goAwayAndClose(err)
-		return err
-	}
-	n := h.Len()
-	if n <= br.Size() {
-		b, err := br.Peek(n)
-		if err != nil {
-			return err
-		}
-		f := proto.Frame{Header: h} // the header is checked: only its sections are left
-		if err := proto.DecodeFrame(&f, b); err != nil {
-			w.goAwayAndClose(err)
-			return err
-		}
-		w.handle(&f)
-		_, err = br.Discard(n)
-		if w.goingAway.Load() {
-			w.closeIfIdle()
-		}
-		return err
-	}
-
-	// A frame larger than the read buffer. A Response's payload is read
-	// into the call's buffer directly; any other frame (a long error
-	// message, a large request the client refuses) is rare, and read whole
-	// into a buffer of its own.
-	if h.Kind != proto.KindResponse {
-		b := make([]byte, n)
-		if _, err := io.ReadFull(br, b); err != nil {
-			return err
-		}
-		f, _, err := proto.Decode(b, &w.lim)
-		if err != nil {
-			w.goAwayAndClose(err)
-			return err
-		}
-		w.handle(&f)
-		if w.goingAway.Load() {
-			w.closeIfIdle()
-		}
-		return nil
-	}
-	pre := proto.HeaderSize + int(h.MetadataLen) // a Response has no route
-	b, err := br.Peek(pre)
-	if err != nil {
-		return err
-	}
-	if err := proto.Metadata(b[proto.HeaderSize:]).Validate(); err != nil {
-		w.goAwayAndClose(err)
-		return err
-	}
-	if _, err := br.Discard(pre); err != nil {
-		return err
-	}
-	cl := w.take(h.ID)
-	if cl == nil {
-		_, err := br.Discard(int(h.PayloadLen))
-		return err
-	}
-	start := len(cl.reply)
-	cl.reply = append(cl.reply, make([]byte, h.PayloadLen)...)
-	if _, err := io.ReadFull(br, cl.reply[start:]); err != nil {
-		cl.reply = cl.reply[:start]
-		cl.torn = true // the call ran, and its buffer was written to
-		cl.finish(&handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while reading the reply: " + err.Error()})
-		return err
-	}
-	cl.finish(nil)
-	return nil
 }
 
 // handle acts on one whole frame from the server.

@@ -1,0 +1,423 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// Reading a connection. One goroutine at a time reads a wire: the holder of
+// its read token. A caller whose request is out takes the token when it is
+// free and reads until its own reply comes (it leads), so that the reply
+// wakes it straight from the network poller, as it wakes a goroutine that
+// writes and then reads its own socket. Handing every reply from a reader
+// goroutine to its caller instead costs the Go scheduler a second thread's
+// wake-up and sleep per call: most of a sequential call's client time.
+//
+// The wire's listener goroutine takes the token whenever someone must read
+// and no caller does: while calls of callers that do not read wait (more
+// callers on the connection than one, futures), while the client must hear
+// the server at any moment (it serves routes or takes pushes, subscribes,
+// has streams open, or the server is going away), and once the token has
+// been free for lingerIdle, so that a GoAway, a Ping or a lost connection is
+// noticed between calls. Whoever gives the token up decides which: release.
+
+const (
+	readBufSize = 64 << 10
+
+	// lingerIdle is how long the token may stay free before the listener
+	// takes it: a sequential caller's next call within it reads its own
+	// reply again.
+	lingerIdle = time.Millisecond
+
+	// leadFor bounds how long a caller whose context can be cancelled
+	// reads for its reply, and so how late it may notice the cancel (a
+	// deadline it notices on time). A reply slower than that is waited
+	// for as the listener delivers it, on the context too.
+	leadFor = 2 * time.Millisecond
+)
+
+// reading is a wire's read side.
+type reading struct {
+	br     *bufio.Reader
+	tok    atomic.Bool   // held by whoever reads br
+	kick   chan struct{} // asks the listener to take the token
+	linger *time.Timer   // the token has been free for lingerIdle
+
+	idle   *idleWires  // the client's idle connections; nil with one
+	listed atomic.Bool // among them
+
+	// Owned by the token's holder:
+	deadline time.Time // the read deadline set on the connection, as far as known
+	lapsed   bool      // a deadline passed while a frame was being read in
+}
+
+// longAgo is a read deadline in the past: a blocked read returns at once.
+var longAgo = time.Unix(1, 0)
+
+func (r *reading) init(src io.Reader, idle *idleWires) {
+	r.idle = idle
+	r.br = bufio.NewReaderSize(src, readBufSize)
+	r.kick = make(chan struct{}, 1)
+	r.linger = time.NewTimer(lingerIdle)
+	r.linger.Stop()
+}
+
+// tryLead takes the read token if it is free.
+func (w *wire) tryLead() bool {
+	return !w.rd.tok.Load() && w.rd.tok.CompareAndSwap(false, true)
+}
+
+// needRead makes sure someone will read w, for a call or stream whose
+// starter does not: the token's holder sees it when it lets go; with the
+// token free, the listener takes it.
+func (w *wire) needRead() {
+	if !w.rd.tok.Load() {
+		w.wakeListener()
+	}
+}
+
+func (w *wire) wakeListener() {
+	select {
+	case w.rd.kick <- struct{}{}:
+	default:
+	}
+}
+
+// release gives the token up, with the connection's bytes read up to a
+// frame's end or within one small enough to be kept in the buffer. If
+// someone must read on, the listener is woken; if not, it will be after
+// lingerIdle. The check follows the store, so that a caller who found the
+// token held before it was let go is seen here.
+func (w *wire) release() {
+	half := w.rd.br.Buffered() > 0 // part of a frame, or frames for others
+	w.rd.tok.Store(false)
+	if half || w.mustListen() {
+		w.wakeListener()
+		return
+	}
+	w.rd.linger.Reset(lingerIdle)
+	if w.rd.idle != nil {
+		w.rd.idle.put(w)
+	}
+}
+
+// mustListen reports whether someone must read w although no caller does.
+func (w *wire) mustListen() bool {
+	return w.pending.waiting() || w.srv.reg != nil || w.srv.pushes != nil ||
+		w.goingAway.Load() || !w.streamsIdle() || !w.srv.subs.empty()
+}
+
+// listen is the wire's listener goroutine: it reads whenever the token is
+// free and it is woken, until the wire fails.
+func (w *wire) listen() {
+	defer w.wg.Done()
+	defer w.rd.linger.Stop()
+	for {
+		if w.rd.tok.CompareAndSwap(false, true) {
+			if err := w.listenRead(); err != nil {
+				w.fail(err)
+				return
+			}
+		}
+		select {
+		case <-w.rd.kick:
+		case <-w.rd.linger.C:
+		case <-w.done:
+			return
+		}
+	}
+}
+
+// listenRead reads frames, holding the token, until no one needs it to; it
+// returns with the token released, or with the error that broke the wire.
+func (w *wire) listenRead() error {
+	w.setReadDeadline(time.Time{})
+	for {
+		if err := w.readFrame(); err != nil {
+			if !isTimeout(err) {
+				return err
+			}
+			// A leader's deadline, left set: not for the listener.
+			w.rd.deadline = longAgo
+			w.setReadDeadline(time.Time{})
+		}
+		w.rd.lapsed = false
+		if w.rd.br.Buffered() == 0 && !w.mustListen() {
+			w.release()
+			return nil
+		}
+	}
+}
+
+// lead reads w for a caller that holds the token, until the caller's call
+// cl completes or ctx ends, and returns true with the call's error. Replies
+// to other calls it meets are delivered on the way. A caller whose context
+// can be cancelled reads for at most about leadFor: then it returns false,
+// to wait for its reply as any caller does, on ctx too, while the listener
+// reads. Either way it has released the token.
+func (w *wire) lead(ctx context.Context, cl *call, route string) (bool, error) {
+	defer w.release()
+	done := ctx.Done()
+	if done != nil {
+		w.leadDeadline(ctx)
+	}
+	for {
+		select {
+		case <-cl.done:
+			return true, cl.err
+		default:
+		}
+		err := w.readFrame()
+		if err != nil && !isTimeout(err) {
+			w.fail(err) // completes every call, cl among them
+			<-cl.done
+			return true, cl.err
+		}
+		if err == nil && !w.rd.lapsed {
+			continue
+		}
+		w.rd.lapsed = false
+		w.rd.deadline = longAgo // passed
+		if done == nil {
+			w.setReadDeadline(time.Time{}) // a deadline left by a caller before
+			continue
+		}
+		if ended := ctxEnded(ctx); ended != nil && w.forget(cl) {
+			w.abandon(cl.id)
+			return true, contextError(ended, route)
+		}
+		// A call no longer in the table is complete (only the token's
+		// holder takes calls out, and completes them before it reads on):
+		// the loop's top returns it.
+		select {
+		case <-cl.done:
+			return true, cl.err
+		default:
+			return false, nil
+		}
+	}
+}
+
+// leadDeadline sets the read deadline of a leader whose context can end:
+// the context's deadline if it comes first, else a time between leadFor/2
+// and leadFor from now. The deadline is moved only when it must be, not for
+// every call: a read deadline costs a runtime timer's update.
+func (w *wire) leadDeadline(ctx context.Context) {
+	now := time.Now()
+	t := w.rd.deadline
+	if t.IsZero() || t.Sub(now) < leadFor/2 {
+		t = now.Add(leadFor)
+	}
+	if dl, ok := ctx.Deadline(); ok && dl.Before(t) {
+		t = dl
+	}
+	if !t.Equal(w.rd.deadline) {
+		w.setReadDeadline(t)
+	}
+}
+
+// ctxEnded returns why ctx has ended, nil if it has not; a deadline passed
+// by the clock counts before ctx's own timer fires.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// setReadDeadline sets the connection's read deadline for the token's
+// holder, touching the socket only when it may change.
+func (w *wire) setReadDeadline(t time.Time) {
+	if t.IsZero() && w.rd.deadline.IsZero() {
+		return
+	}
+	_ = w.nc.SetReadDeadline(t)
+	w.rd.deadline = t
+}
+
+func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+// readFrame reads and handles one frame. A response's payload goes straight
+// into the waiting call's buffer. A read deadline passing before a frame is
+// whole returns the timeout with the bytes kept in the buffer, for the next
+// read; one passing within a frame larger than the buffer is noted in
+// rd.lapsed and the frame read to its end.
+func (w *wire) readFrame() error {
+	br := w.rd.br
+	hdr, err := br.Peek(proto.HeaderSize)
+	if err != nil {
+		return err
+	}
+	h, err := proto.DecodeHeader(hdr, &w.lim)
+	if err != nil {
+		w.goAwayAndClose(err)
+		return err
+	}
+	n := h.Len()
+	if n <= br.Size() {
+		b, err := br.Peek(n)
+		if err != nil {
+			return err
+		}
+		f := proto.Frame{Header: h} // the header is checked: only its sections are left
+		if err := proto.DecodeFrame(&f, b); err != nil {
+			w.goAwayAndClose(err)
+			return err
+		}
+		w.handle(&f)
+		_, err = br.Discard(n)
+		if w.goingAway.Load() {
+			w.closeIfIdle()
+		}
+		return err
+	}
+
+	// A frame larger than the read buffer. A Response's payload is read
+	// into the call's buffer directly; any other frame (a long error
+	// message, a large request the client refuses) is rare, and read whole
+	// into a buffer of its own.
+	if h.Kind != proto.KindResponse {
+		b := make([]byte, n)
+		if err := w.readFull(b); err != nil {
+			return err
+		}
+		f, _, err := proto.Decode(b, &w.lim)
+		if err != nil {
+			w.goAwayAndClose(err)
+			return err
+		}
+		w.handle(&f)
+		if w.goingAway.Load() {
+			w.closeIfIdle()
+		}
+		return nil
+	}
+	pre := proto.HeaderSize + int(h.MetadataLen) // a Response has no route
+	b, err := br.Peek(pre)
+	if err != nil {
+		return err
+	}
+	if err := proto.Metadata(b[proto.HeaderSize:]).Validate(); err != nil {
+		w.goAwayAndClose(err)
+		return err
+	}
+	if _, err := br.Discard(pre); err != nil {
+		return err
+	}
+	cl := w.take(h.ID)
+	if cl == nil {
+		return w.skip(int(h.PayloadLen))
+	}
+	start := len(cl.reply)
+	cl.reply = append(cl.reply, make([]byte, h.PayloadLen)...)
+	if err := w.readFull(cl.reply[start:]); err != nil {
+		cl.reply = cl.reply[:start]
+		cl.torn = true // the call ran, and its buffer was written to
+		cl.finish(&handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while reading the reply: " + err.Error()})
+		return err
+	}
+	cl.finish(nil)
+	return nil
+}
+
+// readFull reads the rest of a frame into b. A read deadline does not stop
+// it: the frame is on its way, and whoever read next would need it read.
+func (w *wire) readFull(b []byte) error {
+	for len(b) > 0 {
+		n, err := w.rd.br.Read(b)
+		b = b[n:]
+		if err != nil && !w.lapse(err) {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// skip reads past n bytes of a frame, as readFull does.
+func (w *wire) skip(n int) error {
+	for n > 0 {
+		m, err := w.rd.br.Discard(n)
+		n -= m
+		if err != nil && !w.lapse(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// lapse notes a read deadline passing within a frame, and clears it so the
+// frame can be read on; it reports whether err was that.
+func (w *wire) lapse(err error) bool {
+	if !isTimeout(err) {
+		return false
+	}
+	w.rd.lapsed = true
+	w.rd.deadline = longAgo
+	w.setReadDeadline(time.Time{})
+	return true
+}
+
+// idleWires are a client's connections that no one reads and no call
+// waits on, the one freed last on top. With more connections than one,
+// pick takes a call to one of them before going round robin: the caller
+// then reads its own reply, instead of waiting behind another caller who
+// reads (or the listener) on a busy connection.
+type idleWires struct {
+	mu  sync.Mutex
+	ws  []*wire
+	max int // the client's connections: a bound on live entries
+}
+
+// put adds w, which its last reader just released with nothing waiting.
+func (p *idleWires) put(w *wire) {
+	if !w.rd.listed.CompareAndSwap(false, true) {
+		return
+	}
+	p.mu.Lock()
+	if len(p.ws) >= p.max { // entries for wires that died: drop them
+		live := p.ws[:0]
+		for _, x := range p.ws {
+			if x.dead() {
+				x.rd.listed.Store(false)
+				continue
+			}
+			live = append(live, x)
+		}
+		clear(p.ws[len(live):])
+		p.ws = live
+	}
+	p.ws = append(p.ws, w)
+	p.mu.Unlock()
+}
+
+// get returns the idle wire freed last that is still idle and usable; nil
+// if there is none.
+func (p *idleWires) get() *wire {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for n := len(p.ws); n > 0; n-- {
+		w := p.ws[n-1]
+		p.ws[n-1] = nil
+		p.ws = p.ws[:n-1]
+		w.rd.listed.Store(false)
+		if !w.rd.tok.Load() && w.usable() {
+			return w
+		}
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// The tests of read.go: a caller reads its own reply when no one else
+// reads the connection, and everything a reader must do still happens
+// whoever reads.
+
+// TestCancelWhileReading: a call's cancel and deadline end it whether its
+// caller reads the connection itself (alone on it) or waits while another
+// reads (behind a call in flight), and the connection serves calls after.
+func TestCancelWhileReading(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	for _, behind := range []bool{false, true} {
+		t.Run(fmt.Sprintf("behind=%v", behind), func(t *testing.T) {
+			c := dial(t, s.Addr().String(), client.Options{})
+			echo := func(ctx context.Context) {
+				t.Helper()
+				reply, err := c.CallRaw(ctx, builtin.EchoPacket, []byte("ping"), nil)
+				if err != nil || string(reply) != "ping" {
+					t.Fatalf("echo: %q, %v", reply, err)
+				}
+			}
+			echo(context.Background())
+			if behind {
+				// A call that waits until the test ends: its caller reads,
+				// or the listener does; either way this test's calls do not.
+				bctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					c.CallRaw(bctx, "Block/Forever", nil, nil)
+				}()
+				t.Cleanup(func() { cancel(); <-done })
+				time.Sleep(20 * time.Millisecond)
+			}
+
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(20*time.Millisecond, cancel)
+			_, err := c.CallRaw(ctx, "Block/Forever", nil, nil)
+			if code := handler.CodeOf(err); code != proto.CodeCanceled {
+				t.Fatalf("cancelled call: %v (code %v), want Canceled", err, code)
+			}
+
+			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel()
+			_, err = c.CallRaw(ctx, "Block/Forever", nil, nil)
+			if code := handler.CodeOf(err); code != proto.CodeDeadlineExceeded {
+				t.Fatalf("call past its deadline: %v (code %v), want DeadlineExceeded", err, code)
+			}
+
+			// A read deadline the calls above left set must not cut the
+			// next reader short, be it a caller or, after a pause, the
+			// listener.
+			echo(context.Background())
+			ctx, cancel = context.WithCancel(context.Background())
+			defer cancel()
+			echo(ctx)
+			time.Sleep(20 * time.Millisecond)
+			echo(context.Background())
+		})
+	}
+}
+
+// TestReplyInPieces: a reply that arrives in two parts with a pause longer
+// than a reading caller's read deadline between them is read whole, whether
+// the cut falls in the frame's header, in a frame the read buffer holds, or
+// in one larger than it, and whatever context the caller has.
+func TestReplyInPieces(t *testing.T) {
+	const pause = 15 * time.Millisecond // beyond the 2 ms a cancellable caller reads for
+	cases := []struct {
+		name        string
+		size, split int
+	}{
+		{"in the header", 16, 10},
+		{"in a small frame", 1000, 300},
+		{"in a large frame", 300 << 10, 100 << 10},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := fakeServer(t, func(nc net.Conn) {
+				r := &frameReader{nc: nc}
+				for {
+					f, err := r.next()
+					if err != nil {
+						return
+					}
+					if f.Kind != proto.KindRequest {
+						continue
+					}
+					out := response(f, bytes.Repeat([]byte{byte(f.ID)}, tc.size))
+					if _, err := nc.Write(out[:tc.split]); err != nil {
+						return
+					}
+					time.Sleep(pause)
+					if _, err := nc.Write(out[tc.split:]); err != nil {
+						return
+					}
+				}
+			})
+			c := dial(t, addr, client.Options{})
+			cancelled, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			timed, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel2()
+			for i, ctx := range []context.Context{context.Background(), cancelled, timed, cancelled} {
+				reply, err := c.CallRaw(ctx, "Any/Route", []byte("x"), nil)
+				if err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+				if len(reply) != tc.size || reply[0] != reply[len(reply)-1] {
+					t.Fatalf("call %d: reply of %d bytes, want %d of one value", i, len(reply), tc.size)
+				}
+			}
+		})
+	}
+}
+
+// TestIdleClientHearsGoAway: a client that makes no call still reads what
+// the server sends: a GoAway to its idle connection makes it close the
+// connection (and dial anew), which the server sees.
+func TestIdleClientHearsGoAway(t *testing.T) {
+	closed := make(chan error, 1)
+	var once sync.Once
+	addr := fakeServer(t, func(nc net.Conn) {
+		r := &frameReader{nc: nc}
+		f, err := r.next()
+		if err != nil || f.Kind != proto.KindRequest {
+			return
+		}
+		if _, err := nc.Write(response(f, f.Payload)); err != nil {
+			return
+		}
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			// A later connection: answer as a server would until closed.
+			for {
+				f, err := r.next()
+				if err != nil {
+					return
+				}
+				if f.Kind == proto.KindRequest {
+					nc.Write(response(f, f.Payload))
+				}
+			}
+		}
+		time.Sleep(30 * time.Millisecond) // the client idles, its reader released
+		if _, err := nc.Write(proto.AppendGoAway(nil, f.ID, proto.CodeUnavailable, "draining")); err != nil {
+			closed <- err
+			return
+		}
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = io.Copy(io.Discard, nc)
+		closed <- err // nil: the client closed its end
+	})
+	c := dial(t, addr, client.Options{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	if _, err := c.CallRaw(context.Background(), "Any/Route", []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("the idle client did not close its connection after a GoAway: %v", err)
+	}
+}
+
+// TestReadersMixed: callers that read their own replies, callers that wait
+// while another reads, and futures, many at once on one and on several
+// connections: every call gets its own reply, and none is left waiting.
+func TestReadersMixed(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	for _, conns := range []int{1, 3} {
+		t.Run(fmt.Sprintf("conns=%d", conns), func(t *testing.T) {
+			c := dial(t, s.Addr().String(), client.Options{Conns: conns})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			const callers, calls = 8, 300
+			var wg sync.WaitGroup
+			errs := make(chan error, callers)
+			for g := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range calls {
+						req := fmt.Appendf(nil, "%d/%d", g, i)
+						var reply []byte
+						var err error
+						switch i % 4 {
+						case 0:
+							reply, err = c.CallRaw(context.Background(), builtin.EchoPacket, req, nil)
+						case 1, 2:
+							reply, err = c.CallRaw(ctx, builtin.EchoPacket, req, nil)
+						case 3:
+							f := c.GoRaw(ctx, builtin.EchoPacket, req)
+							err = f.Wait()
+							reply = f.Reply()
+						}
+						if err == nil && !bytes.Equal(reply, req) {
+							err = fmt.Errorf("reply %q to %q", reply, req)
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+						if g == 0 && i%50 == 0 {
+							time.Sleep(2 * time.Millisecond) // let the token lie free a while
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					t.Fatalf("calls still waiting after 20s: %v", err)
+				}
+				t.Fatal(err)
+			}
+		})
+	}
+}
