@@ -2,10 +2,19 @@
 // call concurrently over one or more connections, each call matched to its
 // reply by call id.
 //
-// Per connection, a writer goroutine gathers every frame queued while it was
-// busy into one write, and a reader goroutine completes calls as replies
-// arrive. A call's context deadline travels in its frame; cancelling the
-// context sends a Cancel frame and frees the call at once. Calls on a broken
+// Per connection, a caller writes its own request when no write is in
+// progress, and a writer goroutine gathers every frame queued meanwhile
+// into one write. One goroutine at a time reads a connection: a caller that
+// finds no one reading reads until its own reply comes, so the network
+// poller wakes it directly with no hand-off between goroutines, and
+// completes any other call whose reply it meets on the way; the
+// connection's listener goroutine reads while other callers wait, while
+// the server may send at any moment (routes the client serves, pushes,
+// subscriptions, streams), and on a connection idle for a millisecond. With
+// several connections, a call goes to one no one reads first. A call's
+// context deadline travels in its frame; cancelling the context sends a
+// Cancel frame and frees the call, at once, or within 2 ms if its caller
+// is reading the connection for itself. Calls on a broken
 // connection fail fast with an Unavailable error, and the client reconnects
 // in the background with exponential backoff and jitter; a connection that
 // receives a GoAway is replaced at once and closes when its calls are

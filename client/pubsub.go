@@ -47,9 +47,10 @@ type subTable struct {
 }
 
 // Subscribe subscribes to pattern and delivers each matching message to
-// ch. The reader goroutine never waits for room in ch: a message that does
-// not fit is dropped and counted (Subscription.Dropped). Subscribe returns
-// once the server has taken the subscription in, or with its refusal.
+// ch. The goroutine reading the connection never waits for room in ch: a
+// message that does not fit is dropped and counted (Subscription.Dropped).
+// Subscribe returns once the server has taken the subscription in, or with
+// its refusal.
 func (c *Client) Subscribe(ctx context.Context, pattern string, ch chan<- Message) (*Subscription, error) {
 	return c.subscribe(ctx, &Subscription{c: c, pattern: pattern, ch: ch, done: make(chan struct{})})
 }

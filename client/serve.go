@@ -46,7 +46,8 @@ type serverCalls struct {
 
 // serve acts on a Request or one-way message from the server: it runs its
 // handler on a goroutine, refuses it, or hands it to Pushes. It runs on the
-// reader goroutine, so it copies what it keeps of f and never blocks.
+// goroutine reading the connection, so it copies what it keeps of f and
+// never blocks.
 func (w *wire) serve(f *proto.Frame) {
 	oneWay := f.Kind == proto.KindOneWay
 	var rt *handler.Route

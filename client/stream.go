@@ -13,9 +13,9 @@ import (
 // The client's side of streams (docs/streams.md): streams it opens to the
 // server's stream routes (OpenStream), and streams the server opens to the
 // stream routes of Options.Handler, each served on a goroutine of its own.
-// The reader goroutine moves frames into the streams' state and never
-// waits: a stream's buffer holds no more than the window the client
-// granted.
+// The goroutine reading the connection moves frames into the streams'
+// state and never waits: a stream's buffer holds no more than the window
+// the client granted.
 
 // streamTable is a wire's open streams, by id.
 type streamTable struct {
