@@ -240,9 +240,21 @@ func TestMetrics(t *testing.T) {
 	if s := got[`rpcd_call_duration_seconds_sum{route="Test/Slow"}`]; s < slow*0.003 {
 		t.Errorf("Test/Slow took %v s in all, want at least %v", s, slow*0.003)
 	}
-	st := r.srv.Stats()
-	if in, out := got["rpcd_received_bytes_total"], got["rpcd_sent_bytes_total"]; in == 0 || out == 0 || in != float64(st.BytesIn) || out != float64(st.BytesOut) {
-		t.Errorf("bytes in %v out %v; the server says %d and %d", in, out, st.BytesIn, st.BytesOut)
+	// The byte counters agree with the server's own once its loop has
+	// counted its last write, which it does after the write: a caller may
+	// have its reply, and the test scrape, first.
+	for try := 0; ; try++ {
+		st := r.srv.Stats()
+		in, out := got["rpcd_received_bytes_total"], got["rpcd_sent_bytes_total"]
+		if in != 0 && out != 0 && in == float64(st.BytesIn) && out == float64(st.BytesOut) {
+			break
+		}
+		if try == 50 {
+			t.Errorf("bytes in %v out %v; the server says %d and %d", in, out, st.BytesIn, st.BytesOut)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+		got = scrape(t, r.admin)
 	}
 	for _, key := range []string{"go_goroutines", "process_open_fds", "process_resident_memory_bytes"} {
 		if _, ok := got[key]; !ok {

@@ -414,6 +414,11 @@ func TestClientCancelReachesHandler(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler's context was not cancelled")
 	}
+	// The cancelled caller read the connection itself, under a read
+	// deadline it left set: the connection (over TLS too) serves on.
+	if reply, err := c.CallRaw(context.Background(), builtin.EchoPacket, []byte("after"), nil); err != nil || string(reply) != "after" {
+		t.Fatalf("the next call on the connection: %q, %v", reply, err)
+	}
 }
 
 func TestDeadlineExceeded(t *testing.T) {
