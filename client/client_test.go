@@ -115,7 +115,9 @@ func TestPendingTableEmpties(t *testing.T) {
 	for range 10 {
 		go func() { _, err := c.CallRaw(ctx, "Block/Forever", nil, nil); errc <- err }()
 	}
-	waitFor(t, func() bool { return client.Pending(c) == 10 })
+	// Sent, and running on the server: a Shutdown before the server has
+	// read them would refuse them instead.
+	waitFor(t, func() bool { return client.Pending(c) == 10 && s.Stats().Blocking == 10 })
 	// The handlers never return, so the drain times out and the server
 	// closes the connections under the calls.
 	shutCtx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)

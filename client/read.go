@@ -20,7 +20,8 @@ import (
 // wakes it straight from the network poller, as it wakes a goroutine that
 // writes and then reads its own socket. Handing every reply from a reader
 // goroutine to its caller instead costs the Go scheduler a second thread's
-// wake-up and sleep per call: most of a sequential call's client time.
+// wake-up and sleep per call: about half of a sequential call's client CPU
+// time (docs/performance.md, "Where the time goes").
 //
 // The wire's listener goroutine takes the token whenever someone must read
 // and no caller does: while calls of callers that do not read wait (more
@@ -146,7 +147,8 @@ func (w *wire) listenRead() error {
 			if !isTimeout(err) {
 				return err
 			}
-			// A leader's deadline, left set: not for the listener.
+			// Only the token's holder sets deadlines, and this one
+			// cleared any a leader left: read on rather than fail.
 			w.rd.deadline = longAgo
 			w.setReadDeadline(time.Time{})
 		}
@@ -196,8 +198,8 @@ func (w *wire) lead(ctx context.Context, cl *call, route string) (bool, error) {
 			return true, contextError(ended, route)
 		}
 		// A call no longer in the table is complete (only the token's
-		// holder takes calls out, and completes them before it reads on):
-		// the loop's top returns it.
+		// holder takes calls out, and completes them before it reads on).
+		// One still waiting stops leading: its caller waits on ctx too.
 		select {
 		case <-cl.done:
 			return true, cl.err
