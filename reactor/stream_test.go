@@ -466,6 +466,9 @@ func TestStreamShutdown(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(ctxT(t)) }()
+	// A stream opened before the drain begins is served, and would hold
+	// the drain open: the late ones below come after it.
+	waitFor(t, "the drain to begin", func() bool { return s.Stats().Draining })
 	waitFor(t, "the drain", func() bool {
 		late, err := c.OpenStream(ctxT(t), "Echo")
 		if err != nil {
