@@ -30,6 +30,8 @@ type wire struct {
 	err error // set once the wire has failed; guarded by pmu
 
 	goingAway atomic.Bool    // the server sent GoAway: no new calls here
+	broken    atomic.Bool    // a write failed: nothing more is sent (writeFailed)
+	werr      error          // that write's error; guarded by pmu
 	goAwayID  uint32         // its last call id; guarded by pmu
 	goAwayErr *handler.Error // its reason, unless draining; guarded by pmu
 	away      chan struct{}  // closed at the first GoAway
@@ -79,7 +81,7 @@ func newWire(nc net.Conn, lim proto.Limits, keepAlive, keepAliveTimeout time.Dur
 }
 
 // usable reports whether new calls may go on w.
-func (w *wire) usable() bool { return !w.dead() && !w.goingAway.Load() }
+func (w *wire) usable() bool { return !w.dead() && !w.goingAway.Load() && !w.broken.Load() }
 
 // register gives cl a call id and enters it in the pending table.
 func (w *wire) register(cl *call) error {
@@ -113,9 +115,9 @@ func (w *wire) abandon(id uint32) {
 // cannot hold it past its deadline.
 func (w *wire) enqueueRequest(h proto.Header, route string, md proto.Metadata, payload []byte, deadline time.Time) error {
 	w.wmu.Lock()
-	if w.dead() {
+	if w.dead() || w.broken.Load() {
 		w.wmu.Unlock()
-		return w.failure()
+		return w.unsent()
 	}
 	if len(payload) >= bigPayload && !w.flushing {
 		return w.writeBig(h, route, md, payload, deadline)
@@ -163,7 +165,7 @@ func (w *wire) writeBig(h proto.Header, route string, md proto.Metadata, payload
 // blocked in a write could deadlock with a server blocked writing to it.
 func (w *wire) enqueueAsync(frame []byte) {
 	w.wmu.Lock()
-	if w.dead() {
+	if w.dead() || w.broken.Load() {
 		w.wmu.Unlock()
 		return
 	}
@@ -226,12 +228,13 @@ func (w *wire) handOffLocked() error {
 }
 
 // wroteLocked ends a caller's write, with wmu held, and unlocks it: an
-// error fails the wire; frames queued during the write go to the writer.
+// error breaks the wire (writeFailed); frames queued during the write go to
+// the writer.
 func (w *wire) wroteLocked(err error) error {
 	if err != nil {
 		w.flushing = false
 		w.wmu.Unlock()
-		w.fail(err)
+		w.writeFailed(err)
 		return nil // the wire completes every call with the failure
 	}
 	if len(w.wbuf) == 0 {
@@ -303,13 +306,40 @@ func (w *wire) writeLoop() {
 			if err != nil {
 				w.flushing = false
 				w.wmu.Unlock()
-				w.fail(err)
+				w.writeFailed(err)
 				return
 			}
 		}
 		w.flushing = false
 		w.wmu.Unlock()
 	}
+}
+
+// writeFailed acts on a failed write. The connection is lost, but what the
+// server sent before it closed its end (a GoAway naming the last call it
+// took in, replies) is still to be read, and decides which calls may be
+// sent again: failing the wire now would call all of them unknown. So the
+// wire takes no more frames, and is failed by its read side, which reads
+// up to the close (someone is made to read) and then fails.
+func (w *wire) writeFailed(err error) {
+	w.pmu.Lock()
+	if w.werr == nil {
+		w.werr = err
+	}
+	w.pmu.Unlock()
+	w.broken.Store(true)
+	w.needRead()
+}
+
+// unsent is the error of a frame not sent because the wire is lost.
+func (w *wire) unsent() error {
+	w.pmu.Lock()
+	werr := w.werr
+	w.pmu.Unlock()
+	if w.dead() || werr == nil {
+		return w.failure()
+	}
+	return &handler.Error{Code: proto.CodeUnavailable, Message: "connection lost: " + strings.TrimPrefix(werr.Error(), "rpcd: "), Unprocessed: true}
 }
 
 // handle acts on one whole frame from the server.

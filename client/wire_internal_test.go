@@ -1,0 +1,114 @@
+package client
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// TestWriteFailureWaitsForTheReadSide: a failed write does not fail the
+// wire's calls at once. The server's GoAway, sent before it reset the
+// connection, is read first, so the call it excluded fails Unprocessed (to
+// be sent again) and the one it took in fails with its fate unknown; no
+// frame is sent after the failure.
+func TestWriteFailureWaitsForTheReadSide(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	failed := make(chan struct{}) // the client's write has failed
+	served := make(chan error, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		for range 2 { // calls 1 and 2
+			h, err := br.Peek(proto.HeaderSize)
+			if err != nil {
+				served <- err
+				return
+			}
+			hd, err := proto.DecodeHeader(h, nil)
+			if err != nil {
+				served <- err
+				return
+			}
+			if _, err := br.Discard(hd.Len()); err != nil {
+				served <- err
+				return
+			}
+		}
+		<-failed
+		// Call 1 was taken in, call 2 was not; then a reset.
+		if _, err := nc.Write(proto.AppendGoAway(nil, 1, proto.CodeUnavailable, "going")); err != nil {
+			served <- err
+			return
+		}
+		nc.(*net.TCPConn).SetLinger(0)
+		served <- nil
+	}()
+
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWire(nc, proto.Limits{}.WithDefaults(), 0, 0, &serving{subs: &subTable{}}, nil)
+	defer w.close(nil)
+	calls := []*call{getCall(), getCall()}
+	for i, cl := range calls {
+		if err := w.register(cl); err != nil {
+			t.Fatal(err)
+		}
+		if cl.id != uint32(i+1) {
+			t.Fatalf("call %d has id %d", i+1, cl.id)
+		}
+		h := proto.Header{Kind: proto.KindRequest, ID: cl.id}
+		if err := w.enqueueRequest(h, "Any/Route", nil, nil, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	w.writeFailed(errors.New("write: broken pipe"))
+	cl3 := getCall()
+	if err := w.register(cl3); err != nil {
+		t.Fatal(err)
+	}
+	err = w.enqueueRequest(proto.Header{Kind: proto.KindRequest, ID: cl3.id}, "Any/Route", nil, nil, time.Time{})
+	if !handler.IsUnprocessed(err) || w.usable() {
+		t.Fatalf("a frame after the failed write: %v (usable %v), want Unprocessed and an unusable wire", err, w.usable())
+	}
+	w.forget(cl3)
+	select {
+	case <-w.done:
+		t.Fatal("the wire failed before its read side saw the connection end")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(failed)
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+
+	for i, cl := range calls {
+		select {
+		case <-cl.done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("call %d still waits", i+1)
+		}
+	}
+	if e := calls[0].err; handler.CodeOf(e) != proto.CodeUnavailable || handler.IsUnprocessed(e) {
+		t.Errorf("call 1, taken in: %v, want Unavailable with its fate unknown", e)
+	}
+	if e := calls[1].err; handler.CodeOf(e) != proto.CodeUnavailable || !handler.IsUnprocessed(e) {
+		t.Errorf("call 2, excluded by the GoAway: %v, want Unavailable, Unprocessed", e)
+	}
+}
