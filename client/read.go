@@ -30,6 +30,8 @@ import (
 // has streams open, or the server is going away), and once the token has
 // been free for lingerIdle, so that a GoAway, a Ping or a lost connection is
 // noticed between calls. Whoever gives the token up decides which: release.
+// Once it has taken the token for that, the listener keeps it while calls
+// stay sparse (listenRead): callers then wait for it as behind any reader.
 
 const (
 	readBufSize = 64 << 10
@@ -59,6 +61,10 @@ type reading struct {
 	// Owned by the token's holder:
 	deadline time.Time // the read deadline set on the connection, as far as known
 	lapsed   bool      // a deadline passed while a frame was being read in
+
+	// Owned by the listener:
+	sparse    bool      // calls come further apart than lingerIdle: keep reading
+	lastReply time.Time // when it last finished a frame with nothing left to read
 }
 
 // longAgo is a read deadline in the past: a blocked read returns at once.
@@ -70,6 +76,7 @@ func (r *reading) init(src io.Reader, idle *idleWires) {
 	r.kick = make(chan struct{}, 1)
 	r.linger = time.NewTimer(lingerIdle)
 	r.linger.Stop()
+	r.sparse = true // until two calls come close together
 }
 
 // tryLead takes the read token if it is free.
@@ -132,6 +139,10 @@ func (w *wire) listen() {
 		select {
 		case <-w.rd.kick:
 		case <-w.rd.linger.C:
+			// No caller took the token within lingerIdle: calls are
+			// sparse, and giving the token up after each would cost
+			// this goroutine a timer's wake-up per call.
+			w.rd.sparse = true
 		case <-w.done:
 			return
 		}
@@ -140,6 +151,9 @@ func (w *wire) listen() {
 
 // listenRead reads frames, holding the token, until no one needs it to; it
 // returns with the token released, or with the error that broke the wire.
+// While calls are sparse it keeps the token, reading for them as they come,
+// until two come within lingerIdle of each other: then the next caller may
+// read for itself.
 func (w *wire) listenRead() error {
 	w.setReadDeadline(time.Time{})
 	for {
@@ -154,6 +168,13 @@ func (w *wire) listenRead() error {
 		}
 		w.rd.lapsed = false
 		if w.rd.br.Buffered() == 0 && !w.mustListen() {
+			now := time.Now()
+			near := now.Sub(w.rd.lastReply) < lingerIdle
+			w.rd.lastReply = now
+			if w.rd.sparse && !near {
+				continue
+			}
+			w.rd.sparse = false
 			w.release()
 			return nil
 		}
