@@ -155,7 +155,7 @@ func (s *Server) serveStd(nc net.Conn) {
 			_ = nc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 			s.stats.bytesOut.Add(uint64(len(out)))
 			if _, err := nc.Write(out); err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) {
+				if errors.Is(err, os.ErrDeadlineExceeded) && c.ending.Load() == nil {
 					s.stats.slowConsumers.Add(1) // unread replies for WriteTimeout
 				}
 				s.log.Debug("rpcd: writing to a connection", "remote", c.remote, "err", err)

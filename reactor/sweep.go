@@ -106,6 +106,13 @@ func (c *conn) wakeThen(done func()) {
 			return
 		}
 	case c.std != nil:
+		if c.ending.Load() != nil {
+			// A connection being ended may be blocked writing to a peer
+			// that reads nothing (a subscriber cut off for it): cut the
+			// write short. Each write sets its own deadline first, so a
+			// GoAway written after this still goes out.
+			_ = c.std.nc.SetWriteDeadline(time.Unix(1, 0))
+		}
 		c.std.poke(done)
 		return
 	}
