@@ -52,14 +52,14 @@ func TestCancelWhileReading(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(20*time.Millisecond, cancel)
-			_, err := c.CallRaw(ctx, "Block/Forever", nil, nil)
+			err := within(t, func() error { _, err := c.CallRaw(ctx, "Block/Forever", nil, nil); return err })
 			if code := handler.CodeOf(err); code != proto.CodeCanceled {
 				t.Fatalf("cancelled call: %v (code %v), want Canceled", err, code)
 			}
 
 			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond)
 			defer cancel()
-			_, err = c.CallRaw(ctx, "Block/Forever", nil, nil)
+			err = within(t, func() error { _, err := c.CallRaw(ctx, "Block/Forever", nil, nil); return err })
 			if code := handler.CodeOf(err); code != proto.CodeDeadlineExceeded {
 				t.Fatalf("call past its deadline: %v (code %v), want DeadlineExceeded", err, code)
 			}
@@ -74,6 +74,22 @@ func TestCancelWhileReading(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			echo(context.Background())
 		})
+	}
+}
+
+// within runs call and returns its error, failing the test if it has not
+// returned in 10 s: a call that misses its cancel or deadline would wait
+// for Block/Forever for ever.
+func within(t *testing.T, call func() error) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- call() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call ignored its context: still waiting after 10 s")
+		return nil
 	}
 }
 

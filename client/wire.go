@@ -394,7 +394,7 @@ func (w *wire) closeIfIdle() {
 	if !w.goingAway.Load() {
 		return
 	}
-	if w.pending.len() == 0 && w.servedIdle() && w.streamsIdle() {
+	if !w.pending.waiting() && w.servedIdle() && w.streamsIdle() {
 		w.fail(errGoAway)
 	}
 }
