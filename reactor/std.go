@@ -33,6 +33,7 @@ type stdLink struct {
 	mu    sync.Mutex
 	acks  []func() // to call after the next service pass
 	poked bool
+	ended bool // the goroutine has returned: nothing will call acks
 }
 
 // Peek implements inbound.
@@ -80,9 +81,18 @@ func (l *stdLink) fill(max int) (int, error) {
 }
 
 // poke interrupts the goroutine's read so that it does a wake-up's work,
-// then calls done.
+// then calls done. Once the goroutine has ended, it calls done at once:
+// a poke can race with the connection's end (Shutdown's wakeAll with a
+// client hanging up), and a done left in acks then would never be called.
 func (l *stdLink) poke(done func()) {
 	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		if done != nil {
+			done()
+		}
+		return
+	}
 	if done != nil {
 		l.acks = append(l.acks, done)
 	}
@@ -98,6 +108,17 @@ func (l *stdLink) unpoke() []func() {
 	defer l.mu.Unlock()
 	l.poked = false
 	_ = l.nc.SetReadDeadline(time.Time{})
+	acks := l.acks
+	l.acks = nil
+	return acks
+}
+
+// end marks the goroutine as returned, and returns the functions still to
+// call; pokes after it call theirs themselves.
+func (l *stdLink) end() []func() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended = true
 	acks := l.acks
 	l.acks = nil
 	return acks
@@ -135,7 +156,7 @@ func (s *Server) serveStd(nc net.Conn) {
 	s.enrol(c)
 	defer func() {
 		s.forget(c)
-		for _, done := range l.unpoke() {
+		for _, done := range l.end() {
 			done()
 		}
 	}()
