@@ -36,6 +36,7 @@ type Client struct {
 	dropped atomic.Uint64 // pushes Options.Pushes had no room for
 	subs    subTable      // publish/subscribe: the live subscriptions
 	idle    *idleWires    // connections no one reads, with Conns > 1 (read.go)
+	watch   *lingerWatch  // gives unused read tokens back to listeners (read.go)
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -64,6 +65,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if opts.Conns > 1 {
 		c.idle = &idleWires{max: opts.Conns}
 	}
+	c.watch = newLingerWatch()
 	for range opts.Conns {
 		w, err := c.dial(ctx)
 		if err != nil {
@@ -106,7 +108,7 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 			return nil, err
 		}
 	}
-	return newWire(nc, c.opts.Limits, c.opts.KeepAlive, c.opts.KeepAliveTimeout, c.srv, c.idle), nil
+	return newWire(nc, c.opts.Limits, c.opts.KeepAlive, c.opts.KeepAliveTimeout, c.srv, c.idle, c.watch), nil
 }
 
 // tlsConfigFor returns cfg with ServerName set to the host of addr if
@@ -276,6 +278,7 @@ func (c *Client) Close() error {
 			w.close(ErrClosed)
 		}
 	}
+	c.watch.stop()
 	return nil
 }
 

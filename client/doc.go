@@ -13,7 +13,7 @@
 // subscriptions, streams), and on a connection idle for a millisecond. With
 // several connections, a call goes to one no one reads first. A call's
 // context deadline travels in its frame; cancelling the context sends a
-// Cancel frame and frees the call, at once, or within 2 ms if its caller
+// Cancel frame and frees the call, at once, or within 20 ms if its caller
 // is reading the connection for itself. Calls on a broken
 // connection fail fast with an Unavailable error, and the client reconnects
 // in the background with exponential backoff and jitter; a connection that

@@ -27,33 +27,46 @@ import (
 // and no caller does: while calls of callers that do not read wait (more
 // callers on the connection than one, futures), while the client must hear
 // the server at any moment (it serves routes or takes pushes, subscribes,
-// has streams open, or the server is going away), and once the token has
-// been free for lingerIdle, so that a GoAway, a Ping or a lost connection is
-// noticed between calls. Whoever gives the token up decides which: release.
-// Once it has taken the token for that, the listener keeps it while calls
-// stay sparse (listenRead): callers then wait for it as behind any reader.
+// has streams open, or the server is going away), and once callers have
+// left the token unused for lingerIdle or so (the client's lingerWatch sees
+// to that), so that a GoAway, a Ping or a lost connection is noticed
+// between calls. Whoever gives the token up decides which: release. Once it
+// has taken the token for that, the listener keeps it while calls stay
+// sparse (listenRead): callers then wait for it as behind any reader.
 
 const (
 	readBufSize = 64 << 10
 
-	// lingerIdle is how long the token may stay free before the listener
-	// takes it: a sequential caller's next call within it reads its own
-	// reply again.
+	// lingerIdle is how long the token may stay unused, at the least,
+	// before the listener takes it: a sequential caller's next call within
+	// it reads its own reply again.
 	lingerIdle = time.Millisecond
 
 	// leadFor bounds how long a caller whose context can be cancelled
 	// reads for its reply, and so how late it may notice the cancel (a
 	// deadline it notices on time). A reply slower than that is waited
 	// for as the listener delivers it, on the context too.
-	leadFor = 2 * time.Millisecond
+	leadFor = 20 * time.Millisecond
+
+	// lingerMax bounds how far apart the watch's looks grow while callers
+	// keep reading their own replies (a timer due within a millisecond or
+	// two costs every call: lingerWatch), and so how long the listener may
+	// take to notice they stopped: at most twice that.
+	lingerMax = 64 * time.Millisecond
 )
 
 // reading is a wire's read side.
 type reading struct {
-	br     *bufio.Reader
-	tok    atomic.Bool   // held by whoever reads br
-	kick   chan struct{} // asks the listener to take the token
-	linger *time.Timer   // the token has been free for lingerIdle
+	br   *bufio.Reader
+	tok  atomic.Bool   // held by whoever reads br
+	kick chan struct{} // asks the listener to take the token
+
+	releases atomic.Uint64 // times the token was given up, for the watch
+	watch    *lingerWatch  // the client's
+	watched  atomic.Bool   // among the watch's wires; set under its mutex
+	lingered atomic.Bool   // the watch kicked the listener: the token went unused
+	seen     uint64        // releases at the watch's last look; owned by the watch
+	looked   bool          // the watch has looked since adding the wire; owned by it
 
 	idle   *idleWires  // the client's idle connections; nil with one
 	listed atomic.Bool // among them
@@ -70,12 +83,11 @@ type reading struct {
 // longAgo is a read deadline in the past: a blocked read returns at once.
 var longAgo = time.Unix(1, 0)
 
-func (r *reading) init(src io.Reader, idle *idleWires) {
+func (r *reading) init(src io.Reader, idle *idleWires, watch *lingerWatch) {
 	r.idle = idle
+	r.watch = watch
 	r.br = bufio.NewReaderSize(src, readBufSize)
 	r.kick = make(chan struct{}, 1)
-	r.linger = time.NewTimer(lingerIdle)
-	r.linger.Stop()
 	r.sparse = true // until two calls come close together
 }
 
@@ -102,17 +114,20 @@ func (w *wire) wakeListener() {
 
 // release gives the token up, with the connection's bytes read up to a
 // frame's end or within one small enough to be kept in the buffer. If
-// someone must read on, the listener is woken; if not, it will be after
-// lingerIdle. The check follows the store, so that a caller who found the
-// token held before it was let go is seen here.
+// someone must read on, the listener is woken; if not, the watch wakes it
+// once the token goes unused. The check follows the store, so that a caller
+// who found the token held before it was let go is seen here.
 func (w *wire) release() {
 	half := w.rd.br.Buffered() > 0 // part of a frame, or frames for others
+	w.rd.releases.Add(1)
 	w.rd.tok.Store(false)
 	if half || w.mustListen() {
 		w.wakeListener()
 		return
 	}
-	w.rd.linger.Reset(lingerIdle)
+	if !w.rd.watched.Load() {
+		w.rd.watch.add(w)
+	}
 	if w.rd.idle != nil {
 		w.rd.idle.put(w)
 	}
@@ -128,7 +143,6 @@ func (w *wire) mustListen() bool {
 // free and it is woken, until the wire fails.
 func (w *wire) listen() {
 	defer w.wg.Done()
-	defer w.rd.linger.Stop()
 	for {
 		if w.rd.tok.CompareAndSwap(false, true) {
 			if err := w.listenRead(); err != nil {
@@ -138,11 +152,12 @@ func (w *wire) listen() {
 		}
 		select {
 		case <-w.rd.kick:
-		case <-w.rd.linger.C:
-			// No caller took the token within lingerIdle: calls are
-			// sparse, and giving the token up after each would cost
-			// this goroutine a timer's wake-up per call.
-			w.rd.sparse = true
+			if w.rd.lingered.Swap(false) {
+				// The watch found the token unused: calls are sparse,
+				// and giving the token up after each would cost a
+				// wake-up of the watch and of this goroutine per call.
+				w.rd.sparse = true
+			}
 		case <-w.done:
 			return
 		}
@@ -393,6 +408,95 @@ func (w *wire) lapse(err error) bool {
 	w.rd.deadline = longAgo
 	w.setReadDeadline(time.Time{})
 	return true
+}
+
+// lingerWatch hands the read token of a client's connections back to their
+// listeners once callers stop using it. A caller only counts its release
+// of the token; the watch looks at the connections whose callers read, on
+// one timer for the whole client, and wakes the listener of any whose
+// token was not used between two looks. Its looks start lingerIdle apart
+// and grow to lingerMax while callers keep reading.
+//
+// Why not a timer reset at each release (the first design): a runtime
+// timer due within a millisecond or two costs every call, however rarely
+// it fires. A sequential call took 2.3 us more client CPU with it (18.3
+// against 15.9, docs/performance.md), and as much with this watch looking
+// every millisecond. The likely cause: while such a timer is pending, each
+// idle wait of the Go scheduler (epoll_pwait) arms a kernel timer due that
+// soon, which a virtual machine pays for dearly; one due far off is cheap.
+type lingerWatch struct {
+	mu     sync.Mutex
+	wires  []*wire
+	timer  *time.Timer   // runs look; armed while wires is not empty
+	every  time.Duration // between looks
+	closed bool
+}
+
+func newLingerWatch() *lingerWatch {
+	lw := &lingerWatch{}
+	lw.timer = time.AfterFunc(time.Hour, lw.look)
+	lw.timer.Stop()
+	return lw
+}
+
+// add watches w, whose caller just released its token.
+func (lw *lingerWatch) add(w *wire) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if lw.closed || w.rd.watched.Load() {
+		return
+	}
+	w.rd.watched.Store(true)
+	w.rd.looked = false // the token gets a whole period, not what is left of one
+	lw.wires = append(lw.wires, w)
+	if len(lw.wires) == 1 {
+		lw.every = lingerIdle
+		lw.timer.Reset(lw.every)
+	}
+}
+
+// look wakes the listener of every watched wire whose token has gone
+// unused since the last look, and stops watching it.
+func (lw *lingerWatch) look() {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	keep := lw.wires[:0]
+	kicked := false
+	for _, w := range lw.wires {
+		n := w.rd.releases.Load()
+		switch {
+		case w.dead():
+			w.rd.watched.Store(false)
+		case !w.rd.looked || n != w.rd.seen || w.rd.tok.Load(): // in use
+			w.rd.looked, w.rd.seen = true, n
+			keep = append(keep, w)
+		default:
+			w.rd.watched.Store(false)
+			w.rd.lingered.Store(true)
+			w.wakeListener()
+			kicked = true
+		}
+	}
+	clear(lw.wires[len(keep):])
+	lw.wires = keep
+	if kicked {
+		lw.every = lingerIdle
+	} else {
+		lw.every = min(2*lw.every, lingerMax)
+	}
+	if len(keep) > 0 && !lw.closed {
+		lw.timer.Reset(lw.every)
+	}
+}
+
+// stop ends the watch, when the client closes.
+func (lw *lingerWatch) stop() {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	lw.closed = true
+	lw.timer.Stop()
+	clear(lw.wires)
+	lw.wires = nil
 }
 
 // idleWires are a client's connections that no one reads and no call

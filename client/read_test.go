@@ -98,7 +98,7 @@ func within(t *testing.T, call func() error) error {
 // the cut falls in the frame's header, in a frame the read buffer holds, or
 // in one larger than it, and whatever context the caller has.
 func TestReplyInPieces(t *testing.T) {
-	const pause = 15 * time.Millisecond // beyond the 2 ms a cancellable caller reads for
+	const pause = 50 * time.Millisecond // beyond the 20 ms a cancellable caller reads for (leadFor)
 	cases := []struct {
 		name        string
 		size, split int
@@ -149,48 +149,52 @@ func TestReplyInPieces(t *testing.T) {
 
 // TestIdleClientHearsGoAway: a client that makes no call still reads what
 // the server sends: a GoAway to its idle connection makes it close the
-// connection (and dial anew), which the server sees.
+// connection (and dial anew), which the server sees. After one call the
+// connection's listener is still reading; after a run of calls close
+// together, the callers read their own replies, and the listener must take
+// the connection back once they stop (lingerWatch).
 func TestIdleClientHearsGoAway(t *testing.T) {
-	closed := make(chan error, 1)
-	var once sync.Once
-	addr := fakeServer(t, func(nc net.Conn) {
-		r := &frameReader{nc: nc}
-		f, err := r.next()
-		if err != nil || f.Kind != proto.KindRequest {
-			return
-		}
-		if _, err := nc.Write(response(f, f.Payload)); err != nil {
-			return
-		}
-		first := false
-		once.Do(func() { first = true })
-		if !first {
-			// A later connection: answer as a server would until closed.
-			for {
-				f, err := r.next()
-				if err != nil {
+	for _, calls := range []int{1, 300} {
+		t.Run(fmt.Sprintf("calls=%d", calls), func(t *testing.T) {
+			closed := make(chan error, 1)
+			var once sync.Once
+			addr := fakeServer(t, func(nc net.Conn) {
+				first := false
+				once.Do(func() { first = true })
+				r := &frameReader{nc: nc}
+				var f proto.Frame
+				for n := 0; !first || n < calls; n++ {
+					var err error
+					if f, err = r.next(); err != nil {
+						return
+					}
+					if f.Kind == proto.KindRequest {
+						if _, err := nc.Write(response(f, f.Payload)); err != nil {
+							return
+						}
+					}
+				}
+				time.Sleep(30 * time.Millisecond) // the client idles
+				if _, err := nc.Write(proto.AppendGoAway(nil, f.ID, proto.CodeUnavailable, "draining")); err != nil {
+					closed <- err
 					return
 				}
-				if f.Kind == proto.KindRequest {
-					nc.Write(response(f, f.Payload))
+				nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+				_, err := io.Copy(io.Discard, nc)
+				closed <- err // nil: the client closed its end
+			})
+			c := dial(t, addr, client.Options{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+			reply := make([]byte, 0, 8)
+			for i := range calls {
+				var err error
+				if reply, err = c.CallRaw(context.Background(), "Any/Route", []byte("x"), reply[:0]); err != nil {
+					t.Fatalf("call %d: %v", i, err)
 				}
 			}
-		}
-		time.Sleep(30 * time.Millisecond) // the client idles, its reader released
-		if _, err := nc.Write(proto.AppendGoAway(nil, f.ID, proto.CodeUnavailable, "draining")); err != nil {
-			closed <- err
-			return
-		}
-		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-		_, err = io.Copy(io.Discard, nc)
-		closed <- err // nil: the client closed its end
-	})
-	c := dial(t, addr, client.Options{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
-	if _, err := c.CallRaw(context.Background(), "Any/Route", []byte("x"), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-closed; err != nil {
-		t.Fatalf("the idle client did not close its connection after a GoAway: %v", err)
+			if err := <-closed; err != nil {
+				t.Fatalf("the idle client did not close its connection after a GoAway: %v", err)
+			}
+		})
 	}
 }
 

@@ -57,7 +57,7 @@ type wire struct {
 
 // newWire starts the goroutines of a connection: its listener (read.go),
 // its writer and, if keepAlive is positive, its keep-alive watch.
-func newWire(nc net.Conn, lim proto.Limits, keepAlive, keepAliveTimeout time.Duration, srv *serving, idle *idleWires) *wire {
+func newWire(nc net.Conn, lim proto.Limits, keepAlive, keepAliveTimeout time.Duration, srv *serving, idle *idleWires, watch *lingerWatch) *wire {
 	w := &wire{
 		nc:   nc,
 		lim:  lim,
@@ -74,7 +74,7 @@ func newWire(nc net.Conn, lim proto.Limits, keepAlive, keepAliveTimeout time.Dur
 		w.wg.Add(1)
 		go w.keepAlive(keepAlive, keepAliveTimeout)
 	}
-	w.rd.init(r, idle)
+	w.rd.init(r, idle, watch)
 	go w.listen()
 	go w.writeLoop()
 	return w

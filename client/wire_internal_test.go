@@ -62,7 +62,9 @@ func TestWriteFailureWaitsForTheReadSide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWire(nc, proto.Limits{}.WithDefaults(), 0, 0, &serving{subs: &subTable{}}, nil)
+	watch := newLingerWatch()
+	defer watch.stop()
+	w := newWire(nc, proto.Limits{}.WithDefaults(), 0, 0, &serving{subs: &subTable{}}, nil, watch)
 	defer w.close(nil)
 	calls := []*call{getCall(), getCall()}
 	for i, cl := range calls {
