@@ -16,7 +16,8 @@ import (
 // read in place and appended to the reply buffer on the event loop) from a
 // reactor with default options, and calls them with client.CallRaw into a
 // per-caller reply buffer. One client.Client holds all of a cell's
-// connections; it spreads calls over them itself (round robin).
+// connections; it spreads calls over them itself (a connection no one
+// reads first, else round robin).
 type rpcdSystem struct {
 	// register, if set, replaces builtin.Register (tests use it to serve a
 	// wrong echo).
