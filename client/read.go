@@ -467,9 +467,13 @@ func (lw *lingerWatch) look() {
 		switch {
 		case w.dead():
 			w.rd.watched.Store(false)
-		case !w.rd.looked || n != w.rd.seen || w.rd.tok.Load(): // in use
+		case !w.rd.looked || n != w.rd.seen: // in use
 			w.rd.looked, w.rd.seen = true, n
 			keep = append(keep, w)
+		case w.rd.tok.Load():
+			// Held since the last look: by the listener, or by a caller
+			// whose reply is slow, whose release will bring it back.
+			w.rd.watched.Store(false)
 		default:
 			w.rd.watched.Store(false)
 			w.rd.lingered.Store(true)

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"net"
 	"testing"
@@ -112,5 +113,102 @@ func TestWriteFailureWaitsForTheReadSide(t *testing.T) {
 	}
 	if e := calls[1].err; handler.CodeOf(e) != proto.CodeUnavailable || !handler.IsUnprocessed(e) {
 		t.Errorf("call 2, excluded by the GoAway: %v, want Unavailable, Unprocessed", e)
+	}
+}
+
+// TestWatchLetsIdleWiresGo: once its callers stop, a connection goes back
+// to its listener and out of the client's linger watch, so an idle client
+// keeps no watch timer running; its listener then reads for it.
+func TestWatchLetsIdleWiresGo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // answer every request with its payload, until the client goes
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		for {
+			b, err := br.Peek(proto.HeaderSize)
+			if err != nil {
+				return
+			}
+			h, err := proto.DecodeHeader(b, nil)
+			if err != nil {
+				return
+			}
+			b, err = br.Peek(h.Len())
+			if err != nil {
+				return
+			}
+			f, _, err := proto.Decode(b, nil)
+			if err != nil {
+				return
+			}
+			if f.Kind == proto.KindRequest {
+				_, _ = nc.Write(proto.AppendFrame(nil, proto.Header{Kind: proto.KindResponse, ID: f.ID}, "", nil, f.Payload))
+			}
+			_, _ = br.Discard(h.Len())
+		}
+	}()
+
+	c, err := Dial(context.Background(), ln.Addr().String(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reply := make([]byte, 0, 8)
+	for i := range 300 { // close together: the callers take over the reading
+		if reply, err = c.CallRaw(context.Background(), "Any/Route", []byte("x"), reply[:0]); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	w := c.slots[0].w.Load()
+	watched := func() int {
+		c.watch.mu.Lock()
+		defer c.watch.mu.Unlock()
+		return len(c.watch.wires)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for watched() != 0 || !w.rd.tok.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after the last call: %d wires watched, token held %v; want none, and the listener reading", watched(), w.rd.tok.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if reply, err = c.CallRaw(context.Background(), "Any/Route", []byte("y"), reply[:0]); err != nil || string(reply) != "y" {
+		t.Fatalf("a call after the idle spell: %q, %v", reply, err)
+	}
+}
+
+// TestWatchDropsHeldWires: a watched connection whose token stays held
+// between two looks (by its listener, which may read for ever for a
+// subscription, or by a caller with a slow reply, whose release brings it
+// back) leaves the watch instead of keeping its timer running.
+func TestWatchDropsHeldWires(t *testing.T) {
+	nc, peer := net.Pipe()
+	defer peer.Close()
+	watch := newLingerWatch()
+	defer watch.stop()
+	w := newWire(nc, proto.Limits{}.WithDefaults(), 0, 0, &serving{subs: &subTable{}}, nil, watch)
+	defer w.close(nil)
+	for !w.rd.tok.Load() { // the listener takes the token as it starts
+		time.Sleep(time.Millisecond)
+	}
+	watch.add(w) // as a caller's release that raced with the listener would
+	watch.look() // first look: the token gets a whole period
+	watch.look()
+	watch.mu.Lock()
+	n := len(watch.wires)
+	watch.mu.Unlock()
+	if n != 0 || w.rd.watched.Load() {
+		t.Fatalf("after two looks at a held token: %d wires watched (watched flag %v), want none", n, w.rd.watched.Load())
+	}
+	if w.rd.lingered.Load() {
+		t.Fatal("the watch kicked the listener of a connection someone reads")
 	}
 }
