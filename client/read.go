@@ -472,8 +472,15 @@ func (lw *lingerWatch) look() {
 			keep = append(keep, w)
 		case w.rd.tok.Load():
 			// Held since the last look: by the listener, or by a caller
-			// whose reply is slow, whose release will bring it back.
+			// whose reply is slow, whose release will bring it back. A
+			// release since n was read may have found the wire still
+			// watched and not brought it back: then keep it.
 			w.rd.watched.Store(false)
+			if m := w.rd.releases.Load(); m != n {
+				w.rd.watched.Store(true)
+				w.rd.seen = m
+				keep = append(keep, w)
+			}
 		default:
 			w.rd.watched.Store(false)
 			w.rd.lingered.Store(true)
