@@ -243,15 +243,18 @@ func TestPeerThatNeverReads(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		opts    reactor.Options
-		maxGrow uint64 // the most the heap may grow while the peer floods
+		maxGrow uint64        // the most the heap may grow while the peer floods
+		pace    time.Duration // between the peer's requests
 	}{
 		// 1 MiB of unread replies, the requests being read and answered, and
 		// garbage not yet collected (about 5 MiB here), against the 200 MiB
 		// of replies the peer asks for.
-		{"outbound cap", reactor.Options{MaxOutbound: 1 << 20, WriteTimeout: time.Minute}, 16 << 20},
+		{"outbound cap", reactor.Options{MaxOutbound: 1 << 20, WriteTimeout: time.Minute}, 16 << 20, 0},
 		// Bounded by how much a peer can send within the timeout instead;
-		// the test checks only that it is cut off.
-		{"write timeout", reactor.Options{MaxOutbound: 256 << 20, WriteTimeout: 300 * time.Millisecond}, 0},
+		// the test checks only that it is cut off. The peer paces its
+		// requests so that the timeout, not its count, ends the flood: all
+		// 400 went in 0.27 s, under the timeout, without the race detector.
+		{"write timeout", reactor.Options{MaxOutbound: 256 << 20, WriteTimeout: 300 * time.Millisecond}, 0, 2 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := start(t, builtinRegistry(), tc.opts)
@@ -284,6 +287,7 @@ func TestPeerThatNeverReads(t *testing.T) {
 						closed <- errors.New("never cut off")
 						return
 					}
+					time.Sleep(tc.pace)
 				}
 			}()
 			select {
