@@ -310,23 +310,27 @@ func (f *Frame) check() error {
 }
 
 // printable reports whether every byte of b is in 0x21-0x7e, eight bytes
-// at a time: a byte below 0x21 borrows into its high bit when 0x21 is
-// taken from it, and one above 0x7e carries into it when 1 is added.
+// at a time (the last eight overlapping the eight before them, rather than
+// a byte at a time): a byte below 0x21 borrows into its high bit when 0x21
+// is taken from it, and one above 0x7e carries into it when 1 is added.
 func printable(b []byte) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for len(b) >= 8 {
-		x := binary.LittleEndian.Uint64(b)
-		if ((x-ones*0x21)&^x|(x+ones*1)|x)&highs != 0 {
+	bad := func(x uint64) bool { return ((x-ones*0x21)&^x|(x+ones*1)|x)&highs != 0 }
+	n := len(b)
+	if n < 8 {
+		for _, c := range b {
+			if c < 0x21 || c > 0x7e {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i < n-8; i += 8 {
+		if bad(binary.LittleEndian.Uint64(b[i:])) {
 			return false
 		}
-		b = b[8:]
 	}
-	for _, c := range b {
-		if c < 0x21 || c > 0x7e {
-			return false
-		}
-	}
-	return true
+	return !bad(binary.LittleEndian.Uint64(b[n-8:])) // the last eight, overlapping
 }
 
 // ErrorBody returns the code and message of an Error frame decoded by Decode.

@@ -191,6 +191,9 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	if !call.End() {
 		c.newInlineCall() // the handler took Done: contexts derived from call may outlive it
 	}
+	if err == nil && !oneWay && proto.FinishFrame(out, start) <= c.s.opts.Limits.MaxFrameSize {
+		return out // the common case, without finishReply's call
+	}
 	return c.finishReply(out, start, f.ID, oneWay, err)
 }
 
