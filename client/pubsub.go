@@ -43,6 +43,7 @@ type Subscription struct {
 type subTable struct {
 	mu   sync.Mutex
 	subs map[uint32]*Subscription
+	n    atomic.Int32 // len(subs), for empty, which takes no lock
 	next uint32
 }
 
@@ -89,6 +90,7 @@ func (c *Client) subscribe(ctx context.Context, sub *Subscription) (*Subscriptio
 	}
 	sub.sid = t.next
 	t.subs[sub.sid] = sub
+	t.n.Store(int32(len(t.subs)))
 	t.mu.Unlock()
 
 	w.enqueueAsync(proto.AppendSubscribe(nil, sub.sid, pattern))
@@ -189,15 +191,12 @@ func (t *subTable) remove(s *Subscription) bool {
 		return false
 	}
 	delete(t.subs, s.sid)
+	t.n.Store(int32(len(t.subs)))
 	return true
 }
 
 // empty reports whether there are no subscriptions.
-func (t *subTable) empty() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.subs) == 0
-}
+func (t *subTable) empty() bool { return t.n.Load() == 0 }
 
 // get returns the subscription sid; nil if there is none.
 func (t *subTable) get(sid uint32) *Subscription {

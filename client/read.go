@@ -135,8 +135,8 @@ func (w *wire) release() {
 
 // mustListen reports whether someone must read w although no caller does.
 func (w *wire) mustListen() bool {
-	return w.pending.waiting() || w.srv.reg != nil || w.srv.pushes != nil ||
-		w.goingAway.Load() || !w.streamsIdle() || !w.srv.subs.empty()
+	return w.srv.reg != nil || w.srv.pushes != nil || w.goingAway.Load() ||
+		!w.srv.subs.empty() || !w.streamsIdle() || w.pending.waiting()
 }
 
 // listen is the wire's listener goroutine: it reads whenever the token is

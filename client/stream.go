@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
@@ -21,6 +22,7 @@ import (
 type streamTable struct {
 	mu       sync.Mutex
 	m        map[uint32]*stream.Stream
+	open     atomic.Int32 // len(m), for streamsIdle, which takes no lock
 	closed   bool
 	nextID   uint32 // the last id the client gave a stream it opened (odd)
 	accepted int    // streams the server opened, open
@@ -68,6 +70,7 @@ func (w *wire) openStream(ctx context.Context, h proto.Header, route string, md 
 		t.m = make(map[uint32]*stream.Stream)
 	}
 	t.m[id] = st
+	t.open.Store(int32(len(t.m)))
 	// Under t.mu, so that no reset of this stream can go out before it.
 	w.enqueueAsync(proto.AppendStreamOpen(nil, id, route, h.Codec, h.Deadline, md, uint32(window)))
 	t.mu.Unlock()
@@ -164,6 +167,7 @@ func (w *wire) acceptStream(f *proto.Frame) error {
 		t.m = make(map[uint32]*stream.Stream)
 	}
 	t.m[f.ID] = st
+	t.open.Store(int32(len(t.m)))
 	t.accepted++
 	w.enqueueAsync(proto.AppendStreamCredit(nil, f.ID, uint32(window)))
 	w.calls.wg.Add(1)
@@ -189,18 +193,14 @@ func (t *streamTable) forgetLocked(st *stream.Stream) {
 		return
 	}
 	delete(t.m, st.ID())
+	t.open.Store(int32(len(t.m)))
 	if !proto.StreamOpenedByClient(st.ID()) {
 		t.accepted--
 	}
 }
 
 // streamsIdle reports whether no stream is open on w.
-func (w *wire) streamsIdle() bool {
-	t := &w.streams
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.m) == 0
-}
+func (w *wire) streamsIdle() bool { return w.streams.open.Load() == 0 }
 
 // idleCheck closes a wire the server is going away from once its last
 // call and stream are done.
@@ -216,6 +216,7 @@ func (w *wire) closeStreams() {
 	t.mu.Lock()
 	m := t.m
 	t.m, t.closed, t.accepted = nil, true, 0
+	t.open.Store(0)
 	t.mu.Unlock()
 	for _, st := range m {
 		st.Fail(stream.ErrConnLost)
