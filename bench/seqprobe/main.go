@@ -225,7 +225,7 @@ func runClient(kind, server, addr string, n int) error {
 	switch kind {
 	case "bare":
 		return bare(server, addr, payload, n)
-	case "client", "client-ctx", "client-noka":
+	case "client", "client-ctx", "client-noka", "client-timeout":
 		ctx := context.Background()
 		if kind == "client-ctx" {
 			var cancel context.CancelFunc
@@ -233,8 +233,11 @@ func runClient(kind, server, addr string, n int) error {
 			defer cancel()
 		}
 		opts := client.Options{}
-		if kind == "client-noka" {
+		switch kind {
+		case "client-noka":
 			opts.KeepAlive = -1 // no keep-alive timer
+		case "client-timeout":
+			opts.Timeout = 5 * time.Second // a context with a timeout per call
 		}
 		c, err := client.Dial(ctx, addr, opts)
 		if err != nil {
@@ -252,7 +255,7 @@ func runClient(kind, server, addr string, n int) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("no client %q (bare, client, client-ctx, client-noka)", kind)
+	return fmt.Errorf("no client %q (bare, client, client-ctx, client-noka, client-timeout)", kind)
 }
 
 // bare is the plainest sequential client: write, then read the reply with
