@@ -37,6 +37,7 @@ type Client struct {
 	subs    subTable      // publish/subscribe: the live subscriptions
 	idle    *idleWires    // connections no one reads, with Conns > 1 (read.go)
 	watch   *lingerWatch  // gives unused read tokens back to listeners (read.go)
+	sweep   *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -66,6 +67,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 		c.idle = &idleWires{max: opts.Conns}
 	}
 	c.watch = newLingerWatch()
+	c.sweep = newTimeoutSweep()
 	for range opts.Conns {
 		w, err := c.dial(ctx)
 		if err != nil {
@@ -279,6 +281,7 @@ func (c *Client) Close() error {
 		}
 	}
 	c.watch.stop()
+	c.sweep.stop()
 	return nil
 }
 
@@ -445,9 +448,15 @@ func (c *Client) start(ctx context.Context, h proto.Header, route string, md pro
 // when it fails in a way the retry rules allow.
 func (c *Client) do(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) error {
 	if _, ok := ctx.Deadline(); !ok && c.opts.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
-		defer cancel()
+		if ctx.Done() == nil { // a context that never ends: no timer per call (timeout.go)
+			tc := c.sweep.start(ctx, c.opts.Timeout)
+			defer tc.end()
+			ctx = tc
+		} else {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+			defer cancel()
+		}
 	}
 	h, md, err := c.header(ctx, proto.KindRequest, codec, route, payload)
 	if err != nil {

@@ -13,3 +13,11 @@ func Pending(c *Client) int {
 
 // Retries returns the number of times c has sent a call again.
 func Retries(c *Client) uint64 { return c.retries.Load() }
+
+// Swept returns the number of calls whose Options.Timeout deadline c's
+// sweep watches.
+func Swept(c *Client) int {
+	c.sweep.mu.Lock()
+	defer c.sweep.mu.Unlock()
+	return len(c.sweep.ctxs)
+}

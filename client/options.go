@@ -25,7 +25,10 @@ type Options struct {
 	DialTimeout time.Duration
 
 	// Timeout is the deadline given to calls whose context has none; zero
-	// means such calls wait as long as their context lets them.
+	// means such calls wait as long as their context lets them. With a
+	// context that never ends (context.Background), the deadline costs no
+	// context and timer per call: a caller waiting behind another reader
+	// of its connection sees it pass within 10 ms (timeout.go).
 	Timeout time.Duration
 
 	// MinBackoff and MaxBackoff bound the wait between reconnection

@@ -204,8 +204,8 @@ func (w *wire) listenRead() error {
 // reads. Either way it has released the token.
 func (w *wire) lead(ctx context.Context, cl *call, route string) (bool, error) {
 	defer w.release()
-	done := ctx.Done()
-	if done != nil {
+	canEnd := ctxCanEnd(ctx)
+	if canEnd {
 		w.leadDeadline(ctx)
 	}
 	for {
@@ -225,7 +225,7 @@ func (w *wire) lead(ctx context.Context, cl *call, route string) (bool, error) {
 		}
 		w.rd.lapsed = false
 		w.rd.deadline = longAgo // passed
-		if done == nil {
+		if !canEnd {
 			w.setReadDeadline(time.Time{}) // a deadline left by a caller before
 			continue
 		}
@@ -261,6 +261,16 @@ func (w *wire) leadDeadline(ctx context.Context) {
 	if !t.Equal(w.rd.deadline) {
 		w.setReadDeadline(t)
 	}
+}
+
+// ctxCanEnd reports whether ctx can end: it has a deadline or can be
+// cancelled. The deadline is asked first: a timeoutCtx's Done would have
+// the sweep watch it, which a caller reading for itself does not need.
+func ctxCanEnd(ctx context.Context) bool {
+	if _, ok := ctx.Deadline(); ok {
+		return true
+	}
+	return ctx.Done() != nil
 }
 
 // ctxEnded returns why ctx has ended, nil if it has not; a deadline passed

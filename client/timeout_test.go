@@ -1,0 +1,116 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/proto"
+)
+
+type ctxKey struct{}
+
+// TestTimeoutOptionWithoutContext: under Options.Timeout, calls whose
+// context never ends get their deadline without a context of the time
+// package: a caller reading its own reply, and callers waiting behind it,
+// all end with DeadlineExceeded near the deadline, and the sweep that woke
+// the waiting ones lets them go. A context's values still reach the call.
+func TestTimeoutOptionWithoutContext(t *testing.T) {
+	// A server that reads and never answers, so only the client's own
+	// deadline ends the calls (rpcd's server would answer DeadlineExceeded
+	// at the deadline the frames carry), until the test's last call.
+	silent := make(chan struct{})
+	addr := fakeServer(t, func(nc net.Conn) {
+		r := &frameReader{nc: nc}
+		for {
+			f, err := r.next()
+			if err != nil {
+				return
+			}
+			select {
+			case <-silent:
+			default:
+				continue
+			}
+			if f.Kind == proto.KindRequest {
+				if _, err := nc.Write(response(f, f.Payload)); err != nil {
+					return
+				}
+			}
+		}
+	})
+	const timeout = 100 * time.Millisecond
+	c := dial(t, addr, client.Options{Timeout: timeout, MaxRetries: -1})
+	ctx := context.WithValue(context.Background(), ctxKey{}, "v") // never ends, has values
+	const callers = 4                                             // one reads, the others wait behind it
+	errs := make(chan error, callers)
+	took := make(chan time.Duration, callers)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			_, err := c.CallRaw(ctx, "Any/Route", nil, nil)
+			took <- time.Since(start)
+			errs <- err
+		}()
+	}
+	ended := make(chan struct{})
+	go func() { wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("calls under Options.Timeout still waiting after 10 s")
+	}
+	for range callers {
+		if err := <-errs; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call under Options.Timeout: %v, want DeadlineExceeded", err)
+		}
+		if d := <-took; d < timeout || d > 10*timeout {
+			t.Fatalf("a call under a %v timeout ended after %v", timeout, d)
+		}
+	}
+	if n := client.Swept(c); n != 0 {
+		t.Fatalf("%d calls still watched by the sweep", n)
+	}
+	if n := client.Pending(c); n != 0 {
+		t.Fatalf("%d calls left pending", n)
+	}
+	close(silent)
+	reply, err := c.CallRaw(ctx, "Any/Route", []byte("after"), nil) // the connection still serves
+	if err != nil || string(reply) != "after" {
+		t.Fatalf("a call after the timeouts: %q, %v", reply, err)
+	}
+}
+
+// TestTimeoutOptionAllocs: a raw call under Options.Timeout with a
+// context that never ends allocates at most its deadline's context, not a
+// context and a timer of the time package's.
+func TestTimeoutOptionAllocs(t *testing.T) {
+	if raceOn {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	s := server(t, "127.0.0.1:0")
+	c := dial(t, s.Addr().String(), client.Options{Timeout: 5 * time.Second})
+	ctx := context.Background()
+	req := make([]byte, 16)
+	reply := make([]byte, 0, 64)
+	for range 100 { // warm the pools
+		reply, _ = c.CallRaw(ctx, builtin.EchoPacket, req, reply[:0])
+	}
+	allocs := testing.AllocsPerRun(2000, func() {
+		var err error
+		if reply, err = c.CallRaw(ctx, builtin.EchoPacket, req, reply[:0]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 1 {
+		t.Fatalf("%.2f allocations per raw call under Options.Timeout, want at most 1", allocs)
+	}
+}
