@@ -56,6 +56,7 @@ type Cluster struct {
 
 	retries atomic.Uint64
 	noNode  error
+	sweep   *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -115,6 +116,7 @@ func newCluster(name string, opts ServiceOptions, owned Resolver) *Cluster {
 		want:    map[string]Node{},
 		ready:   make(chan struct{}),
 		noNode:  &handler.Error{Code: proto.CodeUnavailable, Message: "no usable node of service " + name, Unprocessed: true},
+		sweep:   newTimeoutSweep(),
 	}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	k.tab.Store(newTable(nil, opts.Balance))
@@ -303,6 +305,7 @@ func (k *Cluster) Close() error {
 	for _, n := range k.tab.Load().nodes {
 		n.c.Close() // also those draining when Close came
 	}
+	k.sweep.stop()
 	if c, ok := k.owned.(io.Closer); ok {
 		return c.Close()
 	}

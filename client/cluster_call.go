@@ -84,9 +84,15 @@ func (k *Cluster) pick(ctx context.Context, route string, payload []byte, avoid 
 // it again, to another node when there is one, as the retry rules allow.
 func (k *Cluster) do(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) error {
 	if _, ok := ctx.Deadline(); !ok && k.opts.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, k.opts.Timeout)
-		defer cancel()
+		if ctx.Done() == nil { // a context that never ends: no timer per call (timeout.go)
+			tc := k.sweep.start(ctx, k.opts.Timeout)
+			defer tc.end()
+			ctx = tc
+		} else {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, k.opts.Timeout)
+			defer cancel()
+		}
 	}
 	h, md, err := k.hc.header(ctx, proto.KindRequest, codec, route, payload)
 	if err != nil {

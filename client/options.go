@@ -26,9 +26,11 @@ type Options struct {
 
 	// Timeout is the deadline given to calls whose context has none; zero
 	// means such calls wait as long as their context lets them. With a
-	// context that never ends (context.Background), the deadline costs no
-	// context and timer per call: a caller waiting behind another reader
-	// of its connection sees it pass within 10 ms (timeout.go).
+	// context that never ends (context.Background), the deadline of a
+	// Client's or a Cluster's call costs no context and timer per call: a
+	// caller waiting behind another reader of its connection sees it pass
+	// within 10 ms (timeout.go). Futures (Go, GoRaw) still make a context
+	// with a timeout.
 	Timeout time.Duration
 
 	// MinBackoff and MaxBackoff bound the wait between reconnection
