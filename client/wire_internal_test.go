@@ -196,7 +196,10 @@ func TestWatchDropsHeldWires(t *testing.T) {
 	defer watch.stop()
 	w := newWire(nc, proto.Limits{}.WithDefaults(), 0, 0, &serving{subs: &subTable{}}, nil, watch)
 	defer w.close(nil)
-	for !w.rd.tok.Load() { // the listener takes the token as it starts
+	for deadline := time.Now().Add(10 * time.Second); !w.rd.tok.Load(); { // the listener takes the token as it starts
+		if time.Now().After(deadline) {
+			t.Fatal("the listener did not take the token within 10 s")
+		}
 		time.Sleep(time.Millisecond)
 	}
 	watch.add(w) // as a caller's release that raced with the listener would
