@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
@@ -144,25 +143,6 @@ func TestPatternsDifferPerWorker(t *testing.T) {
 	fillPattern(b, 1)
 	if bytes.Equal(a[8:], b[8:]) {
 		t.Fatal("workers 0 and 1 send the same pattern")
-	}
-}
-
-func TestParseProcStat(t *testing.T) {
-	// A command name with spaces and parentheses; utime 250, stime 50.
-	stat := "4242 (bench (x) y) S 1 4242 4242 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 9 0 12345 0 0"
-	got, err := parseProcStat(stat, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := 3 * time.Second; got != want {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-	if _, err := parseProcStat("4242 bench S 1", 100); err == nil {
-		t.Fatal("no error for a line without a name in parentheses")
-	}
-	// This process's own line parses.
-	if _, err := procCPU(os.Getpid()); err != nil {
-		t.Fatal(err)
 	}
 }
 

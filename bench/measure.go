@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rpcd/rpcd/bench/internal/cputime"
 	"github.com/rpcd/rpcd/internal/loadgen"
 )
 
@@ -189,9 +190,9 @@ func measure(sys system, srv *server, c cell, d, warmup time.Duration, calls int
 	cfg := loadgen.Config{Callers: c.callers(), Duration: d, Calls: calls}
 	l := newLoad(callCtx, cl, c.callers(), c.Payload)
 	srv0, err0 := srv.cpu()
-	cli0 := selfCPU()
+	cli0 := cputime.Self()
 	res, err := loadgen.Run(ctx, cfg, l.call)
-	cli := selfCPU() - cli0
+	cli := cputime.Self() - cli0
 	srv1, err1 := srv.cpu()
 	if err != nil {
 		r.Failed = err.Error()

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"text/tabwriter"
 	"time"
+
+	"github.com/rpcd/rpcd/bench/internal/stat"
 )
 
 // report is everything a run measured; it is also the JSON written by -json.
@@ -48,18 +50,7 @@ type summary struct {
 	ServerCPUPerCallUS float64 `json:"server_cpu_per_call_us"`
 }
 
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
+func median(xs []float64) float64 { return stat.Median(xs, func(x float64) float64 { return x }) }
 
 // summarize fills sr's medians, errors and failure from its runs.
 func (sr *systemReport) summarize() {

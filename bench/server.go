@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rpcd/rpcd/bench/internal/cputime"
 )
 
 // The hidden server mode: `bench -serve SYSTEM -addr 127.0.0.1:0` serves
@@ -151,7 +153,7 @@ func (s *server) cpu() (time.Duration, error) {
 	if s.pid == 0 {
 		return 0, nil
 	}
-	return procCPU(s.pid)
+	return cputime.Process(s.pid)
 }
 
 // stop stops the server: closing a child's standard input asks it to shut

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/rpcd/rpcd/bench/internal/cputime"
 	"github.com/rpcd/rpcd/handler/builtin"
 )
 
@@ -150,7 +151,7 @@ func sumOnce(name string, n int, inproc bool) sumResult {
 		res.Err = err.Error()
 		return res
 	}
-	cpu0, scpu0 := selfCPU(), srvCPU(srv)
+	cpu0, scpu0 := cputime.Self(), srvCPU(srv)
 	start := time.Now()
 	for i := range n {
 		a, b := int64(i), int64(i*7+3)
@@ -164,7 +165,7 @@ func sumOnce(name string, n int, inproc bool) sumResult {
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
-	res.CPUPerCall = float64((selfCPU()-cpu0)+(srvCPU(srv)-scpu0)) / 1e3 / float64(n)
+	res.CPUPerCall = float64((cputime.Self()-cpu0)+(srvCPU(srv)-scpu0)) / 1e3 / float64(n)
 	return res
 }
 

@@ -29,8 +29,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/rpcd/rpcd/bench/internal/cputime"
+	"github.com/rpcd/rpcd/bench/internal/stat"
 )
 
 const window = 512 // messages the publisher may run ahead of the slowest subscriber
@@ -114,23 +116,14 @@ func main() {
 	}
 	fmt.Printf("== fan-out: 1 publisher, %d subscribers, %d-byte messages · median of %d runs\n", *subs, *size, *runs)
 	fmt.Printf("%10s %14s %8s %8s %9s %12s\n", "system", "delivered/s", "×rpcd", "p50 µs", "p99 µs", "CPU µs/msg")
-	base := median(results["rpcd"], func(r result) float64 { return r.perSec })
+	base := stat.Median(results["rpcd"], func(r result) float64 { return r.perSec })
 	for _, sys := range []string{"rpcd", "tcp-floor"} {
 		rs := results[sys]
-		ps := median(rs, func(r result) float64 { return r.perSec })
+		ps := stat.Median(rs, func(r result) float64 { return r.perSec })
 		fmt.Printf("%10s %14.0f %8.2f %8.0f %9.0f %12.2f\n", sys, ps, ps/base,
-			median(rs, func(r result) float64 { return r.p50 }), median(rs, func(r result) float64 { return r.p99 }),
-			median(rs, func(r result) float64 { return r.cpuPerMsg }))
+			stat.Median(rs, func(r result) float64 { return r.p50 }), stat.Median(rs, func(r result) float64 { return r.p99 }),
+			stat.Median(rs, func(r result) float64 { return r.cpuPerMsg }))
 	}
-}
-
-func median[T any](xs []T, f func(T) float64) float64 {
-	v := make([]float64, len(xs))
-	for i, x := range xs {
-		v[i] = f(x)
-	}
-	slices.Sort(v)
-	return v[len(v)/2]
 }
 
 // startServer starts a server process and returns it with the address it
@@ -157,21 +150,10 @@ func startServer(bin string, args ...string) (*exec.Cmd, string) {
 	return nil, ""
 }
 
+// procCPU returns process pid's CPU time; 0 if it cannot be read.
 func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // clock ticks of 1/100 s
-}
-
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	d, _ := cputime.Process(pid)
+	return d
 }
 
 // runFloorServer is the floor's relay: a connection that says 'S' is a
@@ -320,14 +302,14 @@ func loadFloor(addr string, subs, size int, warmup, d time.Duration) (perSec, p5
 		startRecv += received[i].Load()
 	}
 	measureFrom.Store(startPub)
-	cpu0 := selfCPU()
+	cpu0 := cputime.Self()
 	began := time.Now()
 	publish(began.Add(d))
 	for wait := time.Now().Add(2 * time.Second); minReceived() < published && time.Now().Before(wait); {
 		time.Sleep(time.Millisecond)
 	}
 	secs := time.Since(began).Seconds()
-	cpu := selfCPU() - cpu0
+	cpu := cputime.Self() - cpu0
 	var total uint64
 	for i := range received {
 		total += received[i].Load()

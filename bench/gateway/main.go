@@ -29,14 +29,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rpcd/rpcd/bench/internal/cputime"
+	"github.com/rpcd/rpcd/bench/internal/stat"
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/gateway"
 	"github.com/rpcd/rpcd/handler"
@@ -132,12 +132,12 @@ func run(d time.Duration, runs, wrkConns, wrkThreads, callers, dials int) error 
 	allocs := map[string][]float64{}
 	for r := 1; r <= runs; r++ {
 		for _, u := range urls {
-			before := cpuTime()
+			before := cputime.Self()
 			n, secs, err := runWrk(wrk, script, u.url, wrkThreads, wrkConns, d)
 			if err != nil {
 				return fmt.Errorf("%s: %v", u.name, err)
 			}
-			used := cpuTime() - before
+			used := cputime.Self() - before
 			rps[u.name] = append(rps[u.name], float64(n)/secs)
 			cpu[u.name] = append(cpu[u.name], float64(used.Microseconds())/float64(n))
 			fmt.Fprintf(os.Stderr, "run %d %-28s %10.0f req/s %6.1f µs CPU/req\n", r, u.name, float64(n)/secs, float64(used.Microseconds())/float64(n))
@@ -319,24 +319,7 @@ func dialLoop(addr string, n int) (float64, error) {
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
-// cpuTime returns this process's CPU time, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
+func median(xs []float64) float64 { return stat.Median(xs, func(x float64) float64 { return x }) }
 
 func list(xs []float64, format string) string {
 	out := ""

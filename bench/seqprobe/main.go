@@ -33,11 +33,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/rpcd/rpcd/bench/internal/cputime"
+	"github.com/rpcd/rpcd/bench/internal/stat"
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/proto"
@@ -118,25 +119,13 @@ func main() {
 	for _, p := range chosen {
 		rs := results[p]
 		fmt.Printf("%-10s @ %-10s  %7.0f calls/s  client %5.2f  server %5.2f  µs CPU/call\n", p.client, p.server,
-			median(rs, func(r result) float64 { return r.callsPerSec }),
-			median(rs, func(r result) float64 { return r.clientUS }),
-			median(rs, func(r result) float64 { return r.serverUS }))
+			stat.Median(rs, func(r result) float64 { return r.callsPerSec }),
+			stat.Median(rs, func(r result) float64 { return r.clientUS }),
+			stat.Median(rs, func(r result) float64 { return r.serverUS }))
 	}
 }
 
 type result struct{ callsPerSec, clientUS, serverUS float64 }
-
-func median(rs []result, f func(result) float64) float64 {
-	v := make([]float64, len(rs))
-	for i, r := range rs {
-		v[i] = f(r)
-	}
-	sort.Float64s(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
-}
 
 // measure runs one client child against s and returns its figures.
 func measure(exe string, p pairing, s *serverProc, n int) (result, error) {
@@ -200,21 +189,7 @@ func (s *serverProc) stop() {
 }
 
 // cpu returns the server's user and system CPU time so far.
-func (s *serverProc) cpu() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	// The fields after the command name, which is in parentheses.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14 of stat(5)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("seqprobe: reading %s's CPU time: %v %v", s.cmd.Path, err1, err2)
-	}
-	const ticksPerSecond = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticksPerSecond, nil
-}
+func (s *serverProc) cpu() (time.Duration, error) { return cputime.Process(s.cmd.Process.Pid) }
 
 // runClient makes n sequential calls of a 16-byte echo.
 func runClient(kind, server, addr string, n int) error {
