@@ -447,17 +447,8 @@ func (c *Client) start(ctx context.Context, h proto.Header, route string, md pro
 // do sends a request and waits for its reply in cl.reply, sending it again
 // when it fails in a way the retry rules allow.
 func (c *Client) do(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) error {
-	if _, ok := ctx.Deadline(); !ok && c.opts.Timeout > 0 {
-		if ctx.Done() == nil { // a context that never ends: no timer per call (timeout.go)
-			tc := c.sweep.start(ctx, c.opts.Timeout)
-			defer tc.end()
-			ctx = tc
-		} else {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
-			defer cancel()
-		}
-	}
+	ctx, b := c.sweep.bound(ctx, c.opts.Timeout) // Options.Timeout (timeout.go)
+	defer b.release()
 	h, md, err := c.header(ctx, proto.KindRequest, codec, route, payload)
 	if err != nil {
 		return err

@@ -83,17 +83,8 @@ func (k *Cluster) pick(ctx context.Context, route string, payload []byte, avoid 
 // do sends a request to a node and waits for its reply in cl.reply, sending
 // it again, to another node when there is one, as the retry rules allow.
 func (k *Cluster) do(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) error {
-	if _, ok := ctx.Deadline(); !ok && k.opts.Timeout > 0 {
-		if ctx.Done() == nil { // a context that never ends: no timer per call (timeout.go)
-			tc := k.sweep.start(ctx, k.opts.Timeout)
-			defer tc.end()
-			ctx = tc
-		} else {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, k.opts.Timeout)
-			defer cancel()
-		}
-	}
+	ctx, b := k.sweep.bound(ctx, k.opts.Timeout) // Options.Timeout (timeout.go)
+	defer b.release()
 	h, md, err := k.hc.header(ctx, proto.KindRequest, codec, route, payload)
 	if err != nil {
 		return err

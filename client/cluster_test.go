@@ -477,14 +477,14 @@ func TestClusterFailover(t *testing.T) {
 }
 
 // TestClusterCallAllocs: a raw call through a Cluster allocates no more
-// than one through a plain Client to the same server, under every policy.
+// than one through a plain Client to the same server, under every policy,
+// without a timeout and under Options.Timeout (where both take their
+// deadline from a context of their own, timeout.go).
 func TestClusterCallAllocs(t *testing.T) {
 	if raceOn {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
 	m := newMember(t)
-	c := dial(t, m.addr, client.Options{})
-	ctx := context.Background()
 	req := make([]byte, 16)
 	reply := make([]byte, 0, 64)
 	measure := func(call func(context.Context, string, []byte, []byte) ([]byte, error), ctx context.Context) float64 {
@@ -498,17 +498,20 @@ func TestClusterCallAllocs(t *testing.T) {
 			}
 		})
 	}
-	plain := measure(c.CallRaw, ctx)
-	for _, b := range []client.Balance{client.RoundRobin, client.LeastInflight, client.Hash} {
-		k := dialService(t, "svc", client.ServiceOptions{Resolver: client.Static(client.Node{Addr: m.addr}), Balance: b})
-		cctx := ctx
-		if b == client.Hash {
-			cctx = client.WithAffinity(ctx, "user-1") // made once: the call's own cost is measured
-		}
-		got := measure(k.CallRaw, cctx)
-		t.Logf("%v: %.2f allocations per raw call through a Cluster, %.2f through a Client (client and server)", b, got, plain)
-		if got > plain {
-			t.Errorf("%v: %.2f allocations per call through a Cluster, more than %.2f through a Client", b, got, plain)
+	for _, opts := range []client.Options{{}, {Timeout: 5 * time.Second}} {
+		ctx := context.Background()
+		plain := measure(dial(t, m.addr, opts).CallRaw, ctx)
+		for _, b := range []client.Balance{client.RoundRobin, client.LeastInflight, client.Hash} {
+			k := dialService(t, "svc", client.ServiceOptions{Options: opts, Resolver: client.Static(client.Node{Addr: m.addr}), Balance: b})
+			cctx := ctx
+			if b == client.Hash {
+				cctx = client.WithAffinity(ctx, "user-1") // made once: the call's own cost is measured
+			}
+			got := measure(k.CallRaw, cctx)
+			t.Logf("%v, timeout %v: %.2f allocations per raw call through a Cluster, %.2f through a Client (client and server)", b, opts.Timeout, got, plain)
+			if got > plain {
+				t.Errorf("%v, timeout %v: %.2f allocations per call through a Cluster, more than %.2f through a Client", b, opts.Timeout, got, plain)
+			}
 		}
 	}
 }

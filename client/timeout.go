@@ -103,10 +103,34 @@ func newTimeoutSweep() *timeoutSweep {
 	return s
 }
 
-// start returns the context of a call under timeout whose own context,
-// parent, never ends.
-func (s *timeoutSweep) start(parent context.Context, timeout time.Duration) *timeoutCtx {
-	return &timeoutCtx{Context: parent, deadline: time.Now().Add(timeout), sweep: s}
+// bound gives a call's context ctx the deadline timeout from now, when it
+// has none and timeout is positive (Options.Timeout): a timeoutCtx if ctx
+// never ends, else context.WithTimeout. The call releases it when over.
+func (s *timeoutSweep) bound(ctx context.Context, timeout time.Duration) (context.Context, bounded) {
+	if _, ok := ctx.Deadline(); ok || timeout <= 0 {
+		return ctx, bounded{}
+	}
+	if ctx.Done() == nil {
+		tc := &timeoutCtx{Context: ctx, deadline: time.Now().Add(timeout), sweep: s}
+		return tc, bounded{tc: tc}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	return ctx, bounded{cancel: cancel}
+}
+
+// bounded is what bound gave a call, to release once the call is over.
+type bounded struct {
+	tc     *timeoutCtx
+	cancel context.CancelFunc
+}
+
+func (b bounded) release() {
+	switch {
+	case b.tc != nil:
+		b.tc.end()
+	case b.cancel != nil:
+		b.cancel()
+	}
 }
 
 func (s *timeoutSweep) add(t *timeoutCtx) {
