@@ -88,10 +88,10 @@ func TestTimeoutOptionWithoutContext(t *testing.T) {
 	}
 }
 
-// TestClusterTimeoutOption: a Cluster's calls under Options.Timeout with
-// a context that never ends take the same path: a call that is never
-// answered ends with DeadlineExceeded. TestClusterCallAllocs counts their
-// allocations.
+// TestClusterTimeoutOption: a Cluster's call under Options.Timeout with a
+// context that never ends, and so with the deadline of the cluster's sweep
+// (TestClusterCallAllocs counts that path's one allocation), ends with
+// DeadlineExceeded when it is never answered, near its deadline.
 func TestClusterTimeoutOption(t *testing.T) {
 	silent := fakeServer(t, func(nc net.Conn) { _, _ = io.Copy(io.Discard, nc) }) // reads, never answers
 	opts := client.Options{Timeout: 100 * time.Millisecond}
