@@ -45,20 +45,30 @@ type Frame struct {
 // A frame that breaks docs/protocol.md yields an error wrapping ErrProtocol.
 // Decode allocates only to build such an error.
 func Decode(b []byte, l *Limits) (f Frame, n int, err error) {
-	if len(b) < HeaderSize {
-		return f, 0, nil
-	}
-	if err := decodeHeader(b, l, &f.Header); err != nil {
-		return Frame{}, 0, err
-	}
-	n = f.Len()
-	if len(b) < n {
-		return f, 0, nil
-	}
-	if err = DecodeFrame(&f, b); err != nil {
+	if n, err = f.Decode(b, l); err != nil {
 		return Frame{}, 0, err
 	}
 	return f, n, nil
+}
+
+// Decode is the function Decode decoding into f, for a reader that takes
+// frame after frame into the same Frame without copying it. When it
+// returns n == 0 and a nil error, only f.Header is meaningful (and only if
+// b held a whole header); on an error, f is undefined.
+func (f *Frame) Decode(b []byte, l *Limits) (n int, err error) {
+	if len(b) < HeaderSize {
+		return 0, nil
+	}
+	if err := decodeHeader(b, l, &f.Header); err != nil {
+		return 0, err
+	}
+	if n = f.Len(); len(b) < n {
+		return 0, nil
+	}
+	if err := f.sections(b); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // DecodeFrame fills in the sections of f, whose Header DecodeHeader has
@@ -66,10 +76,16 @@ func Decode(b []byte, l *Limits) (f Frame, n int, err error) {
 // and checks them. Together the two do what Decode does, for a reader that
 // learns a frame's length before it has the frame.
 func DecodeFrame(f *Frame, b []byte) error {
-	rl, ml, n := int(f.RouteLen), int(f.MetadataLen), f.Len()
-	if len(b) < n {
+	if len(b) < f.Len() {
 		return io.ErrShortBuffer
 	}
+	return f.sections(b)
+}
+
+// sections fills in f's sections from b, which holds the whole frame, and
+// checks them.
+func (f *Frame) sections(b []byte) error {
+	rl, ml, n := int(f.RouteLen), int(f.MetadataLen), f.Len()
 	f.Route = b[HeaderSize : HeaderSize+rl : HeaderSize+rl]
 	f.Metadata = Metadata(b[HeaderSize+rl : HeaderSize+rl+ml : HeaderSize+rl+ml])
 	f.Payload = b[HeaderSize+rl+ml : n : n]

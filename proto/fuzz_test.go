@@ -3,6 +3,7 @@ package proto
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -23,9 +24,11 @@ func decodeAll(b []byte, lim *Limits) (frames [][]byte, rest int, err error) {
 }
 
 // decodeStream feeds b to a receiver in pieces of the given sizes, as a
-// socket would deliver it, decoding whole frames as they complete.
+// socket would deliver it, decoding whole frames as they complete into one
+// Frame, as the reactor does.
 func decodeStream(b []byte, lim *Limits, sizes []int) (frames [][]byte, rest int, err error) {
 	var buf []byte
+	var f Frame
 	for i := 0; len(b) > 0; i++ {
 		n := sizes[i%len(sizes)]
 		if n > len(b) {
@@ -34,8 +37,11 @@ func decodeStream(b []byte, lim *Limits, sizes []int) (frames [][]byte, rest int
 		buf = append(buf, b[:n]...)
 		b = b[n:]
 		for {
-			f, m, err := Decode(buf, lim)
+			m, err := f.Decode(buf, lim)
 			if err != nil {
+				if m != 0 {
+					panic(fmt.Sprintf("Frame.Decode returned n = %d with the error %v", m, err))
+				}
 				return frames, len(buf) + len(b), err
 			}
 			if m == 0 {

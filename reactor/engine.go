@@ -201,19 +201,15 @@ func (c *conn) readFrames(gc inbound, out []byte) ([]byte, gnet.Action) {
 	}
 	var buf []byte
 	if err == nil {
-		buf, _ = gc.Peek(-1)
+		buf, _ = gc.Peek(-1) // holds the first frame whole
 	}
 	var now time.Time
 	var f proto.Frame
 	done := 0
-	for err == nil { // h holds the header at buf[done:], accepted
-		n := h.Len()
-		if len(buf)-done < n {
-			break
-		}
-		f.Header = h
-		if err = proto.DecodeFrame(&f, buf[done:]); err != nil {
-			break
+	for err == nil {
+		var n int
+		if n, err = f.Decode(buf[done:], c.limits()); n == 0 {
+			break // an error, or a frame not yet whole, for the next wake-up
 		}
 		if f.Deadline > 0 && now.IsZero() {
 			now = time.Now()
@@ -223,10 +219,6 @@ func (c *conn) readFrames(gc inbound, out []byte) ([]byte, gnet.Action) {
 			return c.endNow(out, end), gnet.Close
 		}
 		done += n
-		if len(buf)-done < proto.HeaderSize {
-			break
-		}
-		h, err = proto.DecodeHeader(buf[done:], c.limits())
 	}
 	if done > 0 {
 		_, _ = gc.Discard(done) // the frames' views end here
