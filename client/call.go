@@ -2,6 +2,7 @@ package client
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // call is one call waiting for its reply. Whoever takes it out of its
@@ -15,6 +16,8 @@ type call struct {
 	done  chan struct{} // receives one value when the call completes
 	fut   *Future       // set for Go calls, which complete the future instead
 	torn  bool          // the call failed while its reply was being read in
+
+	watch atomic.Pointer[ctxWatch] // its caller waits on done alone (ctxwatch.go)
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}

@@ -38,6 +38,7 @@ type Client struct {
 	idle    *idleWires    // connections no one reads, with Conns > 1 (read.go)
 	watch   *lingerWatch  // gives unused read tokens back to listeners (read.go)
 	sweep   *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
+	ctxs    ctxWatches    // contexts callers share, watched once (ctxwatch.go)
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -68,6 +69,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	}
 	c.watch = newLingerWatch()
 	c.sweep = newTimeoutSweep()
+	c.ctxs.ended = c.ctxEnded
 	for range opts.Conns {
 		w, err := c.dial(ctx)
 		if err != nil {
@@ -282,6 +284,7 @@ func (c *Client) Close() error {
 	}
 	c.watch.stop()
 	c.sweep.stop()
+	c.ctxs.stop()
 	return nil
 }
 
@@ -474,6 +477,9 @@ func (c *Client) once(ctx context.Context, h proto.Header, route string, md prot
 	if done == nil { // a context that never ends: no select needed
 		<-cl.done
 		return cl.err
+	}
+	if ok, err := c.waitWatched(ctx, done, cl, route); ok {
+		return err
 	}
 	select {
 	case <-cl.done:

@@ -21,3 +21,17 @@ func Swept(c *Client) int {
 	defer c.sweep.mu.Unlock()
 	return len(c.sweep.ctxs)
 }
+
+// WatchedContexts returns the number of contexts c watches for its waiting callers.
+func WatchedContexts(c *Client) int {
+	n := 0
+	for i := range c.ctxs.slots {
+		if c.ctxs.slots[i].Load() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// ContextEnded returns the number of calls c's context watches have ended.
+func ContextEnded(c *Client) uint64 { return c.ctxs.endedCalls.Load() }

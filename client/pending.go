@@ -101,6 +101,24 @@ func (t *pendingTable) forget(cl *call) bool {
 	return false
 }
 
+// takeIf removes and returns the calls for which match is true.
+func (t *pendingTable) takeIf(match func(*call) bool) []*call {
+	var out []*call
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for id, cl := range s.calls {
+			if match(cl) {
+				delete(s.calls, id)
+				s.n.Add(-1)
+				out = append(out, cl)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
 // len returns the number of waiting calls.
 func (t *pendingTable) len() int {
 	n := 0
