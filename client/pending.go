@@ -9,6 +9,14 @@ import (
 // that many callers and the reader rarely meet on one.
 const pendingShards = 32
 
+// pendingRing is how many calls a shard holds without a map. Call ids are
+// handed out in order, so a shard's next call takes the ring place of the
+// call pendingShards*pendingRing ids before it, long answered unless that
+// one is slow: only then does the newer call go to the shard's map.
+// Hashing every call in and out of a map cost a multiplexing client about
+// a tenth of its CPU (docs/performance.md).
+const pendingRing = 16
+
 // pendingTable holds a connection's calls waiting for replies, by call id.
 // Once closed, it takes no call.
 type pendingTable struct {
@@ -18,13 +26,38 @@ type pendingTable struct {
 }
 
 type pendingShard struct {
-	mu    sync.Mutex
-	calls map[uint32]*call
-	n     atomic.Int32 // len(calls), for waiting, which takes no lock
-	_     [44]byte     // keep shards on separate cache lines
+	mu   sync.Mutex
+	ring [pendingRing]*call // a call with id in place (id/pendingShards)%pendingRing
+	more map[uint32]*call   // calls whose ring place was taken when they came
+	n    atomic.Int32       // calls held, for waiting, which takes no lock
+	_    [44]byte           // keep shards on separate cache lines
 }
 
 func (t *pendingTable) shard(id uint32) *pendingShard { return &t.shards[id%pendingShards] }
+
+// place returns id's place in its shard's ring.
+func (s *pendingShard) place(id uint32) **call { return &s.ring[id/pendingShards%pendingRing] }
+
+// get returns the call with id, nil if none waits; with s.mu held.
+func (s *pendingShard) get(id uint32) *call {
+	if cl := *s.place(id); cl != nil && cl.id == id {
+		return cl
+	}
+	if len(s.more) == 0 {
+		return nil
+	}
+	return s.more[id]
+}
+
+// remove takes cl, which s holds, out; with s.mu held.
+func (s *pendingShard) remove(cl *call) {
+	if p := s.place(cl.id); *p == cl {
+		*p = nil
+	} else {
+		delete(s.more, cl.id)
+	}
+	s.n.Add(-1)
+}
 
 // add gives cl an id no waiting call has, and enters it. It returns false
 // if the table is closed.
@@ -37,15 +70,19 @@ func (t *pendingTable) add(cl *call) bool {
 			s.mu.Unlock()
 			return false
 		}
-		if _, busy := s.calls[id]; busy {
+		if s.get(id) != nil {
 			s.mu.Unlock()
 			continue // a call 2^32 ids old still waits; take the next id
 		}
-		if s.calls == nil {
-			s.calls = make(map[uint32]*call)
-		}
 		cl.id = id
-		s.calls[id] = cl
+		if p := s.place(id); *p == nil {
+			*p = cl
+		} else {
+			if s.more == nil {
+				s.more = make(map[uint32]*call)
+			}
+			s.more[id] = cl
+		}
 		s.n.Add(1)
 		s.mu.Unlock()
 		return true
@@ -67,7 +104,7 @@ func (t *pendingTable) freeID() uint32 {
 		id := t.newID()
 		s := t.shard(id)
 		s.mu.Lock()
-		_, busy := s.calls[id]
+		busy := s.get(id) != nil
 		s.mu.Unlock()
 		if !busy {
 			return id
@@ -79,10 +116,9 @@ func (t *pendingTable) freeID() uint32 {
 func (t *pendingTable) take(id uint32) *call {
 	s := t.shard(id)
 	s.mu.Lock()
-	cl := s.calls[id]
+	cl := s.get(id)
 	if cl != nil {
-		delete(s.calls, id)
-		s.n.Add(-1)
+		s.remove(cl)
 	}
 	s.mu.Unlock()
 	return cl
@@ -93,41 +129,46 @@ func (t *pendingTable) forget(cl *call) bool {
 	s := t.shard(cl.id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.calls[cl.id] == cl {
-		delete(s.calls, cl.id)
-		s.n.Add(-1)
+	if s.get(cl.id) == cl {
+		s.remove(cl)
 		return true
 	}
 	return false
 }
 
-// takeIf removes and returns the calls for which match is true.
-func (t *pendingTable) takeIf(match func(*call) bool) []*call {
-	var out []*call
+// each calls f on every waiting call, with its shard's lock held.
+func (t *pendingTable) each(f func(s *pendingShard, cl *call)) {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
-		for id, cl := range s.calls {
-			if match(cl) {
-				delete(s.calls, id)
-				s.n.Add(-1)
-				out = append(out, cl)
+		for _, cl := range s.ring {
+			if cl != nil {
+				f(s, cl)
 			}
+		}
+		for _, cl := range s.more {
+			f(s, cl)
 		}
 		s.mu.Unlock()
 	}
+}
+
+// takeIf removes and returns the calls for which match is true.
+func (t *pendingTable) takeIf(match func(*call) bool) []*call {
+	var out []*call
+	t.each(func(s *pendingShard, cl *call) {
+		if match(cl) {
+			s.remove(cl) // deleting from a map being ranged over is allowed
+			out = append(out, cl)
+		}
+	})
 	return out
 }
 
 // len returns the number of waiting calls.
 func (t *pendingTable) len() int {
 	n := 0
-	for i := range t.shards {
-		s := &t.shards[i]
-		s.mu.Lock()
-		n += len(s.calls)
-		s.mu.Unlock()
-	}
+	t.each(func(*pendingShard, *call) { n++ })
 	return n
 }
 
@@ -147,15 +188,9 @@ func (t *pendingTable) waiting() bool {
 func (t *pendingTable) close() map[uint32]*call {
 	t.closed.Store(true)
 	all := make(map[uint32]*call)
-	for i := range t.shards {
-		s := &t.shards[i]
-		s.mu.Lock()
-		for id, cl := range s.calls {
-			all[id] = cl
-		}
-		s.calls = nil
-		s.n.Store(0)
-		s.mu.Unlock()
-	}
+	t.each(func(s *pendingShard, cl *call) {
+		all[cl.id] = cl
+		s.remove(cl)
+	})
 	return all
 }

@@ -1,0 +1,111 @@
+package client
+
+import (
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+// TestPendingTable: calls are found by id whether they sit in their ring
+// place or, with an older call still in it, in the shard's map; an id a
+// waiting call holds is never given again; forget and take agree on who
+// completes a call; close returns every call and refuses new ones.
+func TestPendingTable(t *testing.T) {
+	if size := unsafe.Sizeof(pendingShard{}); size%64 != 0 {
+		t.Fatalf("a shard is %d bytes, not a whole number of cache lines", size)
+	}
+	var tb pendingTable
+	const n = 5 * pendingShards * pendingRing // five times round every ring
+	calls := make([]*call, n)
+	held := map[uint32]*call{}
+	for i := range calls {
+		calls[i] = &call{}
+		if !tb.add(calls[i]) {
+			t.Fatal("add refused on an open table")
+		}
+		if held[calls[i].id] != nil {
+			t.Fatalf("id %d given to two waiting calls", calls[i].id)
+		}
+		held[calls[i].id] = calls[i]
+		if i%4 != 0 { // most are answered at once; every fourth waits on
+			if got := tb.take(calls[i].id); got != calls[i] {
+				t.Fatalf("take(%d) = %p, want %p", calls[i].id, got, calls[i])
+			}
+			delete(held, calls[i].id)
+		}
+	}
+	inMap := 0
+	for i := range tb.shards {
+		inMap += len(tb.shards[i].more)
+	}
+	if inMap == 0 {
+		t.Fatal("no call went to a shard's map: the test does not reach it")
+	}
+	if got := tb.len(); got != len(held) {
+		t.Fatalf("len = %d, want %d", got, len(held))
+	}
+	if !tb.waiting() {
+		t.Fatal("waiting() = false with calls held")
+	}
+
+	// An id still held is skipped when the counter comes round to it.
+	var old *call
+	for _, cl := range held {
+		old = cl
+		break
+	}
+	tb.next.Store(old.id - 1)
+	again := &call{}
+	tb.add(again)
+	if again.id == old.id {
+		t.Fatalf("id %d given again while its call waits", old.id)
+	}
+	held[again.id] = again
+
+	// Taken in any order, each call comes out once, by take or by forget.
+	ids := make([]uint32, 0, len(held))
+	for id := range held {
+		ids = append(ids, id)
+	}
+	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	for i, id := range ids[:len(ids)/2] {
+		cl := held[id]
+		if i%2 == 0 {
+			if got := tb.take(id); got != cl {
+				t.Fatalf("take(%d) = %p, want %p", id, got, cl)
+			}
+		} else if !tb.forget(cl) {
+			t.Fatalf("forget of waiting call %d = false", id)
+		}
+		if tb.take(id) != nil || tb.forget(cl) {
+			t.Fatalf("call %d came out twice", id)
+		}
+		delete(held, id)
+	}
+	stranger := &call{id: ids[len(ids)-1]} // the id of a waiting call, not that call
+	if tb.forget(stranger) {
+		t.Fatal("forget removed another call with the same id")
+	}
+
+	// takeIf takes exactly the calls it matches.
+	some := tb.takeIf(func(cl *call) bool { return cl.id%3 == 0 })
+	for _, cl := range some {
+		if cl.id%3 != 0 || held[cl.id] != cl {
+			t.Fatalf("takeIf returned call %d", cl.id)
+		}
+		delete(held, cl.id)
+	}
+
+	all := tb.close()
+	if len(all) != len(held) {
+		t.Fatalf("close returned %d calls, want %d", len(all), len(held))
+	}
+	for id, cl := range all {
+		if held[id] != cl {
+			t.Fatalf("close returned call %d, which was not waiting", id)
+		}
+	}
+	if tb.add(&call{}) || tb.waiting() || tb.len() != 0 {
+		t.Fatal("a closed table took a call, or still holds some")
+	}
+}
