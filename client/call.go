@@ -2,7 +2,6 @@ package client
 
 import (
 	"sync"
-	"sync/atomic"
 )
 
 // call is one call waiting for its reply. Whoever takes it out of its
@@ -17,7 +16,8 @@ type call struct {
 	fut   *Future       // set for Go calls, which complete the future instead
 	torn  bool          // the call failed while its reply was being read in
 
-	watch atomic.Pointer[ctxWatch] // its caller waits on done alone (ctxwatch.go)
+	route string    // for the error of a call whose context ends
+	watch *ctxWatch // the watch of its context; set before it enters a table (ctxwatch.go)
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -28,7 +28,7 @@ func putCall(cl *call) {
 	if cap(cl.buf) > 64<<10 {
 		cl.buf = nil // do not pool a large reply's buffer
 	}
-	cl.reply, cl.err, cl.id = nil, nil, 0
+	cl.reply, cl.err, cl.id, cl.route, cl.watch = nil, nil, 0, "", nil
 	callPool.Put(cl)
 }
 

@@ -464,6 +464,7 @@ func (c *Client) do(ctx context.Context, codec proto.Codec, route string, payloa
 
 // once sends a request once and waits for its reply in cl.reply.
 func (c *Client) once(ctx context.Context, h proto.Header, route string, md proto.Metadata, payload []byte, cl *call) error {
+	cl.route, cl.watch = route, c.ctxs.watchFor(ctx) // before cl enters a table (ctxwatch.go)
 	w, err := c.start(ctx, h, route, md, payload, cl)
 	if err != nil {
 		return err
@@ -474,12 +475,11 @@ func (c *Client) once(ctx context.Context, h proto.Header, route string, md prot
 		}
 	}
 	done := ctx.Done()
-	if done == nil { // a context that never ends: no select needed
+	if done == nil || cl.watch != nil && ctx.Err() == nil {
+		// A context that never ends, or one whose end the watch, which
+		// has cl now, will tell cl: no select needed.
 		<-cl.done
 		return cl.err
-	}
-	if ok, err := c.waitWatched(ctx, done, cl, route); ok {
-		return err
 	}
 	select {
 	case <-cl.done:

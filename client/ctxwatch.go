@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 )
@@ -11,27 +10,24 @@ import (
 // context end. A select on the call's channel and the context's Done does
 // both, but costs several times a plain receive, and callers sharing one
 // context (a program's, a request's) all lock its Done channel to wait and
-// again to stop: with 128 callers on a connection, a fifth of the client's
-// CPU (docs/performance.md). So a context that callers keep sharing gets a
+// again to stop: with 128 callers on a connection, a sixth of the client's
+// CPU (docs/performance.md). So a context that calls keep sharing gets a
 // ctxWatch: one context.AfterFunc for all of them, which, when the context
-// ends, takes their calls out of the pending tables and completes them;
-// meanwhile each waits on its call alone.
+// ends, takes their calls out of the pending tables and completes them with
+// its error; meanwhile each caller waits on its call alone.
 //
-// A context is watched from the second wait in a row under it, so that a
+// A context is watched from the second call in a row under it, so that a
 // context made for one call never costs an AfterFunc, and only while a
 // slot is free: a handful of contexts at a time, each until it ends or the
-// client closes. Other callers select as before.
+// client closes. Calls under other contexts select as before.
 
 // watchSlots is how many contexts a client watches at a time.
 const watchSlots = 4
 
-// errCtxEnded completes a call whose watched context ended; its caller
-// returns the context's error in its place.
-var errCtxEnded = errors.New("rpcd: the call's context ended")
-
 // ctxWatch is one watched context.
 type ctxWatch struct {
-	done <-chan struct{} // the context's Done
+	ctx  context.Context
+	done <-chan struct{} // ctx.Done()
 	stop func() bool     // ends the AfterFunc
 }
 
@@ -47,9 +43,19 @@ type ctxWatches struct {
 	endedCalls atomic.Uint64   // calls completed so, for tests
 }
 
-// lookup returns the watch of the context whose Done is done, installing
-// one if callers keep waiting under it; nil if it is not watched.
-func (ws *ctxWatches) lookup(ctx context.Context, done <-chan struct{}) *ctxWatch {
+// watchFor returns the watch of ctx, installing one if calls keep coming
+// under it; nil if it is not watched. A call marked with it before it
+// enters a pending table, and whose caller then sees ctx not ended, is
+// completed by the watch when ctx ends: the watch fires only after ctx
+// has ended, and looks for its calls in the tables after that.
+func (ws *ctxWatches) watchFor(ctx context.Context) *ctxWatch {
+	if _, ok := ctx.(*timeoutCtx); ok {
+		return nil // one per call; its Done would have the sweep watch it
+	}
+	done := ctx.Done()
+	if done == nil {
+		return nil
+	}
 	for i := range ws.slots {
 		if cw := ws.slots[i].Load(); cw != nil && cw.done == done {
 			return cw
@@ -83,7 +89,7 @@ func (ws *ctxWatches) install(ctx context.Context, done <-chan struct{}) *ctxWat
 		ws.full.Store(true)
 		return nil
 	}
-	cw := &ctxWatch{done: done}
+	cw := &ctxWatch{ctx: ctx, done: done}
 	ws.slots[free].Store(cw)
 	cw.stop = context.AfterFunc(ctx, func() { ws.fire(cw) })
 	return cw
@@ -114,28 +120,6 @@ func (ws *ctxWatches) stop() {
 	}
 }
 
-// waitWatched waits for cl's reply on cl alone when ctx is watched, and
-// reports whether it did; the caller selects otherwise. cl is marked with
-// the watch before ctx is looked at, and the watch fires only after ctx
-// has ended: so either the watch finds cl, or ctx is seen ended here.
-func (c *Client) waitWatched(ctx context.Context, done <-chan struct{}, cl *call, route string) (bool, error) {
-	cw := c.ctxs.lookup(ctx, done)
-	if cw == nil {
-		return false, nil
-	}
-	cl.watch.Store(cw)
-	if ctx.Err() != nil {
-		cl.watch.Store(nil)
-		return false, nil
-	}
-	<-cl.done
-	cl.watch.Store(nil)
-	if cl.err == errCtxEnded {
-		return true, contextError(ctx.Err(), route)
-	}
-	return true, cl.err
-}
-
 // ctxEnded completes the calls waiting under cw, whose context has ended,
 // on every connection, and tells the server of each.
 func (c *Client) ctxEnded(cw *ctxWatch) {
@@ -144,10 +128,10 @@ func (c *Client) ctxEnded(cw *ctxWatch) {
 		if w == nil {
 			continue
 		}
-		for _, cl := range w.pending.takeIf(func(cl *call) bool { return cl.watch.Load() == cw }) {
+		for _, cl := range w.pending.takeIf(func(cl *call) bool { return cl.watch == cw }) {
 			c.ctxs.endedCalls.Add(1)
 			w.abandon(cl.id)
-			cl.finish(errCtxEnded)
+			cl.finish(contextError(cw.ctx.Err(), cl.route))
 		}
 	}
 }
