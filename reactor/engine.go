@@ -199,26 +199,25 @@ func (c *conn) readFrames(gc inbound, out []byte) ([]byte, gnet.Action) {
 			return out, gnet.None // the header is good; wait for the rest
 		}
 	}
-	var buf []byte
-	if err == nil {
-		buf, _ = gc.Peek(-1) // holds the first frame whole
-	}
 	var now time.Time
-	var f proto.Frame
-	done := 0
-	for err == nil {
-		var n int
-		if n, err = f.Decode(buf[done:], c.limits()); n == 0 {
-			break // an error, or a frame not yet whole, for the next wake-up
+	f := proto.Frame{Header: h}
+	done, n := 0, h.Len()
+	if err == nil {
+		buf, _ := gc.Peek(-1)            // holds the first frame whole
+		err = proto.DecodeFrame(&f, buf) // its header is checked: only its sections are left
+		for err == nil && n > 0 {
+			if f.Deadline > 0 && now.IsZero() {
+				now = time.Now()
+			}
+			var end *ending
+			if out, end = c.handleFrame(&f, out, now); end != nil {
+				return c.endNow(out, end), gnet.Close
+			}
+			done += n
+			// The next frame, if it is whole (n == 0: not yet, for the
+			// next wake-up).
+			n, err = f.Decode(buf[done:], c.limits())
 		}
-		if f.Deadline > 0 && now.IsZero() {
-			now = time.Now()
-		}
-		var end *ending
-		if out, end = c.handleFrame(&f, out, now); end != nil {
-			return c.endNow(out, end), gnet.Close
-		}
-		done += n
 	}
 	if done > 0 {
 		_, _ = gc.Discard(done) // the frames' views end here
