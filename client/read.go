@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -369,7 +370,10 @@ func (w *wire) readFrame() error {
 		return w.skip(int(h.PayloadLen))
 	}
 	start := len(cl.reply)
-	cl.reply = append(cl.reply, make([]byte, h.PayloadLen)...)
+	// Room for the payload, not zeroed where the buffer has it already:
+	// the read overwrites it (zeroing a 1 MiB reply first cost a tenth of
+	// the client's CPU in the 1 MiB echo).
+	cl.reply = slices.Grow(cl.reply, int(h.PayloadLen))[:start+int(h.PayloadLen)]
 	if err := w.readFull(cl.reply[start:]); err != nil {
 		cl.reply = cl.reply[:start]
 		cl.torn = true // the call ran, and its buffer was written to
