@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -195,4 +197,60 @@ func TestSharedContextAtClose(t *testing.T) {
 	if n := client.WatchedContexts(c); n != 0 {
 		t.Fatalf("%d contexts still watched after Close", n)
 	}
+}
+
+// TestSharedContextCancelRaces: callers on one connection call in a loop
+// under a shared context, which is cancelled at a random moment while
+// replies are arriving, round after round. Every call returns, with its
+// echo or Canceled (never another error, never a wrong reply), and no call
+// is left in the pending table: whoever takes a call out of it, the reader
+// with the reply or the watch with the cancel, completes it alone.
+func TestSharedContextCancelRaces(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	c := dial(t, s.Addr().String(), client.Options{MaxRetries: -1})
+	const callers, rounds = 16, 40
+	ended := uint64(0)
+	for round := range rounds {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		errs := make(chan error, callers)
+		for i := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req := []byte{byte(round), byte(i), 0, 0}
+				reply := make([]byte, 0, 8)
+				for n := 0; ; n++ {
+					req[2], req[3] = byte(n), byte(n>>8)
+					got, err := c.CallRaw(ctx, builtin.EchoPacket, req, reply[:0])
+					if errors.Is(err, context.Canceled) {
+						return
+					}
+					if err != nil || string(got) != string(req) {
+						errs <- fmt.Errorf("call %d of caller %d: %q, %v", n, i, got, err)
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round%5) * 500 * time.Microsecond)
+		cancel()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: callers still waiting 10 s after the cancel", round)
+		}
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		waitFor(t, func() bool { return client.Pending(c) == 0 })
+		ended = client.ContextEnded(c)
+	}
+	if ended == 0 {
+		t.Fatal("no call was ended by a context's watch: the test does not reach it")
+	}
+	t.Logf("%d calls ended by the watch over %d rounds", ended, rounds)
 }
