@@ -330,34 +330,51 @@ func TestTimeoutOption(t *testing.T) {
 // (four allocations).
 func TestRawCallAllocs(t *testing.T) {
 	s := server(t, "127.0.0.1:0")
+	shared, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	perCall := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), time.Minute)
+	}
+	ctxAllocs := testing.AllocsPerRun(2000, func() { _, cancel := perCall(); cancel() })
 	for _, tc := range []struct {
-		name string
-		opts client.Options
-		max  float64 // under the race detector, whose pools drop items, one more
+		name    string
+		opts    client.Options
+		ctx     context.Context // nil: one from perCall for every call
+		max     float64         // under the race detector, whose pools drop items, one more
+		context string
 	}{
-		{"no timeout", client.Options{}, 0},
-		{"Options.Timeout", client.Options{Timeout: 5 * time.Second}, 1},
+		{"no timeout", client.Options{}, context.Background(), 0, ""},
+		{"Options.Timeout", client.Options{Timeout: 5 * time.Second}, context.Background(), 1, ""},
+		{"a shared cancellable context", client.Options{}, shared, 0, ""},
+		// The context's own allocations are the caller's; the client adds none.
+		{"a context per call", client.Options{}, nil, ctxAllocs, " (the context's own)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, s.Addr().String(), tc.opts)
-			ctx := context.Background()
 			req := make([]byte, 16)
 			reply := make([]byte, 0, 64)
-			for range 100 { // warm the pools
-				reply, _ = c.CallRaw(ctx, builtin.EchoPacket, req, reply[:0])
-			}
-			allocs := testing.AllocsPerRun(2000, func() {
+			call := func() {
+				ctx := tc.ctx
+				if ctx == nil {
+					var cancel context.CancelFunc
+					ctx, cancel = perCall()
+					defer cancel()
+				}
 				var err error
 				if reply, err = c.CallRaw(ctx, builtin.EchoPacket, req, reply[:0]); err != nil {
 					t.Fatal(err)
 				}
-			})
+			}
+			for range 100 { // warm the pools
+				call()
+			}
+			allocs := testing.AllocsPerRun(2000, call)
 			limit := tc.max
 			if raceOn {
 				limit++
 			}
 			if allocs > limit {
-				t.Fatalf("%.2f allocations per raw call, want at most %.0f", allocs, limit)
+				t.Fatalf("%.2f allocations per raw call, want at most %.0f%s", allocs, limit, tc.context)
 			}
 			t.Logf("%.2f allocations per raw call (client and server)", allocs)
 		})

@@ -16,10 +16,11 @@ import (
 // ends, takes their calls out of the pending tables and completes them with
 // its error; meanwhile each caller waits on its call alone.
 //
-// A context is watched from the second call in a row under it, so that a
-// context made for one call never costs an AfterFunc, and only while a
-// slot is free: a handful of contexts at a time, each until it ends or the
-// client closes. Calls under other contexts select as before.
+// A context is watched if it has no deadline (one with a deadline is most
+// often made for its call), from the second call in a row under it, so
+// that a context made for one call never costs an AfterFunc, and only
+// while a slot is free: a handful of contexts at a time, each until it
+// ends or the client closes. Calls under other contexts select as before.
 
 // watchSlots is how many contexts a client watches at a time.
 const watchSlots = 4
@@ -49,8 +50,10 @@ type ctxWatches struct {
 // completed by the watch when ctx ends: the watch fires only after ctx
 // has ended, and looks for its calls in the tables after that.
 func (ws *ctxWatches) watchFor(ctx context.Context) *ctxWatch {
-	if _, ok := ctx.(*timeoutCtx); ok {
-		return nil // one per call; its Done would have the sweep watch it
+	if _, ok := ctx.Deadline(); ok {
+		// Most often a call's own (context.WithTimeout, or a timeoutCtx),
+		// whose Done channel asking would make (or have the sweep watch).
+		return nil
 	}
 	done := ctx.Done()
 	if done == nil {

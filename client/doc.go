@@ -17,9 +17,9 @@
 // context deadline travels in its frame; cancelling the context sends a
 // Cancel frame and frees the call, at once, or within 20 ms if its caller
 // is reading the connection for itself. Callers that keep sharing a
-// context (a program's, a request's) wait on their calls alone, and one
-// watch of the context, for at most four contexts at a time, ends their
-// calls when it ends. Calls on a broken
+// context without a deadline (a program's, a server's) wait on their calls
+// alone, and one watch of the context, for at most four contexts at a
+// time, ends their calls when it ends. Calls on a broken
 // connection fail fast with an Unavailable error, and the client reconnects
 // in the background with exponential backoff and jitter; a connection that
 // receives a GoAway is replaced at once and closes when its calls are
