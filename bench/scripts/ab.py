@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Two or more builds of the bench module side by side: single runs of one
+cell, the builds interleaved (A B, then B A, ...), and for each build and
+system the median calls/s and CPU per call over the rounds, with the
+round-by-round ratio of each build's calls/s to the first build's.
+
+usage: ab.py ROUNDS CELL SYSTEMS BENCH_BINARY...
+  e.g. (cd bench && go build -o /tmp/bench-new .)   # and /tmp/bench-old from the other commit
+       python3 bench/scripts/ab.py 8 1x128-16B rpcd /tmp/bench-old /tmp/bench-new
+Each run is `BENCH -cells CELL -systems SYSTEMS -d 2s -runs 1 -json FILE`.
+"""
+import collections, json, os, statistics, subprocess, sys, tempfile
+
+
+def run(binary, cell, systems):
+    fd, path = tempfile.mkstemp(suffix='.json')
+    os.close(fd)
+    try:
+        subprocess.run([binary, '-cells', cell, '-systems', systems, '-d', '2s', '-runs', '1', '-json', path],
+                       check=True, capture_output=True)
+        with open(path) as f:
+            report = json.load(f)
+    finally:
+        os.remove(path)
+    out = {}
+    for c in report['cells']:
+        for s in c['systems']:
+            if s['runs']:
+                r = s['runs'][0]
+                out[s['system']] = (r['calls_per_sec'], r['cpu_per_call_us'])
+    return out
+
+
+def main():
+    if len(sys.argv) < 5:
+        sys.exit(__doc__)
+    rounds, cell, systems, binaries = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
+    got = collections.defaultdict(list)  # (binary, system) -> [(calls/s, cpu)] by round
+    for r in range(rounds):
+        order = binaries if r % 2 == 0 else binaries[::-1]
+        for b in order:
+            for system, v in run(b, cell, systems).items():
+                got[(b, system)].append(v)
+                print('round %d  %-24s %-10s %9.0f calls/s  %7.2f us/call' % (r + 1, b, system, v[0], v[1]), flush=True)
+    print()
+    for system in systems.split(','):
+        base = got.get((binaries[0], system))
+        for b in binaries:
+            v = got.get((b, system))
+            if not v:
+                continue
+            line = '%-24s %-10s median %9.0f calls/s  %7.2f us/call' % (
+                b, system, statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
+            if b != binaries[0] and base:
+                ratios = [x[0] / y[0] for x, y in zip(v, base)]
+                line += '  calls/s over %s by round: median %.3f (%s)' % (
+                    os.path.basename(binaries[0]), statistics.median(ratios), ' '.join('%.2f' % x for x in ratios))
+            print(line)
+
+
+if __name__ == '__main__':
+    main()
