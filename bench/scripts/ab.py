@@ -16,8 +16,11 @@ def run(binary, cell, systems):
     fd, path = tempfile.mkstemp(suffix='.json')
     os.close(fd)
     try:
-        subprocess.run([binary, '-cells', cell, '-systems', systems, '-d', '2s', '-runs', '1', '-json', path],
-                       check=True, capture_output=True)
+        p = subprocess.run([binary, '-cells', cell, '-systems', systems, '-d', '2s', '-runs', '1', '-json', path],
+                           capture_output=True, text=True)
+        if p.returncode != 0:  # a failed run is reported and left out, not the end of the comparison
+            print('%s failed (exit %d): %s' % (binary, p.returncode, p.stderr.strip().splitlines()[-1:] or ''), flush=True)
+            return {}
         with open(path) as f:
             report = json.load(f)
     finally:
@@ -51,7 +54,7 @@ def main():
                 continue
             line = '%-24s %-10s median %9.0f calls/s  %7.2f us/call' % (
                 b, system, statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
-            if b != binaries[0] and base:
+            if b != binaries[0] and base and len(v) == len(base):
                 ratios = [x[0] / y[0] for x, y in zip(v, base)]
                 line += '  calls/s over %s by round: median %.3f (%s)' % (
                     os.path.basename(binaries[0]), statistics.median(ratios), ' '.join('%.2f' % x for x in ratios))
