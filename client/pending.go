@@ -13,8 +13,9 @@ const pendingShards = 32
 // handed out in order, so a shard's next call takes the ring place of the
 // call pendingShards*pendingRing ids before it, long answered unless that
 // one is slow: only then does the newer call go to the shard's map.
-// Hashing every call in and out of a map cost a multiplexing client about
-// a tenth of its CPU (docs/performance.md).
+// Adding and taking calls, maps and locks together, were about a tenth of
+// a multiplexing client's CPU (docs/performance.md); the ring takes the
+// maps' hashing away.
 const pendingRing = 16
 
 // pendingTable holds a connection's calls waiting for replies, by call id.
