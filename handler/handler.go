@@ -7,7 +7,9 @@ import "context"
 // ServeRPC gets the request payload in req and appends its reply payload to
 // reply, an empty slice over a buffer the transport owns, returning the
 // result as append does: a reply that fits the spare capacity costs no copy
-// and no allocation. Any other slice returned is copied. req is valid only
+// and no allocation. Any other slice may be returned, req itself among them
+// (an echo): the transport copies it, or writes a large one from where it
+// is, so the handler leaves it unchanged once returned. req is valid only
 // until ServeRPC returns, and so is ctx (a *Call); a handler that keeps
 // either copies what it needs.
 //

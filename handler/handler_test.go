@@ -146,6 +146,43 @@ func TestServeAppends(t *testing.T) {
 	}
 }
 
+// TestServeOwn: a large reply the handler did not write in place comes back
+// as the handler's own slice, not copied; anything else is as Serve has it.
+func TestServeOwn(t *testing.T) {
+	r := NewRegistry()
+	r.HandleFunc("Echo/Same", func(_ context.Context, req, _ []byte) ([]byte, error) { return req, nil })
+	r.HandleFunc("Echo/Raw", echo)
+	r.HandleFunc("Fail/Late", func(_ context.Context, req, _ []byte) ([]byte, error) { return req, ErrAborted })
+	r.HandleFunc("Panic/Now", func(context.Context, []byte, []byte) ([]byte, error) { panic("kaboom") })
+	const large = 8
+	big, small := []byte("0123456789"), []byte("0123")
+	head := func() []byte { return append(make([]byte, 0, 64), "head|"...) }
+
+	out, own, err := r.Lookup([]byte("Echo/Same")).ServeOwn(&Call{}, big, head(), large)
+	if err != nil || string(out) != "head|" || &own[0] != &big[0] || len(own) != len(big) {
+		t.Fatalf("large reply of the handler's own: out %q, own %q, %v; want own to be the request, uncopied", out, own, err)
+	}
+	out, own, err = r.Lookup([]byte("Echo/Same")).ServeOwn(&Call{}, small, head(), large)
+	if err != nil || string(out) != "head|0123" || own != nil {
+		t.Fatalf("small reply of the handler's own: out %q, own %q, %v; want it copied", out, own, err)
+	}
+	buf := head()
+	out, own, err = r.Lookup([]byte("Echo/Raw")).ServeOwn(&Call{}, big, buf, large)
+	if err != nil || string(out) != "head|0123456789" || own != nil || &out[0] != &buf[0] {
+		t.Fatalf("large reply in place: out %q, own %q, %v; want it in out", out, own, err)
+	}
+	for _, route := range []string{"Fail/Late", "Panic/Now"} {
+		out, own, err = r.Lookup([]byte(route)).ServeOwn(&Call{}, big, head(), large)
+		if err == nil || string(out) != "head|" || own != nil {
+			t.Fatalf("%s: out %q, own %q, %v; want an error and nothing else", route, out, own, err)
+		}
+	}
+	out, err = r.Lookup([]byte("Echo/Same")).Serve(&Call{}, big, head())
+	if err != nil || string(out) != "head|0123456789" {
+		t.Fatalf("Serve of a large reply of the handler's own: %q, %v; want it copied", out, err)
+	}
+}
+
 func TestServePanic(t *testing.T) {
 	r := NewRegistry()
 	r.HandleFunc("Panic/Now", func(context.Context, []byte, []byte) ([]byte, error) { panic("kaboom") })

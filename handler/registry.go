@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -154,23 +155,36 @@ func (rt *Route) IsBlocking() bool { return rt.blocking }
 // over buf's spare capacity, so a reply that fits is written in place. A panic
 // in the handler is returned as a *PanicError, an Internal error on the wire,
 // for the transport to log; on any error, buf comes back as it was given.
-func (rt *Route) Serve(ctx context.Context, req, buf []byte) (out []byte, err error) {
+func (rt *Route) Serve(ctx context.Context, req, buf []byte) ([]byte, error) {
+	out, _, err := rt.ServeOwn(ctx, req, buf, math.MaxInt) // no reply is that large: all in out
+	return out, err
+}
+
+// ServeOwn is Serve for a transport that can write a large reply from where
+// the handler left it: a reply of at least large bytes that the handler did
+// not append to buf in place (an echo returns req itself) comes back as own,
+// not copied, and out is buf as it was given. own is req's memory or the
+// handler's: the transport writes it before it reuses req, and the handler
+// does not change it once returned.
+func (rt *Route) ServeOwn(ctx context.Context, req, buf []byte, large int) (out, own []byte, err error) {
 	start := len(buf)
 	defer func() {
 		if p := recover(); p != nil {
-			out, err = buf[:start], &PanicError{Route: rt.name, Value: p, Stack: debug.Stack()}
+			out, own, err = buf[:start], nil, &PanicError{Route: rt.name, Value: p, Stack: debug.Stack()}
 		}
 	}()
 	reply, err := rt.handler.ServeRPC(ctx, req, buf[start:start])
 	switch {
 	case err != nil:
-		return buf, err
+		return buf, nil, err
 	case len(reply) == 0:
-		return buf, nil
+		return buf, nil, nil
 	case cap(buf) > start && &reply[0] == &buf[start : start+1][0]:
-		return buf[:start+len(reply)], nil // appended in place
+		return buf[:start+len(reply)], nil, nil // appended in place
+	case len(reply) >= large:
+		return buf, reply, nil
 	}
-	return append(buf, reply...), nil
+	return append(buf, reply...), nil, nil
 }
 
 // ValidRoute reports why name cannot be a route, or nil if it can.

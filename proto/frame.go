@@ -418,11 +418,15 @@ func BeginResponse(dst []byte, id uint32, codec Codec) ([]byte, int) {
 // FinishFrame sets the payload length of the frame that BeginFrame started at
 // offset start of buf: everything after its metadata, up to len(buf). It
 // returns the frame's whole length.
-func FinishFrame(buf []byte, start int) int {
+func FinishFrame(buf []byte, start int) int { return FinishFrameWith(buf, start, 0) }
+
+// FinishFrameWith is FinishFrame for a frame whose payload goes on past
+// len(buf) for more bytes, written after buf from elsewhere.
+func FinishFrameWith(buf []byte, start, more int) int {
 	h := buf[start:]
-	payload := len(h) - HeaderSize - int(binary.BigEndian.Uint16(h[6:])) - int(binary.BigEndian.Uint16(h[16:]))
+	payload := len(h) - HeaderSize - int(binary.BigEndian.Uint16(h[6:])) - int(binary.BigEndian.Uint16(h[16:])) + more
 	binary.BigEndian.PutUint32(h[20:], uint32(payload))
-	return len(h)
+	return len(h) + more
 }
 
 func appendHeader(dst []byte, h *Header) []byte {

@@ -31,6 +31,7 @@ type conn struct {
 
 	big       []byte       // a large frame being gathered (see bigFrame)
 	bigHeader proto.Header // its header, accepted
+	lost      bool         // a read or write of rpcd's own failed (readBig, writeOwn): the connection ends
 
 	inboundLeft int // bytes left buffered at the end of the last wake-up
 	backlogLast int // unread output at the last wake-up
@@ -179,28 +180,50 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	}
 
 	if n := len(f.Payload); n > bigFrame && cap(out)-len(out) < proto.HeaderSize+n {
-		// Room for a reply as large as the request (an echo) before the
-		// handler appends it: one copy, not one per growth step.
+		// Room for a reply as large as the request (a handler that copies
+		// it) before the handler appends it: one copy, not one per growth step.
 		out = slices.Grow(out, proto.HeaderSize+n)
 	}
 	call := c.call
 	call.Route, call.ID, call.Codec, call.Metadata = rt.Name(), f.ID, f.Codec, f.Metadata
 	call.Start(c.s.opts.BaseContext, deadline)
 	out, start := proto.BeginResponse(out, f.ID, f.Codec)
-	out, err := rt.Serve(call, f.Payload, out)
+	out, own, err := rt.ServeOwn(call, f.Payload, out, bigFrame)
 	if !call.End() {
 		c.newInlineCall() // the handler took Done: contexts derived from call may outlive it
 	}
-	if err == nil && !oneWay && proto.FinishFrame(out, start) <= c.s.opts.Limits.MaxFrameSize {
+	if err == nil && !oneWay && proto.FinishFrameWith(out, start, len(own)) <= c.s.opts.Limits.MaxFrameSize {
+		if own != nil {
+			return c.writeOwn(out, own)
+		}
 		return out // the common case, without finishReply's call
 	}
-	return c.finishReply(out, start, f.ID, oneWay, err)
+	return c.finishReply(out, start, f.ID, oneWay, err, len(own))
 }
 
-// finishReply completes the Response begun at out[start:], or replaces it
-// with an Error when err is set or the reply is over the frame limit. A
-// one-way call's reply is dropped.
-func (c *conn) finishReply(out []byte, start int, id uint32, oneWay bool, err error) []byte {
+// writeOwn writes the replies in out and then a large reply's payload from
+// the handler's own slice (writeStd on the TLS transport), so that the
+// payload is not copied: on gnet in one writev, gnet copying only what the
+// socket does not take at once. It returns out emptied, for the replies
+// that follow. A failed write ends the connection.
+func (c *conn) writeOwn(out, own []byte) []byte {
+	if c.gc == nil {
+		c.lost = !c.writeStd(out, own)
+		return out[:0]
+	}
+	if _, err := c.gc.Writev([][]byte{out, own}); err != nil {
+		c.s.log.Debug("rpcd: writing to a connection", "remote", c.remote, "err", err)
+		c.lost = true
+	}
+	c.s.stats.bytesOut.Add(uint64(len(out) + len(own)))
+	return out[:0]
+}
+
+// finishReply completes the Response begun at out[start:], with more bytes
+// of payload to follow from elsewhere, or replaces it with an Error when
+// err is set or the reply is over the frame limit. A one-way call's reply
+// is dropped.
+func (c *conn) finishReply(out []byte, start int, id uint32, oneWay bool, err error, more int) []byte {
 	if err != nil {
 		c.logPanic(err)
 	}
@@ -211,7 +234,7 @@ func (c *conn) finishReply(out []byte, start int, id uint32, oneWay bool, err er
 		return out[:start]
 	}
 	if err == nil {
-		if n := proto.FinishFrame(out, start); n > c.s.opts.Limits.MaxFrameSize {
+		if n := proto.FinishFrameWith(out, start, more); n > c.s.opts.Limits.MaxFrameSize {
 			err = handler.Errorf(proto.CodeResourceExhausted, "reply of %d bytes exceeds the frame limit of %d", n, c.s.opts.Limits.MaxFrameSize)
 		}
 	}

@@ -2,9 +2,11 @@ package reactor
 
 import (
 	"errors"
+	"io"
 	"os"
 	"runtime/debug"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -119,6 +121,9 @@ func (c *conn) service(in inbound, out []byte) ([]byte, gnet.Action) {
 	out, action := c.readFrames(in, out)
 	if len(c.fan.order) > 0 {
 		c.fan.flush() // the subscribers' Messages from this wake-up's publishes
+	}
+	if c.lost {
+		return out[:0], gnet.Close
 	}
 	return out, action
 }
@@ -285,6 +290,9 @@ func (c *conn) gatherBig(gc inbound, out []byte) ([]byte, bool, error) {
 	c.big = append(c.big, avail[:k]...)
 	_, _ = gc.Discard(k)
 	if len(c.big) < n {
+		c.readBig(n)
+	}
+	if len(c.big) < n {
 		return out, false, nil
 	}
 	defer c.releaseBig()
@@ -301,6 +309,48 @@ func (c *conn) gatherBig(gc inbound, out []byte) ([]byte, bool, error) {
 		return out, false, errors.New(end.msg) // a large frame cannot be a Hello: only after the handshake
 	}
 	return out, true, nil
+}
+
+// readBig reads the rest of the large frame being gathered, n bytes long
+// in all, straight from the socket into its buffer, once gnet's input is
+// taken: one read takes whatever the socket holds, where gnet would read it
+// 64 KiB a wake-up into its own buffer, to be copied from there. It reads
+// nothing past the frame, so gnet reads what follows, and stops when the
+// socket has nothing more: the next wake-up goes on. A failed read, or the
+// peer's end, loses the connection.
+func (c *conn) readBig(n int) {
+	if c.gc == nil { // the standard library transport reads in its own way
+		return
+	}
+	fd := c.gc.Fd()
+	if fd < 0 { // no socket (a test's connection)
+		return
+	}
+	for len(c.big) < n {
+		if len(c.big) == cap(c.big) { // at most twice what has come, as gatherBig
+			grown := make([]byte, len(c.big), min(n, max(2*cap(c.big), bigStart)))
+			copy(grown, c.big)
+			c.big = grown
+		}
+		m, err := syscall.Read(fd, c.big[len(c.big):min(n, cap(c.big))])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err == syscall.EAGAIN {
+			return
+		}
+		if err != nil || m == 0 {
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			c.s.log.Debug("rpcd: reading a large frame", "remote", c.remote, "err", err)
+			c.lost = true
+			return
+		}
+		c.big = c.big[:len(c.big)+m]
+		c.s.stats.bytesIn.Add(uint64(m))
+		c.lastRead.Store(c.s.clock.Load())
+	}
 }
 
 // releaseBig returns the large frame's buffer to the pool.

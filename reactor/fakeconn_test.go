@@ -14,6 +14,11 @@ type fakeConn struct {
 	in        []byte
 	writes    [][]byte
 	ctx       any
+
+	sock     int   // Fd's socket, if hasSock; input past in is read from it
+	hasSock  bool  //
+	writeErr error // what Write and Writev fail with, if set
+	writevs  int   // the writes that came through Writev
 }
 
 func (f *fakeConn) Peek(n int) ([]byte, error) {
@@ -38,8 +43,33 @@ func (f *fakeConn) InboundBuffered() int  { return len(f.in) }
 func (f *fakeConn) OutboundBuffered() int { return 0 }
 
 func (f *fakeConn) Write(b []byte) (int, error) {
+	if f.writeErr != nil {
+		return 0, f.writeErr
+	}
 	f.writes = append(f.writes, append([]byte(nil), b...))
 	return len(b), nil
+}
+
+// Writev records the buffers as one write, as one writev would send them.
+func (f *fakeConn) Writev(bs [][]byte) (int, error) {
+	if f.writeErr != nil {
+		return 0, f.writeErr
+	}
+	f.writevs++
+	var b []byte
+	for _, p := range bs {
+		b = append(b, p...)
+	}
+	f.writes = append(f.writes, b)
+	return len(b), nil
+}
+
+// Fd is the socket's given, else -1: none.
+func (f *fakeConn) Fd() int {
+	if !f.hasSock {
+		return -1
+	}
+	return f.sock
 }
 
 func (f *fakeConn) Context() any         { return f.ctx }

@@ -77,7 +77,7 @@ func (t *task) run() {
 	if err = t.call.Err(); err == nil { // not cancelled while queued
 		out, err = t.rt.Serve(&t.call, t.frame.B[t.payload:], out)
 	}
-	out = c.finishReply(out, start, id, t.oneWay, err)
+	out = c.finishReply(out, start, id, t.oneWay, err, 0)
 
 	c.mu.Lock()
 	delete(c.calls, id)

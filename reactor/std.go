@@ -172,16 +172,8 @@ func (s *Server) serveStd(nc net.Conn) {
 		acks := l.unpoke()
 		var end bool
 		out, end = c.serviceStd(out[:0])
-		if len(out) > 0 {
-			_ = nc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-			s.stats.bytesOut.Add(uint64(len(out)))
-			if _, err := nc.Write(out); err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) && c.ending.Load() == nil {
-					s.stats.slowConsumers.Add(1) // unread replies for WriteTimeout
-				}
-				s.log.Debug("rpcd: writing to a connection", "remote", c.remote, "err", err)
-				end = true
-			}
+		if len(out) > 0 && !c.writeStd(out, nil) {
+			end = true
 		}
 		for _, done := range acks {
 			done()
@@ -211,6 +203,26 @@ func (s *Server) serveStd(nc net.Conn) {
 			return
 		}
 	}
+}
+
+// writeStd writes out, then own if there is one, within WriteTimeout; it
+// reports false if the write failed, which ends the connection.
+func (c *conn) writeStd(out, own []byte) bool {
+	nc := c.std.nc
+	_ = nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
+	c.s.stats.bytesOut.Add(uint64(len(out) + len(own)))
+	_, err := nc.Write(out)
+	if err == nil && own != nil {
+		_, err = nc.Write(own)
+	}
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) && c.ending.Load() == nil {
+			c.s.stats.slowConsumers.Add(1) // unread replies for WriteTimeout
+		}
+		c.s.log.Debug("rpcd: writing to a connection", "remote", c.remote, "err", err)
+		return false
+	}
+	return true
 }
 
 // serviceStd is a wake-up's work on the standard library transport.
