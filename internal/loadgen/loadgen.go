@@ -97,12 +97,15 @@ type histShard struct {
 func histShards(n int) int { return min(n, 4*runtime.GOMAXPROCS(0)) }
 
 // caller is one caller's own tallies, merged at the end so callers never
-// share a lock but their histogram shard's.
+// share a lock but their histogram shard's, which they take once per
+// len(lat) calls.
 type caller struct {
 	shard  *histShard
 	calls  int64
 	bytes  int64
 	errors map[string]int64
+	lat    [32]int64 // latencies not yet in the shard
+	nlat   int
 
 	// done and failed mirror calls and the errors for the progress line,
 	// which reads them while the caller runs.
@@ -219,6 +222,7 @@ func runPhase(ctx context.Context, cfg Config, call CallFunc, t *tally) {
 
 // run makes caller i's calls until the phase ends.
 func (cl *caller) run(ctx context.Context, cfg Config, call CallFunc, t *tally, i int, start time.Time) {
+	defer cl.record() // what is left, before the phase's figures are summed
 	var interval time.Duration
 	var next time.Time
 	if cfg.Rate > 0 {
@@ -275,12 +279,23 @@ func (cl *caller) run(ctx context.Context, cfg Config, call CallFunc, t *tally, 
 			cl.errors[cfg.Classify(err)]++
 			cl.failed.Add(1)
 		} else {
-			cl.shard.mu.Lock()
-			_ = cl.shard.hist.RecordValue(int64(now.Sub(began)))
-			cl.shard.mu.Unlock()
+			cl.lat[cl.nlat] = int64(now.Sub(began))
+			if cl.nlat++; cl.nlat == len(cl.lat) {
+				cl.record()
+			}
 		}
 		cl.done.Add(1)
 	}
+}
+
+// record moves the latencies the caller holds into its histogram shard.
+func (cl *caller) record() {
+	cl.shard.mu.Lock()
+	for _, ns := range cl.lat[:cl.nlat] {
+		_ = cl.shard.hist.RecordValue(ns)
+	}
+	cl.shard.mu.Unlock()
+	cl.nlat = 0
 }
 
 func summarize(t *tally, elapsed, cpu time.Duration) Result {
