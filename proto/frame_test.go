@@ -274,6 +274,23 @@ func TestBeginResponse(t *testing.T) {
 	}
 }
 
+// TestFinishFrameWith: a frame whose payload's tail is written after buf,
+// from elsewhere, gets the whole payload's length.
+func TestFinishFrameWith(t *testing.T) {
+	md := AppendMetadata(nil, "k", []byte("v"))
+	buf, start := BeginFrame([]byte("head"), Header{Kind: KindResponse, ID: 9}, "", md)
+	buf = append(buf, "in buf, "...)
+	tail := []byte("and from elsewhere")
+	if n := FinishFrameWith(buf, start, len(tail)); n != len(buf)-start+len(tail) {
+		t.Fatalf("FinishFrameWith = %d, want %d", n, len(buf)-start+len(tail))
+	}
+	got := append(buf, tail...)
+	want := AppendFrame([]byte("head"), Header{Kind: KindResponse, ID: 9}, "", md, []byte("in buf, and from elsewhere"))
+	if string(got) != string(want) {
+		t.Fatalf("got % x\nwant % x", got, want)
+	}
+}
+
 func TestAppendHead(t *testing.T) {
 	md := AppendMetadata(nil, "k", []byte("v"))
 	h := Header{Kind: KindRequest, ID: 4}
