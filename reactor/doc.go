@@ -10,6 +10,13 @@
 // bounded goroutine pool instead; their replies go back through the loop,
 // batched the same way.
 //
+// Large frames (64 KiB and more) take another way: a frame still arriving is
+// gathered in a buffer of its own, read straight from the socket once gnet's
+// input is taken, and a large reply the handler returns from a slice of its
+// own (an echo returns its request) is written from there, after the
+// replies before it, in one writev: a megabyte is not copied on the way in
+// or out.
+//
 // Shutdown drains: it refuses new connections, sends GoAway on every
 // connection naming the last call it will answer, answers the calls in
 // flight, flushes, and only then stops gnet.
