@@ -606,6 +606,34 @@ func TestPipelinedRequests(t *testing.T) {
 	if f, err := r.next(); err != nil || f.Kind != proto.KindPong || string(f.Payload) != "are you there" {
 		t.Fatalf("ping: %v %q %v", f.Kind, f.Payload, err)
 	}
+
+	// Large frames among small ones, all in one write: each large one is
+	// read apart and echoed from its own buffer, and the replies keep the
+	// requests' order.
+	batch = batch[:0]
+	var want [][]byte
+	for i := 1; i <= 9; i++ {
+		p := fmt.Appendf(nil, "%d", i)
+		if i%3 == 2 { // 400, 250 and 100 KiB: a later one may get an earlier one's larger buffer
+			p = bytes.Repeat(p, (550-150*(i+1)/3)<<10)
+		}
+		want = append(want, p)
+		batch = proto.AppendFrame(batch, proto.Header{Kind: proto.KindRequest, ID: uint32(n + i)}, builtin.EchoPacket, nil, p)
+	}
+	sent := make(chan error, 1)
+	go func() { // the server answers while the rest is still on its way
+		_, err := r.nc.Write(batch)
+		sent <- err
+	}()
+	for i, p := range want {
+		f, err := r.next()
+		if err != nil || f.Kind != proto.KindResponse || f.ID != uint32(n+i+1) || !bytes.Equal(f.Payload, p) {
+			t.Fatalf("reply %d among large frames: %v id %d, %d bytes, %v", i+1, f.Kind, f.ID, len(f.Payload), err)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestBadPeerIsolated: a peer that breaks the protocol is told why and cut
