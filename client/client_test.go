@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -133,6 +134,41 @@ func TestPendingTableEmpties(t *testing.T) {
 	if n := client.Pending(c); n != 0 {
 		t.Fatalf("%d calls left pending after the connection was lost", n)
 	}
+}
+
+// TestLargeCallsInFlight: large calls queued behind one another's writes
+// on one connection (their frames copied into the write queue, whose
+// buffers large frames grow and bigBufs keeps) all come back whole, each
+// its own.
+func TestLargeCallsInFlight(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	c := dial(t, s.Addr().String(), client.Options{Conns: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a frame lost: calls that never end
+	defer cancel()
+	var wg sync.WaitGroup
+	for caller := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var reply []byte
+			for round := range 40 {
+				size := 16 + caller // small frames, queued before large ones
+				if (caller+round)%3 == 0 {
+					size = (200 + 150*((caller+round)%7)) << 10 // 200 KiB to 1.1 MiB
+				}
+				req := make([]byte, size)
+				for i := range req {
+					req[i] = byte(i*7 + caller*31 + round)
+				}
+				var err error
+				if reply, err = c.CallRaw(ctx, builtin.EchoPacket, req, reply[:0]); err != nil || !bytes.Equal(reply, req) {
+					t.Errorf("caller %d, round %d: %d of %d bytes back, %v", caller, round, len(reply), len(req), err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // TestReconnect: calls fail fast while the server is down and succeed again

@@ -267,12 +267,42 @@ func (w *wire) takeLocked() []byte {
 	return buf
 }
 
-// recycleLocked keeps a written buffer for reuse, unless a huge frame grew
-// it.
+// keepBuf is the largest write buffer a wire keeps for itself; larger ones,
+// which large frames queued behind a write grow, go to bigBufs.
+const keepBuf = 1 << 20
+
+// bigBufs holds written buffers larger than keepBuf, for whichever wire
+// next queues large frames behind a write: kept by each wire they would
+// hold megabytes per connection, and dropped, each large frame queued
+// would allocate and fault in a new one (a tenth of the calls with four
+// 1 MiB calls in flight on one connection).
+var bigBufs sync.Pool // of *[]byte
+
+// recycleLocked keeps a written buffer for reuse: as the wire's spare, or,
+// if a large frame grew it, in bigBufs, unless it is larger than any frame
+// the wire may send twice over.
 func (w *wire) recycleLocked(buf []byte) {
-	if cap(buf) <= 1<<20 {
+	switch {
+	case cap(buf) <= keepBuf:
 		w.spare = buf[:0]
+	case cap(buf) <= 2*w.lim.MaxFrameSize:
+		buf = buf[:0]
+		bigBufs.Put(&buf)
 	}
+}
+
+// roomLocked makes room in the queue for a large frame of n bytes, from
+// bigBufs when a buffer there holds the queue and the frame.
+func (w *wire) roomLocked(n int) {
+	need := len(w.wbuf) + n
+	if need <= cap(w.wbuf) {
+		return
+	}
+	p, _ := bigBufs.Get().(*[]byte)
+	if p == nil || cap(*p) < need {
+		return // append grows the queue; the buffer found, too small, goes to the collector
+	}
+	w.wbuf = append((*p)[:0], w.wbuf...)
 }
 
 func (w *wire) dead() bool {

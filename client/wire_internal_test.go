@@ -215,3 +215,40 @@ func TestWatchDropsHeldWires(t *testing.T) {
 		t.Fatal("the watch kicked the listener of a connection someone reads")
 	}
 }
+
+// TestBigWriteBuffers: a written buffer that large frames grew past keepBuf
+// goes to bigBufs, not to the wire's spare; the next large frame queued
+// behind a write gets it, with what the queue held copied in front. A
+// buffer larger than twice the frame limit is let go.
+func TestBigWriteBuffers(t *testing.T) {
+	for bigBufs.Get() != nil { // what other tests left
+	}
+	w := &wire{lim: proto.Limits{MaxFrameSize: 4 << 20}}
+	w.recycleLocked(make([]byte, 100, 16<<20))
+	if p, _ := bigBufs.Get().(*[]byte); p != nil {
+		t.Fatalf("a %d-byte buffer was kept, over twice the frame limit", cap(*p))
+	}
+	const big = 2 << 20
+	// sync.Pool may drop what is put (the race detector makes it drop a
+	// quarter): put until the queue gets a pooled buffer.
+	for range 100 {
+		w.wbuf, w.spare = append(make([]byte, 0, 64), "queued"...), nil
+		w.recycleLocked(make([]byte, 100, big))
+		if w.spare != nil {
+			t.Fatal("a buffer over keepBuf became the wire's spare")
+		}
+		w.roomLocked(1 << 20)
+		if cap(w.wbuf) == big {
+			break
+		}
+	}
+	if cap(w.wbuf) != big || string(w.wbuf) != "queued" || len(w.wbuf) != len("queued") {
+		t.Fatalf("queue after roomLocked: %d bytes (%q) of %d; want the pooled %d-byte buffer holding the queue", len(w.wbuf), w.wbuf, cap(w.wbuf), big)
+	}
+	// Room enough already: the queue is left as it is.
+	before := &w.wbuf[:1][0]
+	w.roomLocked(1 << 10)
+	if &w.wbuf[:1][0] != before {
+		t.Fatal("a queue with room was moved")
+	}
+}
