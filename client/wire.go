@@ -286,8 +286,9 @@ func (w *wire) recycleLocked(buf []byte) {
 	case cap(buf) <= keepBuf:
 		w.spare = buf[:0]
 	case cap(buf) <= 2*w.lim.MaxFrameSize:
-		buf = buf[:0]
-		bigBufs.Put(&buf)
+		p := new([]byte) // not &buf: that would move buf to the heap on every call
+		*p = buf[:0]
+		bigBufs.Put(p)
 	}
 }
 
