@@ -119,8 +119,11 @@ func (w *wire) enqueueRequest(h proto.Header, route string, md proto.Metadata, p
 		w.wmu.Unlock()
 		return w.unsent()
 	}
-	if len(payload) >= bigPayload && !w.flushing {
-		return w.writeBig(h, route, md, payload, deadline)
+	if len(payload) >= bigPayload {
+		if !w.flushing {
+			return w.writeBig(h, route, md, payload, deadline)
+		}
+		w.roomLocked(proto.HeaderSize + len(route) + len(md) + len(payload))
 	}
 	w.wbuf = proto.AppendFrame(w.wbuf, h, route, md, payload)
 	return w.flushLocked(deadline)

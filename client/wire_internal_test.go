@@ -252,3 +252,32 @@ func TestBigWriteBuffers(t *testing.T) {
 		t.Fatal("a queue with room was moved")
 	}
 }
+
+// TestLargeFrameQueuedInPooledBuffer: a large request queued behind a write
+// in progress goes into a buffer from bigBufs, after what was queued.
+func TestLargeFrameQueuedInPooledBuffer(t *testing.T) {
+	for bigBufs.Get() != nil { // what other tests left
+	}
+	const big = 2 << 20
+	payload := make([]byte, 128<<10)
+	h := proto.Header{Kind: proto.KindRequest, ID: 2}
+	for range 100 { // sync.Pool may drop what is put: put until one is taken
+		w := &wire{lim: proto.Limits{MaxFrameSize: 4 << 20}, done: make(chan struct{})}
+		w.flushing = true // a write is in progress: frames queue
+		w.wbuf = proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, "A/B", nil, []byte("small"))
+		first := len(w.wbuf)
+		w.recycleLocked(make([]byte, 0, big))
+		if err := w.enqueueRequest(h, "A/B", nil, payload, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if cap(w.wbuf) != big {
+			continue
+		}
+		want := proto.AppendFrame(proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, "A/B", nil, []byte("small")), h, "A/B", nil, payload)
+		if first == 0 || string(w.wbuf) != string(want) {
+			t.Fatalf("queue of %d bytes, want the small frame and the large one (%d bytes)", len(w.wbuf), len(want))
+		}
+		return
+	}
+	t.Fatal("a large frame queued behind a write never took a buffer from bigBufs")
+}
