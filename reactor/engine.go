@@ -282,10 +282,7 @@ func (c *conn) gatherBig(gc inbound, out []byte) ([]byte, bool, error) {
 	avail, _ := gc.Peek(-1)
 	k := min(len(avail), n-len(c.big))
 	if need := len(c.big) + k; need > cap(c.big) {
-		grown := make([]byte, len(c.big), min(n, max(need, 2*cap(c.big), bigStart)))
-		copy(grown, c.big)
-		c.big = grown // the smaller buffer is left to the collector: pooled, it would be the next one taken
-
+		c.growBig(need, n)
 	}
 	c.big = append(c.big, avail[:k]...)
 	_, _ = gc.Discard(k)
@@ -311,6 +308,16 @@ func (c *conn) gatherBig(gc inbound, out []byte) ([]byte, bool, error) {
 	return out, true, nil
 }
 
+// growBig gives the large frame's buffer room for need bytes of the n the
+// frame has: twice its size, and at least bigStart, so that it holds at
+// most twice what has arrived. The smaller buffer is left to the
+// collector: pooled, it would be the next one taken.
+func (c *conn) growBig(need, n int) {
+	grown := make([]byte, len(c.big), min(n, max(need, 2*cap(c.big), bigStart)))
+	copy(grown, c.big)
+	c.big = grown
+}
+
 // readBig reads the rest of the large frame being gathered, n bytes long
 // in all, straight from the socket into its buffer, once gnet's input is
 // taken: one read takes whatever the socket holds, where gnet would read it
@@ -327,10 +334,8 @@ func (c *conn) readBig(n int) {
 		return
 	}
 	for len(c.big) < n {
-		if len(c.big) == cap(c.big) { // at most twice what has come, as gatherBig
-			grown := make([]byte, len(c.big), min(n, max(2*cap(c.big), bigStart)))
-			copy(grown, c.big)
-			c.big = grown
+		if len(c.big) == cap(c.big) {
+			c.growBig(len(c.big)+1, n)
 		}
 		m, err := syscall.Read(fd, c.big[len(c.big):min(n, cap(c.big))])
 		if err == syscall.EINTR {

@@ -15,8 +15,8 @@ type fakeConn struct {
 	writes    [][]byte
 	ctx       any
 
-	sock     int   // Fd's socket, if hasSock; input past in is read from it
-	hasSock  bool  //
+	sock     int   // Fd's socket, if hasSock: input past in is read from it
+	hasSock  bool  // Fd is sock, not -1
 	writeErr error // what Write and Writev fail with, if set
 	writevs  int   // the writes that came through Writev
 }
