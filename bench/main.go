@@ -1,5 +1,5 @@
 // Command bench compares rpcd with peer Go RPC frameworks (gRPC, net/rpc,
-// rpcx, arpc, drpc) and two floors (bare TCP, bare gnet) side by side: every
+// rpcx, arpc, drpc, Kitex) and two floors (bare TCP, bare gnet) side by side: every
 // system echoes the same payloads in the same cells, servers in a separate
 // process, figures the median of several interleaved runs, one table per
 // cell. See README.md.

@@ -41,7 +41,7 @@ type caller interface {
 var systems = map[string]system{}
 
 // systemOrder is the default order of systems in tables.
-var systemOrder = []string{"rpcd", "grpc", "netrpc", "rpcx", "arpc", "drpc", "tcp-floor", "gnet-floor"}
+var systemOrder = []string{"rpcd", "grpc", "netrpc", "rpcx", "arpc", "drpc", "kitex", "tcp-floor", "gnet-floor"}
 
 func register(s system) {
 	if _, dup := systems[s.name()]; dup {
