@@ -251,10 +251,9 @@ func (w *wire) lead(ctx context.Context, cl *call, route string) (bool, error) {
 // and leadFor from now. The deadline is moved only when it must be, not for
 // every call: a read deadline costs a runtime timer's update.
 func (w *wire) leadDeadline(ctx context.Context) {
-	now := time.Now()
 	t := w.rd.deadline
-	if t.IsZero() || t.Sub(now) < leadFor/2 {
-		t = now.Add(leadFor)
+	if t.IsZero() || time.Until(t) < leadFor/2 { // one clock read, the monotonic one
+		t = time.Now().Add(leadFor)
 	}
 	if dl, ok := ctx.Deadline(); ok && dl.Before(t) {
 		t = dl

