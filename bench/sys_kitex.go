@@ -16,10 +16,11 @@ import (
 )
 
 // kitexSystem is CloudWeGo Kitex as its documentation sets it up: a Thrift
-// service (internal/kitexgen/echo.thrift: one method taking and returning a
-// struct with a binary field) whose code Kitex's generator wrote, with its
-// fast codec; the server and client on Kitex's defaults (netpoll, the
-// buffered Thrift transport), the client with its long-connection pool.
+// service (internal/kitexgen/echo.thrift: Echo, taking and returning a
+// struct with a binary field, and Sum of two i64s for the RRQM test) whose
+// code Kitex's generator wrote, with its fast codec; the server and client
+// on Kitex's defaults (netpoll, the buffered Thrift transport), the client
+// with its long-connection pool.
 //
 // Kitex runs one call at a time on a connection and pools connections (its
 // multiplexing transport is deprecated, "no longer being maintained"), so
@@ -45,6 +46,9 @@ type kitexEcho struct{}
 func (*kitexEcho) Echo(_ context.Context, req *echo.EchoRequest) (*echo.EchoResponse, error) {
 	return &echo.EchoResponse{Payload: req.Payload}, nil
 }
+
+// Sum returns a + b, for the RRQM test.
+func (*kitexEcho) Sum(_ context.Context, a, b int64) (int64, error) { return a + b, nil }
 
 func (kitexSystem) serve(addr string) (func(), string, error) {
 	ln, err := net.Listen("tcp", addr)
@@ -96,6 +100,16 @@ func (k kitexCaller) call(ctx context.Context, _ int, req, _ []byte) ([]byte, er
 		return nil, err
 	}
 	return result.GetSuccess().GetPayload(), nil // decoded into a slice of its own
+}
+
+// sum is the generated client's Sum method, for the RRQM test.
+func (k kitexCaller) sum(ctx context.Context, a, b int64) (int64, error) {
+	args := echo.EchoSumArgs{A: a, B: b}
+	var result echo.EchoSumResult
+	if err := k.c.Call(ctx, "Sum", &args, &result); err != nil {
+		return 0, err
+	}
+	return result.GetSuccess(), nil
 }
 
 func (k kitexCaller) close() error {

@@ -15,4 +15,5 @@ struct EchoResponse {
 
 service Echo {
     EchoResponse Echo(1: EchoRequest req)
+    i64 Sum(1: i64 a, 2: i64 b) // for the RRQM test
 }

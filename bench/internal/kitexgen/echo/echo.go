@@ -67,6 +67,8 @@ var fieldIDToName_EchoResponse = map[int16]string{
 
 type Echo interface {
 	Echo(ctx context.Context, req *EchoRequest) (r *EchoResponse, err error)
+
+	Sum(ctx context.Context, a int64, b int64) (r int64, err error)
 }
 
 type EchoEchoArgs struct {
@@ -142,5 +144,81 @@ func (p *EchoEchoResult) String() string {
 }
 
 var fieldIDToName_EchoEchoResult = map[int16]string{
+	0: "success",
+}
+
+type EchoSumArgs struct {
+	A int64 `thrift:"a,1" frugal:"1,default,i64" json:"a"`
+	B int64 `thrift:"b,2" frugal:"2,default,i64" json:"b"`
+}
+
+func NewEchoSumArgs() *EchoSumArgs {
+	return &EchoSumArgs{}
+}
+
+func (p *EchoSumArgs) InitDefault() {
+}
+
+func (p *EchoSumArgs) GetA() (v int64) {
+	return p.A
+}
+
+func (p *EchoSumArgs) GetB() (v int64) {
+	return p.B
+}
+func (p *EchoSumArgs) SetA(val int64) {
+	p.A = val
+}
+func (p *EchoSumArgs) SetB(val int64) {
+	p.B = val
+}
+
+func (p *EchoSumArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("EchoSumArgs(%+v)", *p)
+}
+
+var fieldIDToName_EchoSumArgs = map[int16]string{
+	1: "a",
+	2: "b",
+}
+
+type EchoSumResult struct {
+	Success *int64 `thrift:"success,0,optional" frugal:"0,optional,i64" json:"success,omitempty"`
+}
+
+func NewEchoSumResult() *EchoSumResult {
+	return &EchoSumResult{}
+}
+
+func (p *EchoSumResult) InitDefault() {
+}
+
+var EchoSumResult_Success_DEFAULT int64
+
+func (p *EchoSumResult) GetSuccess() (v int64) {
+	if !p.IsSetSuccess() {
+		return EchoSumResult_Success_DEFAULT
+	}
+	return *p.Success
+}
+func (p *EchoSumResult) SetSuccess(x interface{}) {
+	p.Success = x.(*int64)
+}
+
+func (p *EchoSumResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *EchoSumResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("EchoSumResult(%+v)", *p)
+}
+
+var fieldIDToName_EchoSumResult = map[int16]string{
 	0: "success",
 }

@@ -20,6 +20,13 @@ var serviceMethods = map[string]kitex.MethodInfo{
 		false,
 		kitex.WithStreamingMode(kitex.StreamingNone),
 	),
+	"Sum": kitex.NewMethodInfo(
+		sumHandler,
+		newEchoSumArgs,
+		newEchoSumResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
 }
 
 var (
@@ -104,6 +111,24 @@ func newEchoEchoResult() interface{} {
 	return echo.NewEchoEchoResult()
 }
 
+func sumHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*echo.EchoSumArgs)
+	realResult := result.(*echo.EchoSumResult)
+	success, err := handler.(echo.Echo).Sum(ctx, realArg.A, realArg.B)
+	if err != nil {
+		return err
+	}
+	realResult.Success = &success
+	return nil
+}
+func newEchoSumArgs() interface{} {
+	return echo.NewEchoSumArgs()
+}
+
+func newEchoSumResult() interface{} {
+	return echo.NewEchoSumResult()
+}
+
 type kClient struct {
 	c client.Client
 }
@@ -119,6 +144,17 @@ func (p *kClient) Echo(ctx context.Context, req *echo.EchoRequest) (r *echo.Echo
 	_args.Req = req
 	var _result echo.EchoEchoResult
 	if err = p.c.Call(ctx, "Echo", &_args, &_result); err != nil {
+		return
+	}
+	return _result.GetSuccess(), nil
+}
+
+func (p *kClient) Sum(ctx context.Context, a int64, b int64) (r int64, err error) {
+	var _args echo.EchoSumArgs
+	_args.A = a
+	_args.B = b
+	var _result echo.EchoSumResult
+	if err = p.c.Call(ctx, "Sum", &_args, &_result); err != nil {
 		return
 	}
 	return _result.GetSuccess(), nil
