@@ -238,10 +238,10 @@ func TestBenchMain(t *testing.T) {
 // sums, with each result checked by runSum.
 func TestRRQM(t *testing.T) {
 	var out strings.Builder
-	if err := runSum([]string{"rpcd", "grpc", "netrpc", "kitex", "tcp-floor"}, 50, 1, true, &out); err != nil {
+	if err := runSum([]string{"rpcd", "grpc", "netrpc", "rpcx", "arpc", "kitex", "tcp-floor"}, 50, 1, true, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, name := range []string{"rpcd", "grpc", "netrpc", "kitex"} {
+	for _, name := range []string{"rpcd", "grpc", "netrpc", "rpcx", "arpc", "kitex"} {
 		if !strings.Contains(out.String(), name) {
 			t.Errorf("no row for %s:\n%s", name, out.String())
 		}

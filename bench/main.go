@@ -53,7 +53,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	smoke := fs.Bool("smoke", false, "run every system through one tiny cell (100 calls of 16 B) and exit non-zero on any failure")
 	list := fs.Bool("list", false, "list the systems and cells and exit")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (servers too, with -inproc) to `file`")
-	rrqm := fs.Int("rrqm", 0, "instead of the cells, run the seed reports' RRQM test: `N` sequential checked Sum calls per system (rpcd, grpc, netrpc, kitex), -runs times")
+	rrqm := fs.Int("rrqm", 0, "instead of the cells, run the seed reports' RRQM test: `N` sequential checked Sum calls per system (all but drpc and the floors), -runs times")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: bench [flags]\n\nCompares rpcd with peer RPC frameworks and floors; see README.md.\n\n")
 		fs.PrintDefaults()

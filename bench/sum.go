@@ -111,19 +111,21 @@ func runSum(names []string, n, runs int, inproc bool, w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%.2f\t%.1f\t%s\t%.1f\t\n", name, m.Seconds, m.Seconds*1e6/float64(n), ratio, m.CPUPerCall)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "×rpcd time is the system's time over rpcd's: above 1 is slower. rpcd calls its typed route (JSON), net/rpc uses gob, gRPC protobuf, Kitex Thrift.")
+	fmt.Fprintln(w, "×rpcd time is the system's time over rpcd's: above 1 is slower. rpcd calls its typed route (JSON), net/rpc uses gob, gRPC protobuf, rpcx MessagePack, arpc JSON, Kitex Thrift.")
 	return failed
 }
 
 // summers names the systems whose callers implement summer (and whose
 // servers serve Sum).
-var summers = map[string]bool{"rpcd": true, "netrpc": true, "grpc": true, "kitex": true}
+var summers = map[string]bool{"rpcd": true, "netrpc": true, "grpc": true, "rpcx": true, "arpc": true, "kitex": true}
 
 // Every caller of summers sums.
 var (
 	_ summer = rpcdCaller{}
 	_ summer = (*netrpcCaller)(nil)
 	_ summer = (*grpcCaller)(nil)
+	_ summer = (*rpcxCaller)(nil)
+	_ summer = (*arpcCaller)(nil)
 	_ summer = kitexCaller{}
 )
 

@@ -33,6 +33,7 @@ func (arpcSystem) serve(addr string) (func(), string, error) {
 	srv.Handler.Handle("/echo", func(ctx *arpc.Context) {
 		_ = ctx.Write(ctx.Body())
 	})
+	srv.Handler.Handle("/sum", arpcSum)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	// Closing the listener ends arpc's accept loop, which then closes every
@@ -66,6 +67,24 @@ func (a *arpcCaller) call(ctx context.Context, worker int, req, _ []byte) ([]byt
 	var reply []byte // arpc copies the response body into a new slice
 	err := a.clients[connIndex(worker, len(a.clients))].CallWith(ctx, "/echo", req, &reply)
 	return reply, err
+}
+
+// arpcSum serves /sum for the RRQM test: SumArgs in, their sum out, in
+// arpc's default codec (JSON).
+func arpcSum(ctx *arpc.Context) {
+	var args SumArgs
+	if err := ctx.Bind(&args); err != nil {
+		_ = ctx.Error(err)
+		return
+	}
+	_ = ctx.Write(args.A + args.B)
+}
+
+// sum calls /sum, for the RRQM test.
+func (a *arpcCaller) sum(ctx context.Context, x, y int64) (int64, error) {
+	var out int64
+	err := a.clients[0].CallWith(ctx, "/sum", &SumArgs{A: x, B: y}, &out)
+	return out, err
 }
 
 func (a *arpcCaller) close() error {

@@ -63,7 +63,7 @@ func (rpcxSystem) serve(addr string) (func(), string, error) {
 func (rpcxSystem) dial(addr string, conns int) (caller, error) {
 	opt := rpcxclient.DefaultOption
 	opt.SerializeType = protocol.SerializeNone
-	r := &rpcxCaller{}
+	r := &rpcxCaller{addr: addr}
 	for range conns {
 		c := rpcxclient.NewClient(opt)
 		if err := c.Connect("tcp", addr); err != nil {
@@ -75,7 +75,11 @@ func (rpcxSystem) dial(addr string, conns int) (caller, error) {
 	return r, nil
 }
 
-type rpcxCaller struct{ clients []*rpcxclient.Client }
+type rpcxCaller struct {
+	clients []*rpcxclient.Client
+	addr    string
+	summer  *rpcxclient.Client // for the RRQM test: rpcx's default codec; made at the first sum
+}
 
 func (r *rpcxCaller) call(ctx context.Context, worker int, req, _ []byte) ([]byte, error) {
 	var reply []byte // ByteCodec points it at the response's own payload
@@ -83,10 +87,35 @@ func (r *rpcxCaller) call(ctx context.Context, worker int, req, _ []byte) ([]byt
 	return reply, err
 }
 
+// sum calls Echo.Sum, for the RRQM test, on a client of its own with
+// rpcx's default codec (MessagePack), as a typed call is made; the echo's
+// clients send raw bytes. The first call connects it.
+func (r *rpcxCaller) sum(ctx context.Context, a, b int64) (int64, error) {
+	if r.summer == nil {
+		c := rpcxclient.NewClient(rpcxclient.DefaultOption)
+		if err := c.Connect("tcp", r.addr); err != nil {
+			return 0, err
+		}
+		r.summer = c
+	}
+	var out int64
+	err := r.summer.Call(ctx, "Echo", "Sum", &SumArgs{A: a, B: b}, &out)
+	return out, err
+}
+
+// Sum returns a + b, for the RRQM test.
+func (RpcxEcho) Sum(_ context.Context, args *SumArgs, reply *int64) error {
+	*reply = args.A + args.B
+	return nil
+}
+
 func (r *rpcxCaller) close() error {
 	var errs []error
 	for _, c := range r.clients {
 		errs = append(errs, c.Close())
+	}
+	if r.summer != nil {
+		errs = append(errs, r.summer.Close())
 	}
 	return errors.Join(errs...)
 }
