@@ -89,7 +89,8 @@ func (r *rpcxCaller) call(ctx context.Context, worker int, req, _ []byte) ([]byt
 
 // sum calls Echo.Sum, for the RRQM test, on a client of its own with
 // rpcx's default codec (MessagePack), as a typed call is made; the echo's
-// clients send raw bytes. The first call connects it.
+// clients send raw bytes. The first call connects it: the test calls sum
+// from one goroutine.
 func (r *rpcxCaller) sum(ctx context.Context, a, b int64) (int64, error) {
 	if r.summer == nil {
 		c := rpcxclient.NewClient(rpcxclient.DefaultOption)
