@@ -66,7 +66,9 @@ type Options struct {
 	WaitForReady bool
 
 	// KeepAlive is how long a connection may read nothing before the
-	// client sends it a Ping; default 30s, and a negative value sends none.
+	// client sends it a Ping (the watch looks every quarter of it, so the
+	// Ping goes out up to a quarter later); default 30s, and a negative
+	// value sends none.
 	KeepAlive time.Duration
 
 	// KeepAliveTimeout is how long the client waits, after a keep-alive

@@ -559,8 +559,53 @@ func TestKeepAlivePing(t *testing.T) {
 	}
 }
 
+// TestKeepAliveWaitsForSilence: frames arriving more often than KeepAlive
+// keep the Ping back, however long they go on; once they stop, the Ping
+// comes KeepAlive to 5/4 KeepAlive later (the watch looks every quarter),
+// never sooner.
+func TestKeepAliveWaitsForSilence(t *testing.T) {
+	const every = 200 * time.Millisecond
+	type ping struct{ after time.Duration } // since the server's last frame
+	pings := make(chan ping, 8)
+	addr := fakeServer(t, func(nc net.Conn) {
+		// Frames for three KeepAlives, one a quarter of it apart: Pongs,
+		// which the client takes in and drops.
+		var last time.Time
+		for range 12 {
+			if _, err := nc.Write(proto.AppendPong(nil, nil)); err != nil {
+				return
+			}
+			last = time.Now()
+			time.Sleep(every / 4)
+		}
+		r := &frameReader{nc: nc}
+		for {
+			f, err := r.next()
+			if err != nil {
+				return
+			}
+			if f.Kind == proto.KindPing {
+				pings <- ping{time.Since(last)}
+				nc.Write(proto.AppendPong(nil, f.Payload))
+			}
+		}
+	})
+	dial(t, addr, client.Options{KeepAlive: every, KeepAliveTimeout: 5 * time.Second})
+	select {
+	case p := <-pings:
+		// The server reads nothing while it sends, so a Ping sent then
+		// is counted here after the last frame: too soon.
+		if p.after < every || p.after > every*5/4+time.Second {
+			t.Fatalf("first Ping %v after the last frame; want %v to %v (and slack)", p.after, every, every*5/4)
+		}
+		t.Logf("first Ping %v after the last frame", p.after)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Ping after the server went silent")
+	}
+}
+
 // TestKeepAliveUnanswered: a server that reads but never answers is found
-// within KeepAlive+KeepAliveTimeout of the last frame from it: the pending
+// within 5/4 KeepAlive + KeepAliveTimeout of the last frame from it: the pending
 // call fails with Unavailable (its fate unknown, so it is not sent again)
 // and the client redials.
 func TestKeepAliveUnanswered(t *testing.T) {
@@ -584,8 +629,8 @@ func TestKeepAliveUnanswered(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != proto.CodeUnavailable || e.Unprocessed {
 		t.Fatalf("call to a silent server: %#v; want unavailable, fate unknown", err)
 	}
-	if d < opts.KeepAliveTimeout || d > opts.KeepAlive+opts.KeepAliveTimeout+time.Second {
-		t.Fatalf("silent server found after %v; want about %v", d, opts.KeepAlive+opts.KeepAliveTimeout)
+	if d < opts.KeepAliveTimeout || d > opts.KeepAlive*5/4+opts.KeepAliveTimeout+time.Second {
+		t.Fatalf("silent server found after %v; want about %v", d, opts.KeepAlive*5/4+opts.KeepAliveTimeout)
 	}
 	t.Logf("silent server found after %v: %v", d, err)
 	waitFor(t, func() bool { return conns.Load() >= 2 })
@@ -707,7 +752,7 @@ func TestKeepAliveBlackhole(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != proto.CodeUnavailable || e.Unprocessed {
 		t.Fatalf("call into the black hole: %#v; want unavailable, fate unknown", err)
 	}
-	if limit := opts.KeepAlive + opts.KeepAliveTimeout; d < opts.KeepAliveTimeout || d > limit+time.Second {
+	if limit := opts.KeepAlive*5/4 + opts.KeepAliveTimeout; d < opts.KeepAliveTimeout || d > limit+time.Second {
 		t.Fatalf("black hole found after %v; want about %v", d, limit)
 	}
 	t.Logf("black hole found after %v: %v", d, err)

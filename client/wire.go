@@ -36,7 +36,7 @@ type wire struct {
 	goAwayErr *handler.Error // its reason, unless draining; guarded by pmu
 	away      chan struct{}  // closed at the first GoAway
 
-	lastRead atomic.Int64 // when bytes last arrived, as w.clock; for keep-alive
+	heard atomic.Bool // bytes arrived since the keep-alive watch last looked
 
 	wmu      sync.Mutex
 	wbuf     []byte        // frames queued while a write is in progress
@@ -70,7 +70,7 @@ func newWire(nc net.Conn, lim proto.Limits, keepAlive, keepAliveTimeout time.Dur
 	w.wg.Add(2)
 	var r io.Reader = nc
 	if keepAlive > 0 {
-		r = clockReader{w}
+		r = heardReader{w}
 		w.wg.Add(1)
 		go w.keepAlive(keepAlive, keepAliveTimeout)
 	}
@@ -494,18 +494,16 @@ func (w *wire) close(cause error) {
 	w.wg.Wait()
 }
 
-// clock returns the time since w was made, on the monotonic clock.
-func (w *wire) clock() time.Duration { return time.Since(w.born) }
+// heardReader reads the connection and marks that bytes came, for the
+// keep-alive watch. The mark costs a load per read from the socket (which
+// under load brings many frames), and a store at the first read after each
+// of the watch's looks: no clock is read on the way of a reply.
+type heardReader struct{ w *wire }
 
-// clockReader reads the connection and records when bytes last came, once
-// per read from the socket (which under load brings many frames), for the
-// keep-alive watch.
-type clockReader struct{ w *wire }
-
-func (r clockReader) Read(p []byte) (int, error) {
+func (r heardReader) Read(p []byte) (int, error) {
 	n, err := r.w.nc.Read(p)
-	if n > 0 {
-		r.w.lastRead.Store(int64(r.w.clock()))
+	if n > 0 && !r.w.heard.Load() {
+		r.w.heard.Store(true)
 	}
 	return n, err
 }
@@ -513,38 +511,44 @@ func (r clockReader) Read(p []byte) (int, error) {
 // keepAlive watches w until it fails: once w has read nothing for every, it
 // sends a Ping, through the writer goroutine; if nothing at all arrives
 // within timeout of the Ping, it fails w, which fails w's calls and has its
-// slot redial. Its one timer is reset from the time of the last read, which
-// the reader records; calls never touch it.
+// slot redial. It looks every quarter of every whether bytes came since its
+// last look (the reader marks it; calls never touch the watch), so that a
+// Ping goes out after every to every*5/4 of silence, and a connection fails
+// timeout after its Ping, to the timer's precision.
 func (w *wire) keepAlive(every, timeout time.Duration) {
 	defer w.wg.Done()
-	t := time.NewTimer(every)
+	look := max(every/4, time.Millisecond)
+	t := time.NewTimer(look)
 	defer t.Stop()
-	var pinged time.Duration // when the unanswered Ping went out
-	waiting := false         // a Ping is out and nothing has come since
+	last := time.Now()   // when the watch last saw that bytes had come
+	var pinged time.Time // when the unanswered Ping went out
+	waiting := false     // a Ping is out and nothing has come since
 	for {
 		select {
 		case <-t.C:
 		case <-w.done:
 			return
 		}
-		now, last := w.clock(), time.Duration(w.lastRead.Load())
-		if waiting && last < pinged {
-			if now-pinged >= timeout {
+		now := time.Now()
+		if w.heard.Swap(false) {
+			last, waiting = now, false
+		}
+		if waiting {
+			if now.Sub(pinged) >= timeout {
 				w.fail(fmt.Errorf("no frame within %v of a keep-alive ping", timeout))
 				return
 			}
 			// Look again at the timeout, or sooner to see an answer and
 			// keep the pings every apart.
-			t.Reset(min(pinged+timeout-now, every))
+			t.Reset(min(pinged.Add(timeout).Sub(now), look))
 			continue
 		}
-		waiting = false
-		if idle := now - last; idle < every {
-			t.Reset(every - idle)
+		if idle := now.Sub(last); idle < every {
+			t.Reset(min(every-idle, look))
 			continue
 		}
 		pinged, waiting = now, true
 		w.enqueueAsync(proto.AppendPing(nil, nil))
-		t.Reset(min(timeout, every))
+		t.Reset(min(timeout, look))
 	}
 }
