@@ -234,13 +234,19 @@ func runClient(kind, server, addr string, n int) error {
 }
 
 // bare is the plainest sequential client: write, then read the reply with
-// blocking calls.
+// blocking calls, through a buffered reader, so that a reply takes one
+// read from the socket whatever its framing (reading an rpcd frame's
+// header and then its body straight from the socket took two).
 func bare(server, addr string, payload []byte, n int) error {
-	nc, err := net.Dial("tcp", addr)
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer conn.Close()
+	nc := struct {
+		io.Reader
+		io.Writer
+	}{bufio.NewReaderSize(conn, 64<<10), conn}
 	buf := make([]byte, 4096)
 	var req []byte
 	var read func() ([]byte, error)
