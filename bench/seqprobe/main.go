@@ -243,10 +243,7 @@ func bare(server, addr string, payload []byte, n int) error {
 		return err
 	}
 	defer conn.Close()
-	nc := struct {
-		io.Reader
-		io.Writer
-	}{bufio.NewReaderSize(conn, 64<<10), conn}
+	br := bufio.NewReaderSize(conn, 64<<10)
 	buf := make([]byte, 4096)
 	var req []byte
 	var read func() ([]byte, error)
@@ -255,7 +252,7 @@ func bare(server, addr string, payload []byte, n int) error {
 		req = proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, Codec: proto.CodecRaw, ID: 1}, builtin.EchoPacket, nil, payload)
 		lim := proto.Limits{}.WithDefaults()
 		read = func() ([]byte, error) {
-			if _, err := io.ReadFull(nc, buf[:proto.HeaderSize]); err != nil {
+			if _, err := io.ReadFull(br, buf[:proto.HeaderSize]); err != nil {
 				return nil, err
 			}
 			h, err := proto.DecodeHeader(buf[:proto.HeaderSize], &lim)
@@ -266,7 +263,7 @@ func bare(server, addr string, payload []byte, n int) error {
 				return nil, fmt.Errorf("a %v frame, want a response", h.Kind)
 			}
 			body := buf[:h.Len()-proto.HeaderSize]
-			if _, err := io.ReadFull(nc, body); err != nil {
+			if _, err := io.ReadFull(br, body); err != nil {
 				return nil, err
 			}
 			return body[h.MetadataLen:], nil
@@ -276,7 +273,7 @@ func bare(server, addr string, payload []byte, n int) error {
 		req = append(req, payload...)
 		read = func() ([]byte, error) {
 			body := buf[:len(req)]
-			if _, err := io.ReadFull(nc, body); err != nil {
+			if _, err := io.ReadFull(br, body); err != nil {
 				return nil, err
 			}
 			return body[4:], nil
@@ -285,7 +282,7 @@ func bare(server, addr string, payload []byte, n int) error {
 		return fmt.Errorf("the bare client speaks to rpcd, gnet-floor or tcp-floor, not %q", server)
 	}
 	for range n {
-		if _, err := nc.Write(req); err != nil {
+		if _, err := conn.Write(req); err != nil {
 			return err
 		}
 		reply, err := read()
