@@ -564,7 +564,9 @@ func TestKeepAlivePing(t *testing.T) {
 // comes KeepAlive to 5/4 KeepAlive later (the watch looks every quarter),
 // never sooner.
 func TestKeepAliveWaitsForSilence(t *testing.T) {
-	const every = 200 * time.Millisecond
+	// Long enough that a stall of the fake server under a loaded -race
+	// run does not pass for silence (its frames come every/4 apart).
+	const every = 400 * time.Millisecond
 	type ping struct{ after time.Duration } // since the server's last frame
 	pings := make(chan ping, 8)
 	addr := fakeServer(t, func(nc net.Conn) {
