@@ -516,6 +516,22 @@ func TestNotifyNeverRetried(t *testing.T) {
 	}
 }
 
+// answerPings reads a fake server's connection until it ends, answering
+// each Ping with a Pong after calling seen.
+func answerPings(nc net.Conn, seen func()) {
+	r := &frameReader{nc: nc}
+	for {
+		f, err := r.next()
+		if err != nil {
+			return
+		}
+		if f.Kind == proto.KindPing {
+			seen()
+			nc.Write(proto.AppendPong(nil, f.Payload))
+		}
+	}
+}
+
 // TestKeepAlivePing: an idle connection is pinged every KeepAlive, and
 // stays up while the pings are answered; with KeepAlive negative, none is
 // sent.
@@ -528,17 +544,7 @@ func TestKeepAlivePing(t *testing.T) {
 			var pings, conns atomic.Int32
 			addr := fakeServer(t, func(nc net.Conn) {
 				conns.Add(1)
-				r := &frameReader{nc: nc}
-				for {
-					f, err := r.next()
-					if err != nil {
-						return
-					}
-					if f.Kind == proto.KindPing {
-						pings.Add(1)
-						nc.Write(proto.AppendPong(nil, f.Payload))
-					}
-				}
+				answerPings(nc, func() { pings.Add(1) })
 			})
 			// The timeout leaves room for a loaded -race run; 20 pings take
 			// twice as long, so an answer not counted would fail the
@@ -580,17 +586,7 @@ func TestKeepAliveWaitsForSilence(t *testing.T) {
 			last = time.Now()
 			time.Sleep(every / 4)
 		}
-		r := &frameReader{nc: nc}
-		for {
-			f, err := r.next()
-			if err != nil {
-				return
-			}
-			if f.Kind == proto.KindPing {
-				pings <- ping{time.Since(last)}
-				nc.Write(proto.AppendPong(nil, f.Payload))
-			}
-		}
+		answerPings(nc, func() { pings <- ping{time.Since(last)} })
 	})
 	dial(t, addr, client.Options{KeepAlive: every, KeepAliveTimeout: 5 * time.Second})
 	select {
