@@ -35,7 +35,7 @@ type Client struct {
 	srv     *serving      // the routes the server may call here
 	dropped atomic.Uint64 // pushes Options.Pushes had no room for
 	subs    subTable      // publish/subscribe: the live subscriptions
-	idle    *idleWires    // connections no one reads, with Conns > 1 (read.go)
+	idle    *idleWires    // connections no call waits on, with Conns > 1 (read.go)
 	watch   *lingerWatch  // gives unused read tokens back to listeners (read.go)
 	sweep   *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
 	ctxs    ctxWatches    // contexts callers share, watched once (ctxwatch.go)
@@ -248,8 +248,8 @@ func (c *Client) backoff(n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// pick returns a live wire: an idle one if there is one (read.go), else
-// trying each connection once from the next in turn.
+// pick returns a live wire: an idle one if there is one (no call waits on
+// it: read.go), else trying each connection once from the next in turn.
 func (c *Client) pick() (*wire, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed

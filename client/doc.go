@@ -13,7 +13,8 @@
 // subscriptions, streams), and on a connection whose callers have stopped
 // (1 ms to about 130 ms after the last call, the longer after a long run
 // of calls), so a GoAway or a Ping is heard between calls. With
-// several connections, a call goes to one no one reads first. A call's
+// several connections, a call goes to one no one reads first, then to one
+// only its listener reads, and only then round robin. A call's
 // context deadline travels in its frame; cancelling the context sends a
 // Cancel frame and frees the call, at once, or within 20 ms if its caller
 // is reading the connection for itself. Callers that keep sharing a

@@ -35,3 +35,15 @@ func WatchedContexts(c *Client) int {
 
 // ContextEnded returns the number of calls c's context watches have ended.
 func ContextEnded(c *Client) uint64 { return c.ctxs.endedCalls.Load() }
+
+// Listened returns the number of frames the listeners of c's connections
+// read, rather than callers reading their own replies. Only after c.Close.
+func Listened(c *Client) uint64 {
+	var n uint64
+	for _, s := range c.slots {
+		if w := s.w.Load(); w != nil {
+			n += w.rd.listened
+		}
+	}
+	return n
+}

@@ -33,7 +33,10 @@ import (
 // to that), so that a GoAway, a Ping or a lost connection is noticed
 // between calls. Whoever gives the token up decides which: release. Once it
 // has taken the token for that, the listener keeps it while calls stay
-// sparse (listenRead): callers then wait for it as behind any reader.
+// sparse (listenRead): callers then wait for it as behind any reader. With
+// more connections than one, it offers its connection meanwhile to calls
+// that find none free (idleWires), so that they come close enough together
+// for it to hand the connection over.
 
 const (
 	readBufSize = 64 << 10
@@ -79,6 +82,7 @@ type reading struct {
 	// Owned by the listener:
 	sparse    bool      // calls come further apart than lingerIdle: keep reading
 	lastReply time.Time // when it last finished a frame with nothing left to read
+	listened  uint64    // frames it read (tests look once the wire's goroutines end)
 }
 
 // longAgo is a read deadline in the past: a blocked read returns at once.
@@ -134,6 +138,14 @@ func (w *wire) release() {
 	}
 }
 
+// listIdle offers w, which its listener reads with no call waiting, to
+// the client's callers (idleWires).
+func (w *wire) listIdle() {
+	if w.rd.idle != nil {
+		w.rd.idle.put(w)
+	}
+}
+
 // mustListen reports whether someone must read w although no caller does.
 func (w *wire) mustListen() bool {
 	return w.srv.reg != nil || w.srv.pushes != nil || w.goingAway.Load() ||
@@ -172,6 +184,9 @@ func (w *wire) listen() {
 // read for itself.
 func (w *wire) listenRead() error {
 	w.setReadDeadline(time.Time{})
+	if w.rd.sparse {
+		w.listIdle()
+	}
 	for {
 		if err := w.readFrame(); err != nil {
 			if !isTimeout(err) {
@@ -181,6 +196,8 @@ func (w *wire) listenRead() error {
 			// cleared any a leader left: read on rather than fail.
 			w.rd.deadline = longAgo
 			w.setReadDeadline(time.Time{})
+		} else {
+			w.rd.listened++
 		}
 		w.rd.lapsed = false
 		if w.rd.br.Buffered() == 0 && !w.mustListen() {
@@ -188,6 +205,7 @@ func (w *wire) listenRead() error {
 			near := now.Sub(w.rd.lastReply) < lingerIdle
 			w.rd.lastReply = now
 			if w.rd.sparse && !near {
+				w.listIdle() // again, if a call took it off the list
 				continue
 			}
 			w.rd.sparse = false
@@ -523,18 +541,30 @@ func (lw *lingerWatch) stop() {
 	lw.wires = nil
 }
 
-// idleWires are a client's connections that no one reads and no call
-// waits on, the one freed last on top. With more connections than one,
-// pick takes a call to one of them before going round robin: the caller
-// then reads its own reply, instead of waiting behind another caller who
-// reads (or the listener) on a busy connection.
+// idleWires are a client's connections that no call waits on, the one
+// listed last on top: those no one reads, which their last reader released,
+// and those whose listener reads while calls on them are sparse. With more
+// connections than one, pick takes a call to one of them before going round
+// robin, first to one no one reads: its caller then reads its own reply,
+// instead of waiting behind another caller who reads (or the listener) on a
+// busy connection.
+//
+// Why the listeners' connections too: they start that way (and go back to it
+// after a lull), and a busy client whose calls found only the others would
+// send them one only by round robin, now and then, too sparsely for its
+// listener ever to hand it over; a tenth of the calls of 100 callers on 100
+// connections waited for a listener so, at the cost of a hand-over each.
+// Taken when no other is idle, such a connection gets the calls that would
+// have gone round robin, close enough together for its listener to hand it
+// over (listenRead).
 type idleWires struct {
 	mu  sync.Mutex
 	ws  []*wire
 	max int // the client's connections: a bound on live entries
 }
 
-// put adds w, which its last reader just released with nothing waiting.
+// put adds w, which its last reader released with nothing waiting, or whose
+// listener reads while calls are sparse.
 func (p *idleWires) put(w *wire) {
 	if !w.rd.listed.CompareAndSwap(false, true) {
 		return
@@ -556,19 +586,40 @@ func (p *idleWires) put(w *wire) {
 	p.mu.Unlock()
 }
 
-// get returns the idle wire freed last that is still idle and usable; nil
-// if there is none.
+// get takes the wire listed last that no one reads; failing that, the one
+// listed last whose token is held with no call waiting (its listener's, as
+// a rule); nil if there is neither. Wires found with calls waiting are
+// dropped on the way, as are those no longer usable: whoever reads a busy
+// one lists it again when it lets go with nothing waiting.
 func (p *idleWires) get() *wire {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for n := len(p.ws); n > 0; n-- {
-		w := p.ws[n-1]
-		p.ws[n-1] = nil
-		p.ws = p.ws[:n-1]
-		w.rd.listed.Store(false)
-		if !w.rd.tok.Load() && w.usable() {
-			return w
+	held := -1
+	for i := len(p.ws) - 1; i >= 0; i-- {
+		w := p.ws[i]
+		read := w.rd.tok.Load()
+		switch {
+		case !w.usable() || read && w.pending.waiting():
+			p.take(i)
+			if held > i {
+				held--
+			}
+		case !read:
+			return p.take(i)
+		case held < 0:
+			held = i
 		}
 	}
-	return nil
+	if held < 0 {
+		return nil
+	}
+	return p.take(held)
+}
+
+// take removes the i-th entry and returns its wire.
+func (p *idleWires) take(i int) *wire {
+	w := p.ws[i]
+	p.ws = slices.Delete(p.ws, i, i+1)
+	w.rd.listed.Store(false)
+	return w
 }

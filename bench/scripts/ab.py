@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Two or more builds of the bench module side by side: single runs of one
 cell, the builds interleaved (A B, then B A, ...), and for each build and
-system the median calls/s and CPU per call over the rounds, with the
-round-by-round ratio of each build's calls/s to the first build's.
+system the median calls/s and CPU per call (and its client and server
+parts) over the rounds, with the round-by-round ratio of each build's
+calls/s to the first build's.
 
 usage: ab.py ROUNDS CELL SYSTEMS BENCH_BINARY...
   e.g. (cd bench && go build -o /tmp/bench-new .)   # and /tmp/bench-old from the other commit
@@ -30,7 +31,8 @@ def run(binary, cell, systems):
         for s in c['systems']:
             if s['runs']:
                 r = s['runs'][0]
-                out[s['system']] = (r['calls_per_sec'], r['cpu_per_call_us'])
+                out[s['system']] = (r['calls_per_sec'], r['cpu_per_call_us'],
+                                    r.get('client_cpu_per_call_us', 0), r.get('server_cpu_per_call_us', 0))
     return out
 
 
@@ -44,7 +46,7 @@ def main():
         for b in order:
             for system, v in run(b, cell, systems).items():
                 got[(b, system)].append(v)
-                print('round %d  %-24s %-10s %9.0f calls/s  %7.2f us/call' % (r + 1, b, system, v[0], v[1]), flush=True)
+                print('round %d  %-24s %-10s %9.0f calls/s  %7.2f us/call (%.2f+%.2f)' % ((r + 1, b, system) + v), flush=True)
     print()
     for system in systems.split(','):
         base = got.get((binaries[0], system))
@@ -52,8 +54,8 @@ def main():
             v = got.get((b, system))
             if not v:
                 continue
-            line = '%-24s %-10s median %9.0f calls/s  %7.2f us/call' % (
-                b, system, statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
+            line = '%-24s %-10s median %9.0f calls/s  %7.2f us/call (client %.2f, server %.2f)' % (
+                (b, system) + tuple(statistics.median(x[i] for x in v) for i in range(4)))
             if b != binaries[0] and base and len(v) == len(base):
                 ratios = [x[0] / y[0] for x, y in zip(v, base)]
                 line += '  calls/s over %s by round: median %.3f (%s)' % (
