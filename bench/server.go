@@ -36,6 +36,7 @@ func serveMain(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	ownProcess = true
 	sys, ok := systems[*name]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "bench -serve: %v %q\n", errNoSystem, *name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/rpcd/rpcd/client"
@@ -14,10 +15,10 @@ import (
 
 // rpcdSystem serves rpcd's built-in routes (Bench/EchoPacket: a raw echo,
 // read in place and appended to the reply buffer on the event loop) from a
-// reactor with default options, and calls them with client.CallRaw into a
-// per-caller reply buffer. One client.Client holds all of a cell's
-// connections; it spreads calls over them itself (a connection no one
-// reads first, else round robin).
+// reactor with default options but for its loops (ownProcess), and calls
+// them with client.CallRaw into a per-caller reply buffer. One
+// client.Client holds all of a cell's connections; it spreads calls over
+// them itself (a connection no one reads first, else round robin).
 type rpcdSystem struct {
 	// register, if set, replaces builtin.Register (tests use it to serve a
 	// wrong echo).
@@ -25,6 +26,13 @@ type rpcdSystem struct {
 }
 
 func init() { register(rpcdSystem{}) }
+
+// ownProcess is set in a server child (bench -serve), where nothing but the
+// server waits on the network: rpcd's server then runs a loop per P, as
+// `rpcd serve` does. In this process (-inproc, tests) it keeps the
+// reactor's default, which leaves a P to the load's goroutines
+// (reactor.Options.Loops).
+var ownProcess bool
 
 func (rpcdSystem) name() string { return "rpcd" }
 
@@ -41,7 +49,11 @@ func (s rpcdSystem) serve(addr string) (func(), string, error) {
 	} else {
 		builtin.Register(reg)
 	}
-	srv := reactor.New(reg, reactor.Options{Logger: quietLogger()})
+	opts := reactor.Options{Logger: quietLogger()}
+	if ownProcess {
+		opts.Loops = runtime.GOMAXPROCS(0)
+	}
+	srv := reactor.New(reg, opts)
 	if err := srv.Start(addr); err != nil {
 		return nil, "", err
 	}

@@ -14,7 +14,18 @@ import (
 // Options configures a Server. The zero Options is valid: every zero field
 // takes the default given in its comment.
 type Options struct {
-	// Loops is the number of gnet event loops; default runtime.GOMAXPROCS(0).
+	// Loops is the number of gnet event loops; default one fewer than
+	// runtime.GOMAXPROCS(0), at least 1.
+	//
+	// A loop waiting in epoll_wait keeps its P: Go takes a P back from a
+	// system call only at sysmon's tick, and from a loop under load, whose
+	// waits are short, hardly ever. With a loop on every P, whatever else in
+	// the process waits in Go's own network poller (clients, HTTP servers,
+	// blocking handlers calling other services) runs only when sysmon polls,
+	// every 10 ms; so by default one P is left to it. A server with nothing
+	// else in its process waiting on the network serves the most calls with
+	// a loop per P: `rpcd serve` runs so unless it serves the HTTP gateway.
+	// docs/performance.md, "Event loops and Ps", has the figures.
 	Loops int
 
 	// Limits bounds every frame read: frame size (default 4 MiB), route
@@ -110,7 +121,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Loops <= 0 {
-		o.Loops = runtime.GOMAXPROCS(0)
+		o.Loops = max(1, runtime.GOMAXPROCS(0)-1)
 	}
 	o.Limits = o.Limits.WithDefaults()
 	if o.MaxInflight <= 0 {

@@ -55,7 +55,7 @@ type serveFlags struct {
 func setupServe(fs *flag.FlagSet) func(*cli, []string) error {
 	f := &serveFlags{}
 	fs.StringVar(&f.addr, "addr", defaultAddr, "`address` to listen on: host:port (port 0 picks one), or unix:///path")
-	fs.IntVar(&f.loops, "loops", 0, "number of event loops; 0 means GOMAXPROCS")
+	fs.IntVar(&f.loops, "loops", 0, "number of event loops; 0 means GOMAXPROCS, or one fewer (at least 1) with -gateway")
 	fs.IntVar(&f.maxFrame, "max-frame", proto.DefaultMaxFrameSize, "largest frame read or written, header included, in `bytes`")
 	fs.IntVar(&f.maxInflight, "max-inflight", 0, "blocking calls in flight per connection; 0 means the reactor's default")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "how long a shutdown waits for the calls in flight")
@@ -144,7 +144,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	}
 	loops := f.loops
 	if loops == 0 {
-		loops = runtime.GOMAXPROCS(0)
+		loops = defaultLoops(runtime.GOMAXPROCS(0), f.gateway.addr != "")
 	}
 	srv = reactor.New(reg, reactor.Options{
 		Loops:            loops,
@@ -251,4 +251,19 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, usagef("-log-format is %q, want text or json", format)
+}
+
+// defaultLoops is the number of event loops serve runs when -loops is 0:
+// one per P, for a process that serves rpcd alone, or with the HTTP gateway
+// one fewer, at least one, as the reactor's default leaves. An event loop
+// waiting in epoll_wait keeps its P (reactor.Options.Loops): with a loop on
+// every P, the gateway's connections, which wait in Go's own network poller,
+// were served when sysmon polled it, every 10 ms: under RPC load its calls
+// took 7.2 ms at p90, against 0.41 ms with a P left to them, and it served
+// a thirteenth of the requests (docs/performance.md, "Event loops and Ps").
+func defaultLoops(procs int, gateway bool) int {
+	if gateway {
+		return max(1, procs-1)
+	}
+	return procs
 }

@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -174,5 +176,48 @@ func TestServeGatewayDrain(t *testing.T) {
 	}
 	if st := <-status; st != 0 || !strings.Contains(log.String(), "rpcd: stopped") {
 		t.Errorf("exit status %d, want 0; log:\n%s", st, log.String())
+	}
+}
+
+// TestServeLoopsLeaveAPToTheGateway: without -loops, serve runs an event
+// loop per P when it serves rpcd alone, and one fewer (at least one) with
+// the gateway, whose connections wait in Go's network poller (defaultLoops).
+func TestServeLoopsLeaveAPToTheGateway(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	for _, tc := range []struct {
+		args  []string
+		loops int
+	}{
+		{nil, procs},
+		{[]string{"-gateway", "127.0.0.1:0"}, max(1, procs-1)},
+		{[]string{"-gateway", "127.0.0.1:0", "-loops", "3"}, 3},
+	} {
+		sigs := make(chan os.Signal, 2)
+		log := &syncBuffer{}
+		c := &cli{
+			stdin: strings.NewReader(""), stdout: io.Discard, stderr: log,
+			signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
+		}
+		code := make(chan int, 1)
+		exited := make(chan struct{})
+		go func() {
+			code <- c.run(append([]string{"serve", "-addr", "127.0.0.1:0", "-log-format", "json"}, tc.args...))
+			close(exited)
+		}()
+		if _, err := waitServing(log, exited); err != nil {
+			t.Fatalf("serve %v: %v; log:\n%s", tc.args, err, log.String())
+		}
+		if want := fmt.Sprintf(`"loops":%d,`, tc.loops); !strings.Contains(log.String(), want) {
+			t.Errorf("serve %v with GOMAXPROCS %d: the log lacks %s:\n%s", tc.args, procs, want, log.String())
+		}
+		sigs <- syscall.SIGTERM
+		select {
+		case <-exited:
+		case <-time.After(stopTimeout):
+			t.Fatalf("serve %v did not exit after SIGTERM", tc.args)
+		}
+		if st := <-code; st != 0 {
+			t.Errorf("serve %v: exit status %d, want 0", tc.args, st)
+		}
 	}
 }
