@@ -149,6 +149,9 @@ func (s *Server) Addr() net.Addr {
 
 func (s *Server) serve(ln net.Listener) error {
 	defer close(s.done)
+	if s.opts.TLS == nil { // the event loops' connections: accept them beside busy loops (accept.go)
+		ln = newPollListener(ln)
+	}
 	s.ln = ln
 	s.tasks = make(chan *task, s.opts.BlockingQueue)
 	for range s.opts.BlockingWorkers {

@@ -1,0 +1,116 @@
+package reactor
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pollListener accepts a listener's connections after waiting for them in
+// poll(2) on its descriptor, not in Go's network poller.
+//
+// Why: an event loop waits in epoll_wait holding its P, and a loop under
+// load makes its waits too short for sysmon to take the P back. With a
+// loop on every P (as `rpcd serve` runs), no thread polls Go's network
+// poller but sysmon, every 10 ms, so an Accept parked there took about a
+// connection per 10 ms while the loops were busy: 982 and 1,210
+// connections (each dialled, called once and closed) in 3 s, at p90 10.0
+// and 8.1 ms, against 8,492 and 6,568 at 0.67 and 0.80 ms this way
+// (docs/performance.md, "Event loops and Ps"). A goroutine whose system
+// call returns needs no poller: it queues for the next free P, which a
+// loop gives up at its next pause.
+type pollListener struct {
+	net.Listener
+	rc     syscall.RawConn
+	ddl    interface{ SetDeadline(time.Time) error }
+	wakeR  *os.File // readable once Close has begun: ends a wait
+	wakeW  *os.File
+	closed atomic.Bool
+	once   sync.Once
+}
+
+// acceptWaitMax bounds an Accept that poll(2) sent after a connection gone
+// by the time it ran (reset by its peer): the Accept gives up then, and the
+// wait starts again, instead of parking in Go's network poller.
+const acceptWaitMax = time.Millisecond
+
+// newPollListener wraps ln, or returns ln itself if it has no descriptor
+// to poll (a listener type of the caller's own, given to Server.Serve) or
+// the pipe that ends a wait cannot be made.
+func newPollListener(ln net.Listener) net.Listener {
+	sc, ok := ln.(syscall.Conn)
+	ddl, ok2 := ln.(interface{ SetDeadline(time.Time) error })
+	if !ok || !ok2 {
+		return ln
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return ln
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return ln
+	}
+	return &pollListener{Listener: ln, rc: rc, ddl: ddl, wakeR: r, wakeW: w}
+}
+
+// Accept waits for a connection in poll(2), then takes it.
+func (l *pollListener) Accept() (net.Conn, error) {
+	for {
+		if l.closed.Load() {
+			return nil, net.ErrClosed
+		}
+		if err := l.wait(); err != nil {
+			return nil, err
+		}
+		if l.closed.Load() {
+			return nil, net.ErrClosed
+		}
+		_ = l.ddl.SetDeadline(time.Now().Add(acceptWaitMax))
+		nc, err := l.Listener.Accept()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			continue
+		}
+		return nc, err
+	}
+}
+
+// wait returns once the listener has a connection waiting, or Close has
+// begun. The descriptor is held open meanwhile (RawConn.Control), so a
+// Close cannot free its number for another file while poll(2) looks at it;
+// Close ends the wait first.
+func (l *pollListener) wait() error {
+	var perr error
+	wake := int32(l.wakeR.Fd())
+	err := l.rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: wake, Events: unix.POLLIN}}
+		for {
+			_, perr = unix.Poll(fds, -1)
+			if perr != unix.EINTR {
+				return
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return perr
+}
+
+// Close ends any wait, then closes the listener and the pipe.
+func (l *pollListener) Close() error {
+	var err error
+	l.once.Do(func() {
+		l.closed.Store(true)
+		l.wakeW.Close() // the read end polls readable (end of file) from here on
+		err = l.Listener.Close()
+		l.wakeR.Close()
+	})
+	return err
+}
