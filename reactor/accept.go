@@ -66,44 +66,62 @@ func (l *pollListener) Accept() (net.Conn, error) {
 		if l.closed.Load() {
 			return nil, net.ErrClosed
 		}
-		if err := l.wait(); err != nil {
-			return nil, err
+		ready, err := l.wait()
+		if err != nil {
+			return nil, l.failed(err)
 		}
-		if l.closed.Load() {
-			return nil, net.ErrClosed
+		if !ready || l.closed.Load() {
+			continue
 		}
 		_ = l.ddl.SetDeadline(time.Now().Add(acceptWaitMax))
 		nc, err := l.Listener.Accept()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			continue
 		}
-		return nc, err
+		return nc, l.failed(err)
 	}
 }
 
-// wait returns once the listener has a connection waiting, or Close has
-// begun. The descriptor is held open meanwhile (RawConn.Control), so a
-// Close cannot free its number for another file while poll(2) looks at it;
-// Close ends the wait first.
-func (l *pollListener) wait() error {
+// failed closes the pipe once the listener was closed behind the
+// wrapper's back, and returns err.
+func (l *pollListener) failed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		l.Close()
+	}
+	return err
+}
+
+// acceptPollMax bounds one wait in poll(2). The descriptor is held open
+// while poll(2) looks at it, so a Close of the listener itself, not
+// through this wrapper (Server.Serve's caller closing its own listener),
+// waits for the poll to end: at most this long.
+const acceptPollMax = 200 * time.Millisecond
+
+// wait waits in poll(2) until the listener has a connection waiting, Close
+// has begun or acceptPollMax has passed, and reports whether the listener
+// is readable. The descriptor is held open meanwhile (RawConn.Control),
+// so that no Close can free its number for another file while poll(2)
+// looks at it; Close ends the wait first.
+func (l *pollListener) wait() (bool, error) {
+	var n int
 	var perr error
 	wake := int32(l.wakeR.Fd())
 	err := l.rc.Control(func(fd uintptr) {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: wake, Events: unix.POLLIN}}
 		for {
-			_, perr = unix.Poll(fds, -1)
+			n, perr = unix.Poll(fds, int(acceptPollMax/time.Millisecond))
 			if perr != unix.EINTR {
 				return
 			}
 		}
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
-	return perr
+	return n > 0, perr
 }
 
-// Close ends any wait, then closes the listener and the pipe.
+// Close ends any wait at once, then closes the listener and the pipe.
 func (l *pollListener) Close() error {
 	var err error
 	l.once.Do(func() {

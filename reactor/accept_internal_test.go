@@ -77,6 +77,38 @@ func TestPollListener(t *testing.T) {
 		})
 	}
 
+	t.Run("closed underneath", func(t *testing.T) {
+		// Server.Serve's caller may close its own listener: a wait in
+		// poll(2) holds the descriptor for at most acceptPollMax, so that
+		// Close returns and the Accept ends, and the pipe is closed.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl := newPollListener(ln).(*pollListener)
+		accepted := make(chan error, 1)
+		go func() {
+			_, err := pl.Accept()
+			accepted <- err
+		}()
+		time.Sleep(20 * time.Millisecond)
+		closed := make(chan error, 1)
+		go func() { closed <- ln.Close() }()
+		for _, ch := range []chan error{closed, accepted} {
+			select {
+			case err := <-ch:
+				if ch == accepted && !errors.Is(err, net.ErrClosed) {
+					t.Errorf("Accept after the listener's Close: %v, want net.ErrClosed", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the listener's own Close and the Accept did not end")
+			}
+		}
+		if fd := pl.wakeR.Fd(); fd != ^uintptr(0) {
+			t.Errorf("the pipe's read end is still open (descriptor %d)", fd)
+		}
+	})
+
 	type plain struct{ net.Listener } // hides the descriptor
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
