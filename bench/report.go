@@ -268,7 +268,7 @@ func (rep *report) printNotes(w io.Writer) {
 func notes(m machine, inproc bool) []string {
 	cpu := fmt.Sprintf("CPU µs/call: over the measured window, (this load process's user+system time from getrusage) + (the server process's utime+stime from /proc/PID/stat, in 1/%d s ticks), divided by the calls.", m.ClockTicks)
 	if inproc {
-		cpu = "CPU µs/call: servers ran in-process, so it is the one process's user+system time (getrusage) over the measured window, divided by the calls; the server column is 0."
+		cpu = "CPU µs/call: servers ran in-process, so it is the one process's user+system time (getrusage) over the measured window, divided by the calls; the server column is 0. rpcd's server runs the reactor's default event loops here, one fewer than GOMAXPROCS, which leaves the client a P; the gnet floor keeps a loop per P, whose busy loops leave the client's goroutines to sysmon's polls of Go's network poller (docs/performance.md, \"Event loops and Ps\")."
 	}
 	return []string{
 		"Each figure (calls/s, p50, p99, CPU/call) is the median over runs, taken separately; ×rpcd is the system's median over rpcd's: calls/s (higher is better), CPU per call (lower is better).",
