@@ -94,8 +94,8 @@ func (l *pollListener) failed(err error) error {
 // acceptPollMax bounds one wait in poll(2). The descriptor is held open
 // while poll(2) looks at it, so a Close of the listener itself, not
 // through this wrapper (Server.Serve's caller closing its own listener),
-// waits for the poll to end: at most this long.
-const acceptPollMax = 200 * time.Millisecond
+// waits for the poll to end: at most this long. (A variable for the tests.)
+var acceptPollMax = 200 * time.Millisecond
 
 // wait waits in poll(2) until the listener has a connection waiting, Close
 // has begun or acceptPollMax has passed, and reports whether the listener

@@ -10,9 +10,12 @@ import (
 
 // TestPollListener: a listener with a descriptor is wrapped; its Accept
 // takes the connections that come, and Close ends an Accept waiting in
-// poll(2) with net.ErrClosed (a Close that did not wake the wait would
-// hang, the Accept with it). A listener without a descriptor is left as is.
+// poll(2) with net.ErrClosed (with the waits unbounded here, a Close that
+// did not wake the wait would hang, the Accept with it). A listener
+// without a descriptor is left as is.
 func TestPollListener(t *testing.T) {
+	defer func(d time.Duration) { acceptPollMax = d }(acceptPollMax)
+	acceptPollMax = time.Hour // only Close's wake-up can end a wait
 	for _, addr := range []string{"127.0.0.1:0", "unix://" + filepath.Join(t.TempDir(), "s.sock")} {
 		t.Run(addr[:4], func(t *testing.T) {
 			ln, err := Listen(addr)
@@ -44,29 +47,9 @@ func TestPollListener(t *testing.T) {
 				got.Close()
 			}
 
-			accepted := make(chan error, 1)
-			go func() {
-				nc, err := pl.Accept()
-				if nc != nil {
-					nc.Close()
-				}
-				accepted <- err
-			}()
-			time.Sleep(20 * time.Millisecond) // let it wait in poll(2)
-			closed := make(chan error, 1)
-			go func() { closed <- pl.Close() }()
-			for _, ch := range []chan error{accepted, closed} {
-				select {
-				case err := <-ch:
-					if ch == accepted && !errors.Is(err, net.ErrClosed) {
-						t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
-					}
-					if ch == closed && err != nil {
-						t.Errorf("Close: %v", err)
-					}
-				case <-time.After(5 * time.Second):
-					t.Fatal("Close did not end the Accept waiting in poll(2)")
-				}
+			acceptErr, closeErr := closeWhileAccepting(t, pl, pl.Close)
+			if !errors.Is(acceptErr, net.ErrClosed) || closeErr != nil {
+				t.Errorf("Accept and Close: %v and %v, want net.ErrClosed and nil", acceptErr, closeErr)
 			}
 			if _, err := pl.Accept(); !errors.Is(err, net.ErrClosed) {
 				t.Errorf("Accept on a closed listener: %v, want net.ErrClosed", err)
@@ -81,28 +64,14 @@ func TestPollListener(t *testing.T) {
 		// Server.Serve's caller may close its own listener: a wait in
 		// poll(2) holds the descriptor for at most acceptPollMax, so that
 		// Close returns and the Accept ends, and the pipe is closed.
+		acceptPollMax = 200 * time.Millisecond
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		pl := newPollListener(ln).(*pollListener)
-		accepted := make(chan error, 1)
-		go func() {
-			_, err := pl.Accept()
-			accepted <- err
-		}()
-		time.Sleep(20 * time.Millisecond)
-		closed := make(chan error, 1)
-		go func() { closed <- ln.Close() }()
-		for _, ch := range []chan error{closed, accepted} {
-			select {
-			case err := <-ch:
-				if ch == accepted && !errors.Is(err, net.ErrClosed) {
-					t.Errorf("Accept after the listener's Close: %v, want net.ErrClosed", err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("the listener's own Close and the Accept did not end")
-			}
+		if acceptErr, _ := closeWhileAccepting(t, pl, ln.Close); !errors.Is(acceptErr, net.ErrClosed) {
+			t.Errorf("Accept after the listener's own Close: %v, want net.ErrClosed", acceptErr)
 		}
 		if fd := pl.wakeR.Fd(); fd != ^uintptr(0) {
 			t.Errorf("the pipe's read end is still open (descriptor %d)", fd)
@@ -118,4 +87,32 @@ func TestPollListener(t *testing.T) {
 	if got := newPollListener(plain{ln}); got != (plain{ln}) {
 		t.Errorf("a listener without a descriptor became %T", got)
 	}
+}
+
+// closeWhileAccepting starts an Accept on pl, lets it wait in poll(2),
+// calls closeFn, and returns what the Accept and closeFn returned; it
+// fails the test if either has not returned within 5 s.
+func closeWhileAccepting(t *testing.T, pl *pollListener, closeFn func() error) (acceptErr, closeErr error) {
+	t.Helper()
+	accepted, closed := make(chan error, 1), make(chan error, 1)
+	go func() {
+		nc, err := pl.Accept()
+		if nc != nil {
+			nc.Close()
+		}
+		accepted <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let it wait in poll(2)
+	go func() { closed <- closeFn() }()
+	for _, p := range []struct {
+		ch  chan error
+		err *error
+	}{{accepted, &acceptErr}, {closed, &closeErr}} {
+		select {
+		case *p.err = <-p.ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the Close and the Accept waiting in poll(2) did not both return")
+		}
+	}
+	return acceptErr, closeErr
 }
