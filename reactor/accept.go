@@ -31,6 +31,7 @@ type pollListener struct {
 	ddl    interface{ SetDeadline(time.Time) error }
 	wakeR  *os.File // readable once Close has begun: ends a wait
 	wakeW  *os.File
+	wake   int32 // wakeR's descriptor
 	closed atomic.Bool
 	once   sync.Once
 }
@@ -57,7 +58,7 @@ func newPollListener(ln net.Listener) net.Listener {
 	if err != nil {
 		return ln
 	}
-	return &pollListener{Listener: ln, rc: rc, ddl: ddl, wakeR: r, wakeW: w}
+	return &pollListener{Listener: ln, rc: rc, ddl: ddl, wakeR: r, wakeW: w, wake: int32(r.Fd())}
 }
 
 // Accept waits for a connection in poll(2), then takes it.
@@ -101,13 +102,14 @@ var acceptPollMax = 200 * time.Millisecond
 // has begun or acceptPollMax has passed, and reports whether the listener
 // is readable. The descriptor is held open meanwhile (RawConn.Control),
 // so that no Close can free its number for another file while poll(2)
-// looks at it; Close ends the wait first.
+// looks at it; Close ends the wait first. The pipe's read end is open
+// too while Control runs: Close closes it only after the listener, whose
+// Close waits for Control to return.
 func (l *pollListener) wait() (bool, error) {
 	var n int
 	var perr error
-	wake := int32(l.wakeR.Fd())
 	err := l.rc.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: wake, Events: unix.POLLIN}}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: l.wake, Events: unix.POLLIN}}
 		for {
 			n, perr = unix.Poll(fds, int(acceptPollMax/time.Millisecond))
 			if perr != unix.EINTR {
