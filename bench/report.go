@@ -274,7 +274,7 @@ func notes(m machine, inproc bool) []string {
 		"Each figure (calls/s, p50, p99, CPU/call) is the median over runs, taken separately; ×rpcd is the system's median over rpcd's: calls/s (higher is better), CPU per call (lower is better).",
 		cpu,
 		"MB/s counts request plus reply payload. Every reply is checked byte for byte against its request (a per-caller pattern stamped with a per-call sequence number); errors counts failed and wrong replies over all runs.",
-		"Cells are conns × callers per conn. rpcd's client sends a call to a connection no one is reading first (the one freed last), else round robin; every other client but Kitex's pins caller w to connection w % conns.",
+		"Cells are conns × callers per conn. rpcd's client sends a call to a connection no one is reading first (the one freed last), then to one only its listener reads, else round robin; every other client but Kitex's pins caller w to connection w % conns.",
 		"tcp-floor and gnet-floor have no multiplexing: callers sharing a connection take turns under a mutex, so their 1x128 cells measure 128 callers queueing for one ping-pong.",
 		"drpc runs one RPC at a time per connection by design (its README points to a connection pool); callers sharing a connection queue for it.",
 		"kitex runs one call at a time per connection and pools connections (its multiplexing transport is deprecated): it opens a connection per caller, 128 in the 1x128 cells.",

@@ -18,7 +18,8 @@ import (
 // reactor with default options but for its loops (ownProcess), and calls
 // them with client.CallRaw into a per-caller reply buffer. One
 // client.Client holds all of a cell's connections; it spreads calls over
-// them itself (a connection no one reads first, else round robin).
+// them itself (a connection no one reads first, then one only its
+// listener reads, else round robin).
 type rpcdSystem struct {
 	// register, if set, replaces builtin.Register (tests use it to serve a
 	// wrong echo).
