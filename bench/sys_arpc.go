@@ -34,15 +34,10 @@ func (arpcSystem) serve(addr string) (func(), string, error) {
 		_ = ctx.Write(ctx.Body())
 	})
 	srv.Handler.Handle("/sum", arpcSum)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ln) }()
 	// Closing the listener ends arpc's accept loop, which then closes every
 	// connection. (arpc's Stop and Shutdown set a flag that the accept loop
 	// reads without synchronization: a data race under -race.)
-	stop := func() {
-		_ = ln.Close()
-		<-done
-	}
+	stop := serveInBackground(func() { _ = srv.Serve(ln) }, func() { _ = ln.Close() })
 	return stop, ln.Addr().String(), nil
 }
 

@@ -93,15 +93,7 @@ func (drpcSystem) serve(addr string) (func(), string, error) {
 	}
 	srv := drpcserver.New(mux)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ctx, ln) }()
-	stop := func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-		}
-	}
+	stop := serveInBackground(func() { _ = srv.Serve(ctx, ln) }, cancel)
 	return stop, ln.Addr().String(), nil
 }
 

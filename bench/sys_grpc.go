@@ -107,9 +107,7 @@ func (grpcSystem) serve(addr string) (func(), string, error) {
 	}
 	srv := grpc.NewServer()
 	srv.RegisterService(&echoServiceDesc, grpcEcho{})
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ln) }()
-	stop := func() { srv.Stop(); <-done }
+	stop := serveInBackground(func() { _ = srv.Serve(ln) }, srv.Stop)
 	return stop, ln.Addr().String(), nil
 }
 

@@ -59,15 +59,7 @@ func (kitexSystem) serve(addr string) (func(), string, error) {
 		kitexserver.WithListener(ln),
 		kitexserver.WithExitWaitTime(time.Second), // the default waits 5 s for connections to go idle
 	)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Run() }()
-	stop := func() {
-		_ = srv.Stop()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-		}
-	}
+	stop := serveInBackground(func() { _ = srv.Run() }, func() { _ = srv.Stop() })
 	return stop, ln.Addr().String(), nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"time"
 
 	rpcxclient "github.com/smallnest/rpcx/client"
 	rpcxlog "github.com/smallnest/rpcx/log"
@@ -48,15 +47,7 @@ func (rpcxSystem) serve(addr string) (func(), string, error) {
 		ln.Close()
 		return nil, "", err
 	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.ServeListener("tcp", ln) }()
-	stop := func() {
-		_ = srv.Close()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-		}
-	}
+	stop := serveInBackground(func() { _ = srv.ServeListener("tcp", ln) }, func() { _ = srv.Close() })
 	return stop, ln.Addr().String(), nil
 }
 

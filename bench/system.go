@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/rpcd/rpcd/internal/loadgen"
 )
@@ -34,6 +35,22 @@ type caller interface {
 	call(ctx context.Context, worker int, req, reply []byte) ([]byte, error)
 	// close closes every connection; calls still waiting fail.
 	close() error
+}
+
+// serveInBackground runs serve on a goroutine of its own and returns the
+// system's stop function: it calls halt, then waits for serve to return,
+// at most 5 s (a peer's own stop may not wait for its connections, or may
+// hang on one).
+func serveInBackground(serve, halt func()) func() {
+	done := make(chan struct{})
+	go func() { defer close(done); serve() }()
+	return func() {
+		halt()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+	}
 }
 
 // systems lists every system by name, in table order: rpcd first (the

@@ -14,8 +14,8 @@ import (
 // Options configures a Server. The zero Options is valid: every zero field
 // takes the default given in its comment.
 type Options struct {
-	// Loops is the number of gnet event loops; default one fewer than
-	// runtime.GOMAXPROCS(0), at least 1.
+	// Loops is the number of gnet event loops; default DefaultLoops(), one
+	// fewer than runtime.GOMAXPROCS(0), at least 1.
 	//
 	// A loop waiting in epoll_wait keeps its P: Go takes a P back from a
 	// system call only at sysmon's tick, and from a loop under load, whose
@@ -121,9 +121,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultLoops is the number of event loops a Server runs when
+// Options.Loops is 0: one fewer than runtime.GOMAXPROCS(0), at least 1.
+func DefaultLoops() int { return max(1, runtime.GOMAXPROCS(0)-1) }
+
 func (o Options) withDefaults() Options {
 	if o.Loops <= 0 {
-		o.Loops = max(1, runtime.GOMAXPROCS(0)-1)
+		o.Loops = DefaultLoops()
 	}
 	o.Limits = o.Limits.WithDefaults()
 	if o.MaxInflight <= 0 {

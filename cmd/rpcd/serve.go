@@ -144,7 +144,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	}
 	loops := f.loops
 	if loops == 0 {
-		loops = defaultLoops(runtime.GOMAXPROCS(0), f.gateway.addr != "")
+		loops = defaultLoops(f.gateway.addr != "")
 	}
 	srv = reactor.New(reg, reactor.Options{
 		Loops:            loops,
@@ -255,15 +255,15 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 
 // defaultLoops is the number of event loops serve runs when -loops is 0:
 // one per P, for a process that serves rpcd alone, or with the HTTP gateway
-// one fewer, at least one, as the reactor's default leaves. An event loop
+// the reactor's default, which leaves a P to the rest. An event loop
 // waiting in epoll_wait keeps its P (reactor.Options.Loops): with a loop on
 // every P, the gateway's connections, which wait in Go's own network poller,
 // were served when sysmon polled it, every 10 ms: under RPC load its calls
 // took 7.2 ms at p90, against 0.41 ms with a P left to them, and it served
 // a thirteenth of the requests (docs/performance.md, "Event loops and Ps").
-func defaultLoops(procs int, gateway bool) int {
+func defaultLoops(gateway bool) int {
 	if gateway {
-		return max(1, procs-1)
+		return reactor.DefaultLoops()
 	}
-	return procs
+	return runtime.GOMAXPROCS(0)
 }
