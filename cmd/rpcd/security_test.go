@@ -105,6 +105,9 @@ func TestProcessSecurity(t *testing.T) {
 	if !strings.Contains(d.log.String(), "tls=true auth=true") {
 		t.Errorf("the serving line does not say TLS and authentication are on:\n%s", d.log.String())
 	}
+	if log := d.log.String(); !strings.Contains(log, `transport="goroutine per connection"`) || strings.Contains(log, "loops=") {
+		t.Errorf("the serving line reports event loops, which TLS does not use:\n%s", log)
+	}
 
 	signed := rpcd(t, "", "token", "-key", f.hmacKey, "-subject", "carol", "-roles", "admin", "-ttl", "1h")
 	if signed.code != 0 || strings.Count(signed.stdout, ".") != 1 {

@@ -197,13 +197,17 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		_ = shutdown(context.Background(), srv, gw)
 		return exitStatus(exitFail)
 	}
-	logger.Info("rpcd: serving",
-		"addr", srv.Addr().String(),
-		"loops", loops,
+	// Over TLS the reactor serves on the standard library's transport, a
+	// goroutine per connection: no event loops to report.
+	transport := []any{"loops", loops}
+	if tlsConfig != nil {
+		transport = []any{"transport", "goroutine per connection"}
+	}
+	logger.Info("rpcd: serving", append(append([]any{"addr", srv.Addr().String()}, transport...),
 		"GOMAXPROCS", runtime.GOMAXPROCS(0),
 		"routes", len(reg.Routes()),
 		"tls", tlsConfig != nil,
-		"auth", authenticator != nil)
+		"auth", authenticator != nil)...)
 
 	sig := <-sigs
 	logger.Info("rpcd: draining", "signal", sig.String(), "timeout", f.drainTimeout.String())
