@@ -123,7 +123,8 @@ type benchFlags struct {
 	matrix     string
 	runs       int
 	sec        clientSecurityFlags
-	subs       int // FanOut's subscribers
+	etcd       etcdAccessFlags // for an etcd:// -addr
+	subs       int             // FanOut's subscribers
 
 	set map[string]bool // the flags given on the command line
 }
@@ -151,6 +152,7 @@ func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.StringVar(&f.matrix, "matrix", "", "`name` of a set of runs to make in one go: seed (the NewLife table)")
 	fs.IntVar(&f.runs, "runs", 1, "make every cell `N` times, interleaved, and report each cell's median run by calls/s")
 	f.sec.define(fs)
+	f.etcd.define(fs, "with an etcd:// -addr")
 	return func(c *cli, args []string) error {
 		f.set = map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
@@ -202,6 +204,11 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 		return nil, usagef("-runs is %d, want 1 or more", f.runs)
 	case f.addr == "" && f.sec.given():
 		return nil, usagef("the TLS and token flags go with -addr: the server bench starts itself serves plain TCP without authentication")
+	case f.etcd.given() && !strings.HasPrefix(f.addr, "etcd://"):
+		return nil, usagef("the -etcd-... flags go with an etcd:// -addr")
+	}
+	if err := f.etcd.check(); err != nil {
+		return nil, err
 	}
 	p.runs = f.runs
 	if f.calls > 0 {

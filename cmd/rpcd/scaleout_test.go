@@ -226,6 +226,9 @@ func TestServeEtcdFlags(t *testing.T) {
 		{[]string{"-etcd", "127.0.0.1:1", "-service", "a/b"}, "without slashes"},
 		{[]string{"-etcd", "127.0.0.1:1", "-service", "a", "-weight", "0"}, "-weight is 0"},
 		{[]string{"-etcd", "127.0.0.1:1", "-service", "a", "-meta", "novalue"}, "want key=value"},
+		{[]string{"-etcd-user", "u", "-etcd-password-file", "f"}, "go with -etcd"},
+		{[]string{"-etcd", "127.0.0.1:1", "-service", "a", "-etcd-cert", "c.pem"}, "-etcd-cert and -etcd-key go together"},
+		{[]string{"-etcd", "127.0.0.1:1", "-service", "a", "-etcd-user", "u"}, "-etcd-user and -etcd-password-file go together"},
 	} {
 		r := rpcd(t, "", append([]string{"serve", "-addr", "127.0.0.1:0"}, tc.args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
@@ -275,5 +278,52 @@ func TestBenchService(t *testing.T) {
 		if n < 500 {
 			t.Errorf("node %d ran %d of 2000 calls", i, n)
 		}
+	}
+}
+
+// TestSecureEtcdProcesses: rpcd serve registers in an etcd that serves TLS
+// only, asks for client certificates and has authentication on, given the
+// -etcd-... flags, and rpcd bench reaches its nodes through it with the
+// same flags; serve without the password refuses to start, and bench
+// without TLS fails.
+func TestSecureEtcdProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and a server")
+	}
+	s := etcdtest.StartSecure(t)
+	pw := filepath.Join(t.TempDir(), "etcd-password")
+	if err := os.WriteFile(pw, []byte(s.Password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	access := []string{"-etcd-cacert", s.CA, "-etcd-cert", s.ClientCert, "-etcd-key", s.ClientKey, "-etcd-user", s.User, "-etcd-password-file", pw}
+	d := startServe(t, append([]string{"-etcd", s.Endpoint, "-service", "sec", "-loops", "1"}, access...)...)
+	if !strings.Contains(d.log.String(), "rpcd: registered") {
+		t.Errorf("serve did not say it registered:\n%s", d.log.String())
+	}
+
+	target := "etcd://" + s.Endpoint + "/sec"
+	r := rpcd(t, "", append([]string{"bench", "-addr", target, "-n", "300", "-warmup", "0", "-json"}, access...)...)
+	var rep struct{ Calls, Errors int64 }
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil || rep.Calls != 300 || rep.Errors != 0 {
+		t.Fatalf("bench through the secured etcd: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := rpcd(t, "", "bench", "-addr", target, "-n", "10", "-warmup", "0", "-timeout", "2s"); r.code == 0 {
+		t.Errorf("bench reached a TLS-only etcd without TLS:\n%s", r.stderr)
+	} else {
+		t.Logf("bench without TLS: exit %d: %s", r.code, r.stderr)
+	}
+	if r := rpcd(t, "", "bench", "-addr", "127.0.0.1:1", "-etcd-user", "u", "-etcd-password-file", pw); r.code != 2 || !strings.Contains(r.stderr, "go with an etcd:// -addr") {
+		t.Errorf("bench took -etcd-user with a plain address: exit %d, %s", r.code, r.stderr)
+	}
+
+	// A wrong password: serve logs why and exits.
+	bad := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(bad, []byte("not-it\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = rpcd(t, "", "serve", "-addr", "127.0.0.1:0", "-loops", "1", "-etcd", s.Endpoint, "-service", "sec",
+		"-etcd-cacert", s.CA, "-etcd-cert", s.ClientCert, "-etcd-key", s.ClientKey, "-etcd-user", s.User, "-etcd-password-file", bad)
+	if r.code == 0 || !strings.Contains(r.stderr, "cannot register in etcd") || !strings.Contains(r.stderr, "authentication failed") {
+		t.Errorf("serve with a wrong etcd password: exit %d\n%s", r.code, r.stderr)
 	}
 }

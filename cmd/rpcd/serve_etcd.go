@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ type etcdFlags struct {
 	weight    int
 	meta      string
 	ttl       time.Duration
+	access    etcdAccessFlags
 }
 
 func (f *etcdFlags) define(fs *flag.FlagSet) {
@@ -33,6 +35,7 @@ func (f *etcdFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.weight, "weight", 1, "with -etcd: this node's share of calls relative to the others' (1 to 100)")
 	fs.StringVar(&f.meta, "meta", "", "with -etcd: metadata listed with the node, as `key=value,...`")
 	fs.DurationVar(&f.ttl, "etcd-ttl", etcd.DefaultTTL, "with -etcd: the lease's time to live: how long a node that died stays listed")
+	f.access.define(fs, "with -etcd")
 }
 
 // check refuses flags that do not go together.
@@ -40,6 +43,8 @@ func (f *etcdFlags) check() error {
 	switch {
 	case f.endpoints == "" && (f.service != "" || f.advertise != "" || f.meta != ""):
 		return usagef("-service, -advertise and -meta go with -etcd")
+	case f.endpoints == "" && f.access.given():
+		return usagef("-etcd-tls, -etcd-cacert, -etcd-cert, -etcd-key, -etcd-user and -etcd-password-file go with -etcd")
 	case f.endpoints != "" && f.service == "":
 		return usagef("-etcd needs -service, the name to register under")
 	case f.service != "" && (strings.Contains(f.service, "/") || strings.TrimSpace(f.service) != f.service):
@@ -49,8 +54,10 @@ func (f *etcdFlags) check() error {
 	case f.ttl < time.Second:
 		return usagef("-etcd-ttl is %v, want at least 1s", f.ttl)
 	}
-	_, err := f.metadata()
-	return err
+	if _, err := f.metadata(); err != nil {
+		return err
+	}
+	return f.access.check()
 }
 
 func (f *etcdFlags) metadata() (map[string]string, error) {
@@ -100,7 +107,11 @@ func (f *etcdFlags) register(bound net.Addr, routes *handler.Registry, logger *s
 	for _, r := range routes.Routes() {
 		names = append(names, r.Name)
 	}
-	cli, err := etcd.NewClient(etcd.Endpoints(f.endpoints))
+	cfg, err := f.access.config(etcd.Endpoints(f.endpoints))
+	if err != nil {
+		return nil, err
+	}
+	cli, err := etcd.Connect(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -130,4 +141,62 @@ func (r *registration) deregister() {
 		r.log.Info("rpcd: deregistered", "key", r.reg.Key())
 	}
 	r.cli.Close()
+}
+
+// etcdAccessFlags reach an etcd that is secured: with TLS, with
+// authentication, or both. serve's -etcd and bench's etcd:// targets take
+// them (docs/scale-out.md, "A secured etcd").
+type etcdAccessFlags struct {
+	tls                bool
+	cacert, cert, key  string
+	user, passwordFile string
+}
+
+func (f *etcdAccessFlags) define(fs *flag.FlagSet, with string) {
+	fs.BoolVar(&f.tls, "etcd-tls", false, with+": speak TLS to etcd, trusting the system's CAs (implied by -etcd-cacert and -etcd-cert; https:// endpoints speak TLS anyway)")
+	fs.StringVar(&f.cacert, "etcd-cacert", "", with+": trust the etcd certificates these CAs sign (PEM `file`) instead of the system's")
+	fs.StringVar(&f.cert, "etcd-cert", "", with+": present this client certificate (PEM `file`) to etcd; with -etcd-key")
+	fs.StringVar(&f.key, "etcd-key", "", with+": the etcd client certificate's private key (PEM `file`)")
+	fs.StringVar(&f.user, "etcd-user", "", with+": authenticate to etcd as this `user`; with -etcd-password-file")
+	fs.StringVar(&f.passwordFile, "etcd-password-file", "", with+": the etcd user's password, the first line of this `file`")
+}
+
+// given reports whether any of the flags is set.
+func (f *etcdAccessFlags) given() bool {
+	return f.tls || f.cacert != "" || f.cert != "" || f.key != "" || f.user != "" || f.passwordFile != ""
+}
+
+// check refuses flags that do not go together.
+func (f *etcdAccessFlags) check() error {
+	switch {
+	case (f.cert == "") != (f.key == ""):
+		return usagef("-etcd-cert and -etcd-key go together")
+	case (f.user == "") != (f.passwordFile == ""):
+		return usagef("-etcd-user and -etcd-password-file go together")
+	}
+	return nil
+}
+
+// config returns the etcd.Config the flags ask for, for endpoints: the
+// certificate files and the password read.
+func (f *etcdAccessFlags) config(endpoints []string) (etcd.Config, error) {
+	cfg := etcd.Config{Endpoints: endpoints}
+	if f.tls || f.cacert != "" || f.cert != "" {
+		var err error
+		if cfg.TLS, err = etcd.TLSFiles(f.cacert, f.cert, f.key); err != nil {
+			return cfg, err
+		}
+	}
+	if f.user != "" {
+		b, err := os.ReadFile(f.passwordFile)
+		if err != nil {
+			return cfg, fmt.Errorf("rpcd: reading the etcd password: %w", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if cfg.Password = strings.TrimRight(line, "\r"); cfg.Password == "" {
+			return cfg, fmt.Errorf("rpcd: no etcd password on the first line of %s", f.passwordFile)
+		}
+		cfg.Username = f.user
+	}
+	return cfg, nil
 }

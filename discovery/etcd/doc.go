@@ -15,6 +15,10 @@
 //
 //	client.DialService(ctx, "etcd://127.0.0.1:2379,127.0.0.1:22379/echo", opts)
 //
-// works. Only this package imports the etcd client; package client does
+// works. An etcd that serves TLS, asks for client certificates or has
+// authentication on is reached with a Config (TLSFiles builds its TLS from
+// the files etcdctl takes): Connect gives the etcd client for Register and
+// NewResolver, and RegisterScheme("etcd", cfg) makes "etcd://" targets use
+// it. Only this package imports the etcd client; package client does
 // not, and a program that never imports it does not link it.
 package etcd

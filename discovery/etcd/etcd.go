@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -27,18 +29,86 @@ const DefaultTTL = 10 * time.Second
 // Key returns the etcd key of node addr of service.
 func Key(service, addr string) string { return Prefix + service + "/" + addr }
 
-// NewClient returns an etcd client for endpoints, logging nothing (etcd's
-// client logs through zap; rpcd logs through slog).
-func NewClient(endpoints []string) (*clientv3.Client, error) {
+// Config is how to reach etcd: its endpoints and, for a secured cluster,
+// TLS and a user. The zero Config but for Endpoints reaches a plain one.
+type Config struct {
+	// Endpoints are etcd's client URLs: host:port, or http:// and https://
+	// URLs. An https:// endpoint speaks TLS even without TLS below,
+	// verifying etcd's certificate against the system's roots; an http://
+	// one never does.
+	Endpoints []string
+
+	// TLS, if set, speaks TLS to every endpoint that is not http://: its
+	// RootCAs verify etcd's certificate, and a client certificate in it
+	// answers etcd's --client-cert-auth. TLSFiles builds one from files.
+	TLS *tls.Config
+
+	// Username and Password authenticate to an etcd whose authentication
+	// is enabled; empty for none. The user needs read and write on the
+	// prefix /rpcd/services/ (docs/scale-out.md).
+	Username, Password string
+
+	// DialTimeout bounds connecting to etcd, and authenticating; default
+	// DefaultDialTimeout.
+	DialTimeout time.Duration
+}
+
+// DefaultDialTimeout is Config.DialTimeout's default.
+const DefaultDialTimeout = 5 * time.Second
+
+// Connect returns an etcd client for cfg, logging nothing (etcd's client
+// logs through zap; rpcd logs through slog). With a user it authenticates
+// before it returns, and fails if etcd refuses the password; a TLS
+// mismatch shows on the first request.
+func Connect(cfg Config) (*clientv3.Client, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("rpcd: etcd client with no endpoint")
+	}
+	if (cfg.Username == "") != (cfg.Password == "") {
+		return nil, errors.New("rpcd: etcd user and password go together")
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: 5 * time.Second,
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: cfg.DialTimeout,
+		TLS:         cfg.TLS,
+		Username:    cfg.Username,
+		Password:    cfg.Password,
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("rpcd: etcd client for %s: %w", strings.Join(endpoints, ","), err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			// What etcd's client says when the TLS handshake fails.
+			err = fmt.Errorf("no answer within %v: unreachable, or not speaking TLS as configured (%w)", cfg.DialTimeout, err)
+		}
+		return nil, fmt.Errorf("rpcd: etcd client for %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
 	return cli, nil
+}
+
+// NewClient returns an etcd client for endpoints: Connect with neither TLS
+// nor a user.
+func NewClient(endpoints []string) (*clientv3.Client, error) {
+	return Connect(Config{Endpoints: endpoints})
+}
+
+// TLSFiles returns the TLS configuration for etcd that etcdctl's --cacert,
+// --cert and --key make: caFile (PEM) verifies etcd's certificate, the
+// system's roots if empty; certFile and keyFile, if given, are the client
+// certificate etcd's --client-cert-auth asks for, read again at each
+// handshake, so a renewed certificate is picked up without a restart.
+func TLSFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("rpcd: etcd client certificate and key go together")
+	}
+	info := transport.TLSInfo{TrustedCAFile: caFile, CertFile: certFile, KeyFile: keyFile}
+	cfg, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("rpcd: etcd TLS: %w", err)
+	}
+	return cfg, nil
 }
 
 // Endpoints splits a comma-separated list of etcd endpoints.
@@ -52,13 +122,30 @@ func Endpoints(list string) []string {
 	return out
 }
 
-func init() {
-	client.RegisterScheme("etcd", func(authority string) (client.Resolver, error) {
-		eps := Endpoints(authority)
-		if len(eps) == 0 {
-			return nil, errors.New("rpcd: etcd target names no endpoint (etcd://host:port[,host:port]/NAME)")
+func init() { RegisterScheme("etcd", Config{}) }
+
+// RegisterScheme makes client.DialService resolve targets
+// "scheme://ENDPOINTS/NAME" in etcd, reaching the target's endpoints
+// (host:port, comma-separated) with cfg's TLS and user; cfg.Endpoints is
+// ignored. Importing this package registers "etcd" with neither; a program
+// whose etcd is secured registers "etcd" again with its own Config, before
+// it dials:
+//
+//	tlsCfg, err := etcd.TLSFiles("ca.pem", "client.pem", "client-key.pem")
+//	...
+//	etcd.RegisterScheme("etcd", etcd.Config{TLS: tlsCfg, Username: "rpcd", Password: pw})
+//	k, err := client.DialService(ctx, "etcd://10.0.0.1:2379/echo", opts)
+//
+// To share one etcd client among services instead, give
+// client.ServiceOptions a Resolver from NewResolver.
+func RegisterScheme(scheme string, cfg Config) {
+	client.RegisterScheme(scheme, func(authority string) (client.Resolver, error) {
+		cfg := cfg
+		cfg.Endpoints = Endpoints(authority)
+		if len(cfg.Endpoints) == 0 {
+			return nil, fmt.Errorf("rpcd: %s target names no endpoint (%s://host:port[,host:port]/NAME)", scheme, scheme)
 		}
-		cli, err := NewClient(eps)
+		cli, err := Connect(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -133,6 +220,10 @@ func (r *Registration) put(ctx context.Context) (<-chan *clientv3.LeaseKeepAlive
 		return nil, fmt.Errorf("rpcd: etcd lease for %s: %w", r.key, err)
 	}
 	if _, err := r.cli.Put(ctx, r.key, r.value, clientv3.WithLease(lease.ID)); err != nil {
+		// Not left to its TTL: a user refused the key holds leases too.
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = r.cli.Revoke(rctx, lease.ID)
+		cancel()
 		return nil, fmt.Errorf("rpcd: etcd put %s: %w", r.key, err)
 	}
 	// The keep-alive lives as long as the registration, not ctx.

@@ -250,3 +250,90 @@ func TestDialServiceErrors(t *testing.T) {
 		t.Error("DialService to an etcd that is not there succeeded")
 	}
 }
+
+// TestSecureEtcd: against an etcd that serves TLS only, asks for client
+// certificates and has authentication on, a node registers and a client
+// finds it through a scheme registered with the same Config; without the
+// password, the user, the client certificate, TLS, or with a CA that did
+// not sign etcd's certificate, registering fails.
+func TestSecureEtcd(t *testing.T) {
+	s := etcdtest.StartSecure(t)
+	tlsCfg, err := etcd.TLSFiles(s.CA, s.ClientCert, s.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := etcd.Config{Endpoints: []string{s.Endpoint}, TLS: tlsCfg, Username: s.User, Password: s.Password}
+	cli, err := etcd.Connect(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	n := startNode(t, cli, "secure", 0)
+
+	etcd.RegisterScheme("etcd-secure-test", cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	k, err := client.DialService(ctx, "etcd-secure-test://"+s.Endpoint+"/secure", client.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if got := addrs(k); !slices.Equal(got, []string{n.addr}) {
+		t.Fatalf("nodes %v, want [%s]", got, n.addr)
+	}
+	if _, err := k.CallRaw(ctx, "Count/Hit", []byte("x"), nil); err != nil || n.hits.Load() != 1 {
+		t.Fatalf("call through the secured registry: %v (hits %d)", err, n.hits.Load())
+	}
+
+	// Connect refuses a wrong password at once; the others fail at the
+	// first request.
+	wrong := cfg
+	wrong.Password = "not-it"
+	if cli, err := etcd.Connect(wrong); err == nil {
+		cli.Close()
+		t.Error("Connect with a wrong password succeeded")
+	} else {
+		t.Logf("wrong password: %v", err)
+	}
+	otherCA, err := etcd.TLSFiles(s.OtherCA, s.ClientCert, s.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCert, err := etcd.TLSFiles(s.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  etcd.Config
+	}{
+		{"no user", etcd.Config{TLS: tlsCfg}},
+		{"no TLS", etcd.Config{Username: s.User, Password: s.Password}},
+		{"no client certificate", etcd.Config{TLS: noCert, Username: s.User, Password: s.Password}},
+		{"another CA", etcd.Config{TLS: otherCA, Username: s.User, Password: s.Password}},
+	} {
+		tc.cfg.Endpoints = []string{s.Endpoint}
+		tc.cfg.DialTimeout = time.Second
+		cli, err := etcd.Connect(tc.cfg)
+		if err != nil {
+			t.Logf("%s: Connect: %v", tc.name, err)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		reg, err := etcd.Register(ctx, cli, "secure", client.Node{Addr: "127.0.0.1:1"}, etcd.RegisterOptions{})
+		cancel()
+		if err == nil {
+			t.Errorf("%s: registered", tc.name)
+			reg.Deregister(context.Background())
+		} else {
+			t.Logf("%s: %v", tc.name, err)
+		}
+		cli.Close()
+	}
+	if _, err := etcd.TLSFiles(s.CA, s.ClientCert, ""); err == nil {
+		t.Error("TLSFiles took a certificate without its key")
+	}
+	if _, err := etcd.Connect(etcd.Config{Endpoints: []string{s.Endpoint}, Username: s.User}); err == nil {
+		t.Error("Connect took a user without a password")
+	}
+}

@@ -5,10 +5,23 @@
 package etcdtest
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -21,13 +34,80 @@ const startTimeout = 30 * time.Second
 // endpoint ("127.0.0.1:port").
 func Start(t testing.TB) string {
 	t.Helper()
+	return start(t, embed.NewConfig(), "http")
+}
+
+// Secure is a secured etcd's: certificate files (PEM) and a user.
+type Secure struct {
+	Endpoint string // 127.0.0.1:port, serving TLS only
+
+	CA                    string // signed etcd's certificate and the client's
+	ClientCert, ClientKey string // a certificate etcd accepts (its common name is no user)
+	OtherCA               string // a CA that signed neither
+
+	// User may read and write /rpcd/services/ and nothing else (what
+	// docs/scale-out.md asks of it); Password is its.
+	User, Password string
+}
+
+// StartSecure runs an etcd server as Start does, but serving TLS only,
+// requiring a client certificate signed by its CA, and with
+// authentication enabled: a root user and User, whose role may read and
+// write the keys under /rpcd/services/.
+func StartSecure(t testing.TB) Secure {
+	t.Helper()
+	dir := t.TempDir()
+	ca, caKey, caFile := newCA(t, dir, "ca", "etcdtest CA")
+	_, _, otherFile := newCA(t, dir, "other-ca", "another CA")
+	s := Secure{CA: caFile, OtherCA: otherFile, User: "rpcd", Password: "rpcd-secret"}
+	serverCert, serverKey := leaf(t, dir, "server", ca, caKey, x509.ExtKeyUsageServerAuth)
+	s.ClientCert, s.ClientKey = leaf(t, dir, "client", ca, caKey, x509.ExtKeyUsageClientAuth)
+
+	const services = "/rpcd/services/" // discovery/etcd.Prefix
 	cfg := embed.NewConfig()
+	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: serverCert, KeyFile: serverKey, TrustedCAFile: caFile, ClientCertAuth: true}
+	s.Endpoint = start(t, cfg, "https")
+
+	tlsCfg, err := transport.TLSInfo{CertFile: s.ClientCert, KeyFile: s.ClientKey, TrustedCAFile: caFile}.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, TLS: tlsCfg, DialTimeout: startTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	steps := []func() error{
+		func() error { _, err := cli.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := cli.UserAdd(ctx, "root", "root-secret"); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := cli.RoleAdd(ctx, "rpcd"); return err },
+		func() error {
+			_, err := cli.RoleGrantPermission(ctx, "rpcd", services, clientv3.GetPrefixRangeEnd(services), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := cli.UserAdd(ctx, s.User, s.Password); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, s.User, "rpcd"); return err },
+		func() error { _, err := cli.AuthEnable(ctx); return err },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("etcd: setting up authentication: %v", err)
+		}
+	}
+	return s
+}
+
+func start(t testing.TB, cfg *embed.Config, clientScheme string) string {
+	t.Helper()
 	cfg.Name = "rpcd-test"
 	cfg.Dir = t.TempDir()
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	loop := func() []url.URL { return []url.URL{{Scheme: "http", Host: "127.0.0.1:0"}} }
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = loop(), loop()
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = loop(), loop()
+	loop := func(scheme string) []url.URL { return []url.URL{{Scheme: scheme, Host: "127.0.0.1:0"}} }
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = loop(clientScheme), loop(clientScheme)
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = loop("http"), loop("http")
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -46,4 +126,62 @@ func Start(t testing.TB) string {
 		t.Fatalf("etcd not ready within %v", startTimeout)
 	}
 	return e.Clients[0].Addr().String()
+}
+
+// newCA writes a self-signed CA certificate to dir/name.pem and returns
+// it, its key and the file.
+func newCA(t testing.TB, dir, name, cn string) (*x509.Certificate, *ecdsa.PrivateKey, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, key, writePEM(t, dir, name+".pem", "CERTIFICATE", der)
+}
+
+// leaf writes a certificate for 127.0.0.1 signed by ca, and its key, to
+// dir/name.pem and dir/name.key, and returns the files.
+func leaf(t testing.TB, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage x509.ExtKeyUsage) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "etcdtest " + name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writePEM(t, dir, name+".pem", "CERTIFICATE", der), writePEM(t, dir, name+".key", "PRIVATE KEY", keyDER)
+}
+
+func writePEM(t testing.TB, dir, name, kind string, der []byte) string {
+	t.Helper()
+	file := filepath.Join(dir, name)
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
