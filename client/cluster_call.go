@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -89,51 +90,143 @@ func (k *Cluster) do(ctx context.Context, codec proto.Codec, route string, paylo
 	if err != nil {
 		return err
 	}
-	var (
-		last    *node // the node of the last attempt
-		retries int
-		ran     bool // an attempt may have run on a server
-	)
+	var s sending
+	if err = k.attempt(ctx, h, route, md, payload, cl, &s); err == nil {
+		return nil
+	}
+	torn := cl.torn
+	cl.torn = false
+	return k.resume(ctx, h, route, md, payload, cl, &s, err, torn)
+}
+
+// sending is where a call through a cluster stands between its attempts.
+type sending struct {
+	last    *node // the node of the last attempt
+	retries int
+	ran     bool // an attempt may have run on a server
+}
+
+// attempt sends a call once, to a node other than s.last if there is one,
+// and waits for its reply.
+func (k *Cluster) attempt(ctx context.Context, h proto.Header, route string, md proto.Metadata, payload []byte, cl *call, s *sending) error {
+	n, err := k.pick(ctx, route, payload, s.last)
+	if err != nil {
+		return err
+	}
+	err = n.c.once(ctx, h, route, md, payload, cl)
+	n.release()
+	s.last = n
+	return err
+}
+
+// resume sends again a call whose attempt failed with err (torn: while its
+// reply was read in), as long as the rules allow, and returns the last
+// attempt's error, or nil once one succeeds.
+func (k *Cluster) resume(ctx context.Context, h proto.Header, route string, md proto.Metadata, payload []byte, cl *call, s *sending, err error, torn bool) error {
 	for {
-		n, perr := k.pick(ctx, route, payload, last)
-		if perr == nil {
-			err = n.c.once(ctx, h, route, md, payload, cl)
-			n.release()
-			if err == nil {
-				return nil
-			}
-			last = n
-		} else {
-			err = perr
-		}
-		torn := cl.torn
-		cl.torn = false
 		if !handler.IsUnprocessed(err) {
-			ran = true
+			s.ran = true
 		}
 		if err == k.noNode && k.opts.WaitForReady {
 			if werr := k.awaitNode(ctx, route, err); werr != nil {
-				return retryResult(ran, werr)
+				return retryResult(s.ran, werr)
 			}
 		} else {
-			if retries >= k.opts.MaxRetries || !k.retryable(route, err, torn) {
-				return retryResult(ran, err)
+			if s.retries >= k.opts.MaxRetries || !k.retryable(route, err, torn) {
+				return retryResult(s.ran, err)
 			}
-			retries++
+			s.retries++
 			k.retries.Add(1)
 			// Another node is tried at once; the same node, or none, after
 			// the backoff, as a single client would.
-			if other := k.tab.Load().pick(k.opts.Balance, "", false, last); other == nil || other == last {
-				if werr := k.backoff(ctx, route, retries, err); werr != nil {
-					return retryResult(ran, werr)
+			if other := k.tab.Load().pick(k.opts.Balance, "", false, s.last); other == nil || other == s.last {
+				if werr := k.backoff(ctx, route, s.retries, err); werr != nil {
+					return retryResult(s.ran, werr)
 				}
 			}
 		}
 		var ok bool
 		if h.Deadline, ok = deadlineField(ctx); !ok {
-			return retryResult(ran, waitError(ctx, route, err))
+			return retryResult(s.ran, waitError(ctx, route, err))
 		}
+		if err = k.attempt(ctx, h, route, md, payload, cl, s); err == nil {
+			return nil
+		}
+		torn = cl.torn
+		cl.torn = false
 	}
+}
+
+// Go starts a call like Call on a node and returns at once, as Client.Go
+// does; Wait gives its result. An attempt that fails is sent again by the
+// rules of Options.MaxRetries, to another node when there is one.
+func (k *Cluster) Go(ctx context.Context, route string, in, out any) *Future {
+	f := &Future{done: make(chan struct{}), out: out, route: route}
+	payload, err := handler.AppendArg(nil, in)
+	if err != nil {
+		f.complete(err)
+		return f
+	}
+	k.goCall(ctx, proto.CodecJSON, route, payload, f)
+	return f
+}
+
+// GoRaw starts a call like CallRaw on a node, as Client.GoRaw does; Reply
+// gives its reply once Done. req may be reused once GoRaw returns: a call
+// that may be sent again keeps a copy.
+func (k *Cluster) GoRaw(ctx context.Context, route string, req []byte) *Future {
+	f := &Future{done: make(chan struct{}), route: route}
+	if k.resends() {
+		req = bytes.Clone(req)
+	}
+	k.goCall(ctx, proto.CodecRaw, route, req, f)
+	return f
+}
+
+func (k *Cluster) goCall(ctx context.Context, codec proto.Codec, route string, payload []byte, f *Future) {
+	if _, ok := ctx.Deadline(); !ok && k.opts.Timeout > 0 {
+		ctx, f.cancel = context.WithTimeout(ctx, k.opts.Timeout)
+	}
+	h, md, err := k.hc.header(ctx, proto.KindRequest, codec, route, payload)
+	if err != nil {
+		f.complete(err)
+		return
+	}
+	if k.resends() {
+		f.k, f.ctx, f.h, f.md, f.payload = k, ctx, h, md, payload
+	}
+	n, err := k.pick(ctx, route, payload, nil)
+	if err != nil {
+		if !f.resend(err, false) {
+			f.complete(err)
+		}
+		return
+	}
+	f.node, f.sent.last = n, n
+	n.c.goStart(ctx, h, route, md, payload, f)
+}
+
+// resends reports whether a call may be sent more than once.
+func (k *Cluster) resends() bool { return k.opts.MaxRetries > 0 || k.opts.WaitForReady }
+
+// resend takes over a Go call whose attempt failed with err if the rules
+// send it again: a goroutine then sends it, as Call would, and completes
+// f. It runs on the goroutine that failed the attempt (a reader), so it
+// only decides.
+func (k *Cluster) resend(f *Future, err error, torn bool) bool {
+	if !(err == k.noNode && k.opts.WaitForReady) && (k.opts.MaxRetries <= 0 || !k.retryable(f.route, err, torn)) {
+		return false
+	}
+	go func() {
+		cl := getCall()
+		err := k.resume(f.ctx, f.h, f.route, f.md, f.payload, cl, &f.sent, err, torn)
+		if err == nil {
+			f.reply = cl.reply
+		}
+		putCall(cl) // which drops cl.reply, now f's
+		f.complete(err)
+	}()
+	return true
 }
 
 // retryable is Client.retryable for the cluster's options.

@@ -40,6 +40,6 @@
 // Client per node, the nodes followed through a Resolver (Static, or etcd
 // with package discovery/etcd), calls spread by round robin, least calls in
 // flight or consistent hashing (Balance), with weights, and a failed call
-// sent again to another node by the same rules. docs/scale-out.md has the
-// guarantees.
+// sent again to another node by the same rules; it has a Client's calls,
+// futures (Go, GoRaw) among them. docs/scale-out.md has the guarantees.
 package client

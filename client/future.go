@@ -18,13 +18,20 @@ type Future struct {
 	stop   func() bool        // unregisters the context watch
 	cancel context.CancelFunc // releases the Timeout context, if any
 
-	// What it takes to send the call again; c is nil when it is not sent
-	// more than once.
+	// What it takes to send the call again; c and k are nil when it is not
+	// sent more than once.
 	c       *Client
 	ctx     context.Context
 	h       proto.Header
 	md      proto.Metadata
 	payload []byte
+
+	// A call through a Cluster: the cluster, which sends it again; the
+	// node of the attempt in flight, released when the attempt ends; and
+	// where its sending stands.
+	k    *Cluster
+	node *node
+	sent sending
 }
 
 // Go starts a call like Call and returns at once; Wait gives its result.
@@ -65,6 +72,13 @@ func (c *Client) goCall(ctx context.Context, codec proto.Codec, route string, pa
 	if c.resends() {
 		f.c, f.ctx, f.h, f.md, f.payload = c, ctx, h, md, payload
 	}
+	c.goStart(ctx, h, route, md, payload, f)
+}
+
+// goStart sends one attempt of a Go call whose header is h; its reply,
+// its failure or the end of ctx ends the attempt and completes f, or hands
+// it to f.resend.
+func (c *Client) goStart(ctx context.Context, h proto.Header, route string, md proto.Metadata, payload []byte, f *Future) {
 	cl := &call{fut: f}
 	w, err := c.start(ctx, h, route, md, payload, cl)
 	if err != nil {
@@ -89,11 +103,21 @@ func (c *Client) goCall(ctx context.Context, codec proto.Codec, route string, pa
 
 // complete records the result and releases the future's context.
 func (f *Future) complete(err error) {
+	f.releaseNode()
 	f.err = err
 	if f.cancel != nil {
 		f.cancel()
 	}
 	close(f.done)
+}
+
+// releaseNode uncounts the attempt that ended from its Cluster node's
+// calls in flight.
+func (f *Future) releaseNode() {
+	if n := f.node; n != nil {
+		f.node = nil
+		n.release()
+	}
 }
 
 // Done returns a channel closed when the call has completed.
