@@ -104,6 +104,9 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	if err := f.etcd.check(); err != nil {
 		return err
 	}
+	if err := f.gateway.check(); err != nil {
+		return err
+	}
 	tlsConfig, err := f.security.tlsConfig()
 	if err != nil {
 		return err

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/gateway"
 	"github.com/rpcd/rpcd/handler"
@@ -19,11 +21,28 @@ import (
 
 // gatewayFlags are serve's flags for the HTTP/JSON gateway.
 type gatewayFlags struct {
-	addr string
+	addr     string
+	maxConns int
 }
+
+// defaultGatewayConns is -gateway-max-conns' default, the reactor's
+// MaxConns default.
+const defaultGatewayConns = 10000
 
 func (f *gatewayFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "gateway", "", "also serve the routes as HTTP/JSON (POST /rpc/Controller/Action) on this `address`; empty for none (docs/gateway.md)")
+	fs.IntVar(&f.maxConns, "gateway-max-conns", 0, "with -gateway: most gateway connections open at once; past it, new ones wait to be accepted; 0 means 10000")
+}
+
+// check refuses flags that do not go together.
+func (f *gatewayFlags) check() error {
+	switch {
+	case f.maxConns < 0:
+		return usagef("-gateway-max-conns is %d, want 0 or more", f.maxConns)
+	case f.maxConns != 0 && f.addr == "":
+		return usagef("-gateway-max-conns goes with -gateway")
+	}
+	return nil
 }
 
 // httpGateway is serve's gateway: an http.Server over a gateway.Gateway.
@@ -46,6 +65,15 @@ func startGateway(f *gatewayFlags, reg *handler.Registry, limits proto.Limits, f
 	if err != nil {
 		return nil, err
 	}
+	// At the cap, the listener stops accepting: a new connection waits in
+	// the kernel's backlog until one closes (the main port instead sends
+	// a GoAway; HTTP has no refusal that reaches a client reliably before
+	// its request has been read).
+	maxConns := f.maxConns
+	if maxConns == 0 {
+		maxConns = defaultGatewayConns
+	}
+	ln = netutil.LimitListener(ln, maxConns)
 	if frameTimeout <= 0 {
 		frameTimeout = 30 * time.Second // the reactor's default for a frame to arrive
 	}

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -218,6 +220,90 @@ func TestServeLoopsLeaveAPToTheGateway(t *testing.T) {
 		}
 		if st := <-code; st != 0 {
 			t.Errorf("serve %v: exit status %d, want 0", tc.args, st)
+		}
+	}
+}
+
+// TestServeGatewayMaxConns: past -gateway-max-conns, a new gateway
+// connection is not served until one of those open closes; the flag is
+// refused without -gateway or below 0.
+func TestServeGatewayMaxConns(t *testing.T) {
+	sigs := make(chan os.Signal, 2)
+	log := &syncBuffer{}
+	c := &cli{
+		stdin: strings.NewReader(""), stdout: io.Discard, stderr: log,
+		signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
+	}
+	code := make(chan int, 1)
+	exited := make(chan struct{})
+	go func() {
+		code <- c.run([]string{"serve", "-addr", "127.0.0.1:0", "-loops", "1", "-log-format", "json", "-gateway", "127.0.0.1:0", "-gateway-max-conns", "2"})
+		close(exited)
+	}()
+	if _, err := waitServing(log, exited); err != nil {
+		t.Fatalf("serve: %v; log:\n%s", err, log.String())
+	}
+	addr := gatewayAddr(t, log.String())
+	const req = "POST /rpc/Math/Sum HTTP/1.1\r\nHost: rpcd\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"a\":1,\"b\":2}"
+	// sum sends a request on nc and reads the reply within wait.
+	sum := func(nc net.Conn, br *bufio.Reader, wait time.Duration) error {
+		nc.SetDeadline(time.Now().Add(wait))
+		if _, err := io.WriteString(nc, req); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != "3" {
+			return fmt.Errorf("%s %q", resp.Status, body)
+		}
+		return nil
+	}
+	var conns []net.Conn
+	var readers []*bufio.Reader
+	for i := range 3 {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		conns, readers = append(conns, nc), append(readers, bufio.NewReader(nc))
+		err = sum(nc, readers[i], 300*time.Millisecond)
+		switch {
+		case i < 2 && err != nil:
+			t.Fatalf("connection %d, under the cap: %v", i, err)
+		case i == 2 && err == nil:
+			t.Fatal("a third connection was served past -gateway-max-conns 2")
+		}
+	}
+	conns[0].Close()
+	// The third connection's request, sent already, is answered once
+	// the first connection's slot is free.
+	conns[2].SetDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(readers[2], nil)
+	if err != nil {
+		t.Fatalf("the third connection after one closed: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("the third connection after one closed: %s", resp.Status)
+	}
+	sigs <- syscall.SIGTERM
+	select {
+	case <-exited:
+	case <-time.After(stopTimeout):
+		t.Fatal("serve did not exit after SIGTERM")
+	}
+	if st := <-code; st != 0 {
+		t.Errorf("exit status %d, want 0", st)
+	}
+
+	for _, args := range [][]string{{"-gateway-max-conns", "5"}, {"-gateway", "127.0.0.1:0", "-gateway-max-conns", "-1"}} {
+		if r := rpcd(t, "", append([]string{"serve", "-addr", "127.0.0.1:0"}, args...)...); r.code != 2 || !strings.Contains(r.stderr, "-gateway-max-conns") {
+			t.Errorf("serve %q: exit %d, %s", args, r.code, r.stderr)
 		}
 	}
 }
