@@ -57,6 +57,9 @@ type slot struct {
 // made; after that, broken connections are redialled in the background.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	opts = opts.withDefaults()
+	if err := checkCodec(opts.Codec); err != nil {
+		return nil, err
+	}
 	if opts.TLS != nil {
 		opts.TLS = tlsConfigFor(opts.TLS, addr)
 	}
@@ -288,12 +291,12 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// Call calls route with in encoded as JSON and decodes the JSON reply into
-// out, a pointer (or nil to drop the reply). in may be nil for no argument.
+// Call calls route with in encoded as JSON (or Options.Codec) and decodes
+// the reply into out, a pointer (or nil to drop the reply). in may be nil for no argument.
 // A call that fails is sent again when Options.MaxRetries allows it; the
 // error returned is the last attempt's.
 func (c *Client) Call(ctx context.Context, route string, in, out any) error {
-	return callJSON(ctx, c, route, in, out)
+	return callTyped(ctx, c, route, in, out)
 }
 
 // CallRaw calls route with req as a raw payload and appends the reply to
@@ -303,13 +306,14 @@ func (c *Client) CallRaw(ctx context.Context, route string, req, reply []byte) (
 	return callRaw(ctx, c, route, req, reply)
 }
 
-// Notify sends a one-way call to route with in encoded as JSON. It returns
+// Notify sends a one-way call to route with in encoded as JSON (or
+// Options.Codec). It returns
 // once the call is queued for writing; no reply, and no error from the
 // server, ever comes back. It is never sent twice: with no usable
 // connection it fails with Unavailable, or, under Options.WaitForReady,
 // waits for one first.
 func (c *Client) Notify(ctx context.Context, route string, in any) error {
-	return notifyJSON(ctx, c, route, in)
+	return notifyTyped(ctx, c, route, in)
 }
 
 // NotifyRaw sends a one-way call with a raw payload; see Notify.
@@ -318,17 +322,22 @@ func (c *Client) NotifyRaw(ctx context.Context, route string, req []byte) error 
 }
 
 // sender is what a Client and a Cluster send calls through: do sends a
-// request and waits for its reply in cl.reply, notify a one-way call.
+// request and waits for its reply in cl.reply, notify a one-way call;
+// codec is Options.Codec.
 type sender interface {
 	do(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) error
 	notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error
+	codec() handler.Codec
 }
 
-// callJSON is Call for either sender.
-func callJSON(ctx context.Context, s sender, route string, in, out any) error {
+func (c *Client) codec() handler.Codec { return c.opts.Codec }
+
+// callTyped is Call for either sender.
+func callTyped(ctx context.Context, s sender, route string, in, out any) error {
 	cl := getCall()
 	defer putCall(cl)
-	payload, err := handler.AppendArg(cl.buf[:0], in)
+	codec := s.codec()
+	payload, err := handler.AppendArgWith(codec, cl.buf[:0], in)
 	if err != nil {
 		return err
 	}
@@ -336,12 +345,12 @@ func callJSON(ctx context.Context, s sender, route string, in, out any) error {
 	// The reply may reuse the buffer: the payload is copied into the write
 	// queue before the request can be sent, so before any reply arrives.
 	cl.reply = cl.buf[:0]
-	err = s.do(ctx, proto.CodecJSON, route, payload, cl)
+	err = s.do(ctx, codec.ID(), route, payload, cl)
 	cl.buf = cl.reply
 	if err != nil {
 		return err
 	}
-	return handler.DecodeReply(route, cl.reply, out)
+	return handler.DecodeReplyWith(codec, route, cl.reply, out)
 }
 
 // callRaw is CallRaw for either sender.
@@ -355,16 +364,17 @@ func callRaw(ctx context.Context, s sender, route string, req, reply []byte) ([]
 	return cl.reply, nil
 }
 
-// notifyJSON is Notify for either sender.
-func notifyJSON(ctx context.Context, s sender, route string, in any) error {
+// notifyTyped is Notify for either sender.
+func notifyTyped(ctx context.Context, s sender, route string, in any) error {
 	cl := getCall()
 	defer putCall(cl)
-	payload, err := handler.AppendArg(cl.buf[:0], in)
+	codec := s.codec()
+	payload, err := handler.AppendArgWith(codec, cl.buf[:0], in)
 	if err != nil {
 		return err
 	}
 	cl.buf = payload
-	return s.notify(ctx, proto.CodecJSON, route, payload)
+	return s.notify(ctx, codec.ID(), route, payload)
 }
 
 func (c *Client) notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error {

@@ -70,6 +70,11 @@ type Cluster struct {
 // resolver has given the first set of nodes and each has been dialled once;
 // nodes that could not be reached are dialled again in the background.
 func DialService(ctx context.Context, target string, opts ServiceOptions) (*Cluster, error) {
+	if opts.Codec != nil {
+		if err := checkCodec(opts.Codec); err != nil {
+			return nil, err
+		}
+	}
 	r, name := opts.Resolver, target
 	var owned Resolver
 	if r == nil {

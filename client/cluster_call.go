@@ -10,11 +10,11 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
-// Call calls route on a node with in encoded as JSON and decodes the JSON
-// reply into out, as Client.Call does. A call that fails is sent again by
+// Call calls route on a node with in encoded as JSON (or Options.Codec)
+// and decodes the reply into out, as Client.Call does. A call that fails is sent again by
 // the rules of Options.MaxRetries, to another node when there is one.
 func (k *Cluster) Call(ctx context.Context, route string, in, out any) error {
-	return callJSON(ctx, k, route, in, out)
+	return callTyped(ctx, k, route, in, out)
 }
 
 // CallRaw calls route on a node with req as a raw payload and appends the
@@ -28,7 +28,7 @@ func (k *Cluster) CallRaw(ctx context.Context, route string, req, reply []byte) 
 // twice; with no usable node it fails with Unavailable, or, under
 // Options.WaitForReady, waits for one.
 func (k *Cluster) Notify(ctx context.Context, route string, in any) error {
-	return notifyJSON(ctx, k, route, in)
+	return notifyTyped(ctx, k, route, in)
 }
 
 // NotifyRaw sends a one-way call with a raw payload; see Notify.
@@ -161,13 +161,13 @@ func (k *Cluster) resume(ctx context.Context, h proto.Header, route string, md p
 // does; Wait gives its result. An attempt that fails is sent again by the
 // rules of Options.MaxRetries, to another node when there is one.
 func (k *Cluster) Go(ctx context.Context, route string, in, out any) *Future {
-	f := &Future{done: make(chan struct{}), out: out, route: route}
-	payload, err := handler.AppendArg(nil, in)
+	f := &Future{done: make(chan struct{}), out: out, route: route, codec: k.opts.Codec}
+	payload, err := handler.AppendArgWith(f.codec, nil, in)
 	if err != nil {
 		f.complete(err)
 		return f
 	}
-	k.goCall(ctx, proto.CodecJSON, route, payload, f)
+	k.goCall(ctx, f.codec.ID(), route, payload, f)
 	return f
 }
 
@@ -205,6 +205,8 @@ func (k *Cluster) goCall(ctx context.Context, codec proto.Codec, route string, p
 	f.node, f.sent.last = n, n
 	n.c.goStart(ctx, h, route, md, payload, f)
 }
+
+func (k *Cluster) codec() handler.Codec { return k.opts.Codec }
 
 // resends reports whether a call may be sent more than once.
 func (k *Cluster) resends() bool { return k.opts.MaxRetries > 0 || k.opts.WaitForReady }

@@ -14,6 +14,7 @@ type Future struct {
 	err    error
 	reply  []byte
 	out    any
+	codec  handler.Codec // of a Go call: its reply's
 	route  string
 	stop   func() bool        // unregisters the context watch
 	cancel context.CancelFunc // releases the Timeout context, if any
@@ -38,13 +39,13 @@ type Future struct {
 // The call ends when its reply comes, its context ends, or it fails and is
 // not sent again (see Options.MaxRetries).
 func (c *Client) Go(ctx context.Context, route string, in, out any) *Future {
-	f := &Future{done: make(chan struct{}), out: out, route: route}
-	payload, err := handler.AppendArg(nil, in)
+	f := &Future{done: make(chan struct{}), out: out, route: route, codec: c.opts.Codec}
+	payload, err := handler.AppendArgWith(f.codec, nil, in)
 	if err != nil {
 		f.complete(err)
 		return f
 	}
-	c.goCall(ctx, proto.CodecJSON, route, payload, f)
+	c.goCall(ctx, f.codec.ID(), route, payload, f)
 	return f
 }
 
@@ -133,7 +134,7 @@ func (f *Future) Wait() error {
 	if f.err != nil {
 		return f.err
 	}
-	return handler.DecodeReply(f.route, f.reply, f.out)
+	return handler.DecodeReplyWith(f.codec, f.route, f.reply, f.out)
 }
 
 // Reply returns the reply payload once the call has completed without error.

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
 	"time"
@@ -109,6 +110,13 @@ type Options struct {
 	// connection; past it they get ResourceExhausted. Default 256.
 	MaxHandlers int
 
+	// Codec encodes the arguments of Call, Go, Notify and Publish and
+	// decodes Call's and Go's replies; default handler.JSON. Another codec
+	// (its id proto.CodecUser to 0xFF) must be registered on the server
+	// with handler.RegisterCodec, under the same id, for its typed routes
+	// to take it. Raw calls are raw whatever it is.
+	Codec handler.Codec
+
 	// StreamWindow is the window the client grants each stream, in each
 	// direction it receives: the most it buffers unread per stream.
 	// Default 256 KiB.
@@ -166,7 +174,18 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Codec == nil {
+		o.Codec = handler.JSON
+	}
 	return o
+}
+
+// checkCodec refuses a codec whose id no server's typed routes can take.
+func checkCodec(c handler.Codec) error {
+	if id := c.ID(); id != proto.CodecJSON && id < proto.CodecUser {
+		return fmt.Errorf("rpcd: Options.Codec has id %v, want json or an application's (0x80 to 0xff)", id)
+	}
+	return nil
 }
 
 func dial(ctx context.Context, addr string) (net.Conn, error) {

@@ -269,15 +269,16 @@ func (t *subTable) ended(f *proto.Frame) {
 	s.end(&handler.Error{Code: code, Message: "subscription " + s.pattern + " ended by the server: " + string(msg)})
 }
 
-// Publish publishes in, encoded as JSON, to topic. It returns once the
-// message is queued for writing; the server delivers it to every matching
-// subscription, this client's included.
+// Publish publishes in, encoded as JSON (or Options.Codec), to topic. It
+// returns once the message is queued for writing; the server delivers it
+// to every matching subscription, this client's included, labelled with
+// the codec (Message.Codec).
 func (c *Client) Publish(ctx context.Context, topic string, in any) error {
-	payload, err := handler.AppendArg(nil, in)
+	payload, err := handler.AppendArgWith(c.opts.Codec, nil, in)
 	if err != nil {
 		return err
 	}
-	return c.publish(ctx, topic, proto.CodecJSON, payload)
+	return c.publish(ctx, topic, c.opts.Codec.ID(), payload)
 }
 
 // PublishRaw publishes payload, as raw bytes, to topic.

@@ -3,6 +3,7 @@ package handler
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/bytedance/sonic/decoder"
@@ -85,36 +86,75 @@ func errorText(err error) (msg string) {
 	return err.Error()
 }
 
-// codecFor returns the codec registered for id, or nil.
+// userCodecs are the codecs RegisterCodec added, by id less CodecUser.
+var userCodecs [256 - int(proto.CodecUser)]atomic.Pointer[codecBox]
+
+type codecBox struct{ c Codec }
+
+// RegisterCodec adds c, an application's codec, to JSON as an encoding
+// typed routes (Func) take: a call whose frame carries c.ID() has its
+// argument decoded and its result encoded with c. Its id must be one of
+// the applications', proto.CodecUser (0x80) to 0xFF (docs/protocol.md,
+// "Codecs"), agreed with the peers that use it; a client sends its typed
+// calls in it with client.Options.Codec, and needs no registration. Register
+// codecs before serving: RegisterCodec panics on an id outside that range
+// or one already taken.
+func RegisterCodec(c Codec) {
+	id := c.ID()
+	if id < proto.CodecUser {
+		panic("handler: RegisterCodec: id " + id.String() + " is not an application's (0x80 to 0xff)")
+	}
+	if !userCodecs[id-proto.CodecUser].CompareAndSwap(nil, &codecBox{c}) {
+		panic("handler: RegisterCodec: id " + id.String() + " registered twice")
+	}
+}
+
+// codecFor returns the codec for id, JSON or registered; nil if none.
 func codecFor(id proto.Codec) Codec {
 	if id == proto.CodecJSON {
 		return JSON
 	}
+	if id >= proto.CodecUser {
+		if b := userCodecs[id-proto.CodecUser].Load(); b != nil {
+			return b.c
+		}
+	}
 	return nil
 }
 
-// AppendArg appends in, a call's argument, to dst encoded as JSON; a nil
-// in is no payload. A value JSON cannot encode is an InvalidArgument error
-// marked Unprocessed: the call was never sent. Callers on either side of a
-// connection (client.Client, a server's Peer) encode arguments with it.
-func AppendArg(dst []byte, in any) ([]byte, error) {
+// AppendArg appends in, a call's argument, to dst encoded as JSON: it is
+// AppendArgWith(JSON, dst, in).
+func AppendArg(dst []byte, in any) ([]byte, error) { return AppendArgWith(JSON, dst, in) }
+
+// AppendArgWith appends in, a call's argument, to dst encoded with c; a
+// nil in is no payload. A value c cannot encode is an InvalidArgument
+// error marked Unprocessed: the call was never sent. Callers on either
+// side of a connection (client.Client, a server's Peer) encode arguments
+// with it.
+func AppendArgWith(c Codec, dst []byte, in any) ([]byte, error) {
 	if in == nil {
 		return dst, nil
 	}
-	out, err := JSON.Append(dst, in)
+	out, err := c.Append(dst, in)
 	if err != nil {
 		return dst, &Error{Code: proto.CodeInvalidArgument, Message: "encoding the argument: " + err.Error(), Unprocessed: true}
 	}
 	return out, nil
 }
 
-// DecodeReply decodes the JSON reply of a call to route into out, a
-// pointer; a nil out or an empty reply decodes nothing.
+// DecodeReply decodes the JSON reply of a call to route into out: it is
+// DecodeReplyWith(JSON, route, reply, out).
 func DecodeReply(route string, reply []byte, out any) error {
+	return DecodeReplyWith(JSON, route, reply, out)
+}
+
+// DecodeReplyWith decodes the reply of a call to route, encoded with c,
+// into out, a pointer; a nil out or an empty reply decodes nothing.
+func DecodeReplyWith(c Codec, route string, reply []byte, out any) error {
 	if out == nil || len(reply) == 0 {
 		return nil
 	}
-	if err := JSON.Unmarshal(reply, out); err != nil {
+	if err := c.Unmarshal(reply, out); err != nil {
 		return &Error{Code: proto.CodeInvalidArgument, Message: "decoding the reply of " + route + ": " + err.Error()}
 	}
 	return nil

@@ -11,8 +11,9 @@ import (
 )
 
 // Func adapts a typed function to a Handler. The request payload is decoded
-// into a Req with the call's codec (JSON; an empty payload leaves the zero
-// Req) and the Resp returned is encoded with the same codec. A payload that
+// into a Req with the call's codec (JSON, or one added by RegisterCodec; an
+// empty payload leaves the zero Req) and the Resp returned is encoded with
+// the same codec. A payload that
 // does not decode is answered with InvalidArgument, marked Unprocessed, and
 // fn never runs.
 //

@@ -121,6 +121,7 @@ type Codec uint8
 const (
 	CodecRaw  Codec = 0x00 // opaque bytes
 	CodecJSON Codec = 0x01 // one UTF-8 JSON value
+	CodecUser Codec = 0x80 // the first of the applications' ids
 )
 
 func (c Codec) String() string {

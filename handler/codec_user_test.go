@@ -1,0 +1,87 @@
+package handler
+
+import (
+	"bytes"
+	"context"
+	"encoding/gob"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rpcd/rpcd/proto"
+)
+
+// gobCodec is an application's codec for the tests: one encoding/gob value
+// per payload, under id 0x80.
+type gobCodec struct{}
+
+func (gobCodec) ID() proto.Codec { return proto.CodecUser }
+
+func (gobCodec) Append(dst []byte, v any) ([]byte, error) {
+	b := bytes.NewBuffer(dst)
+	err := gob.NewEncoder(b).Encode(v)
+	return b.Bytes(), err
+}
+
+func (gobCodec) Unmarshal(data []byte, v any) error {
+	return gob.NewDecoder(bytes.NewReader(data)).Decode(v)
+}
+
+var registerGob sync.Once
+
+// mustPanic reports whether f panics.
+func mustPanic(f func()) (panicked bool) {
+	defer func() { panicked = recover() != nil }()
+	f()
+	return false
+}
+
+// TestRegisterCodec: a typed route takes a call in a registered codec and
+// answers in it; an id no one registered is refused, unprocessed, without
+// running the handler; RegisterCodec refuses ids that are not an
+// application's, and an id twice.
+func TestRegisterCodec(t *testing.T) {
+	registerGob.Do(func() { RegisterCodec(gobCodec{}) })
+	if !mustPanic(func() { RegisterCodec(gobCodec{}) }) {
+		t.Error("RegisterCodec took id 0x80 twice")
+	}
+	for _, id := range []proto.Codec{proto.CodecRaw, proto.CodecJSON, 0x02, 0x7f} {
+		if !mustPanic(func() { RegisterCodec(idCodec(id)) }) {
+			t.Errorf("RegisterCodec took id %v", id)
+		}
+	}
+
+	ran := 0
+	h := Func(func(_ context.Context, in sumArgs) (int, error) { ran++; return in.A + in.B, nil })
+	req, err := AppendArgWith(gobCodec{}, nil, sumArgs{A: 2, B: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.ServeRPC(&Call{Route: "Math/Sum", Codec: proto.CodecUser}, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int
+	if err := DecodeReplyWith(gobCodec{}, "Math/Sum", out, &sum); err != nil || sum != 42 {
+		t.Fatalf("reply in the codec: %d, %v; want 42", sum, err)
+	}
+	if err := DecodeReplyWith(JSON, "Math/Sum", out, &sum); err == nil {
+		t.Error("a gob reply decoded as JSON")
+	}
+	before := ran
+	_, err = h.ServeRPC(&Call{Route: "Math/Sum", Codec: proto.CodecUser + 1}, req, nil)
+	if !errors.Is(err, ErrInvalidArgument) || !IsUnprocessed(err) || !strings.Contains(err.Error(), "Codec(0x81)") {
+		t.Errorf("an unregistered codec: %v", err)
+	}
+	if ran != before {
+		t.Error("the handler ran for a codec no one registered")
+	}
+}
+
+// idCodec is a codec that only has an id.
+type idCodec proto.Codec
+
+func (c idCodec) ID() proto.Codec                        { return proto.Codec(c) }
+func (idCodec) Append(dst []byte, _ any) ([]byte, error) { return dst, nil }
+func (idCodec) Unmarshal([]byte, any) error              { return nil }
