@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
+	"github.com/rpcd/rpcd/reactor"
 )
 
 // A typed handler takes and returns Go values; the registry's transport
@@ -79,4 +81,34 @@ func ExampleRegistry_Use() {
 	// Output:
 	// rpcd: permission denied: Vault/Open needs a token
 	// "open"
+}
+
+// A Method declares a route once, with its types, for the server that
+// serves it and the clients that call it.
+func ExampleMethod() {
+	type args struct {
+		A int `json:"a"`
+		B int `json:"b"`
+	}
+	sum := handler.Method[args, int]("Math/Sum") // in a package both ends import
+
+	reg := handler.NewRegistry()
+	sum.Handle(reg, func(ctx context.Context, in args) (int, error) { return in.A + in.B, nil })
+	srv := reactor.New(reg, reactor.Options{})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+
+	c, err := client.Dial(context.Background(), srv.Addr().String(), client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	n, err := sum.Call(context.Background(), c, args{A: 1, B: 2}) // n is an int
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(n)
+	// Output: 3
 }
