@@ -322,12 +322,16 @@ func (c *Client) NotifyRaw(ctx context.Context, route string, req []byte) error 
 }
 
 // sender is what a Client and a Cluster send calls through: do sends a
-// request and waits for its reply in cl.reply, notify a one-way call;
-// codec is Options.Codec.
+// request and waits for its reply in cl.reply, goCall starts one that
+// completes a Future, notify sends a one-way call; codec is
+// Options.Codec, and resends reports whether a call may be sent more than
+// once.
 type sender interface {
 	do(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) error
+	goCall(ctx context.Context, codec proto.Codec, route string, payload []byte, f *Future)
 	notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error
 	codec() handler.Codec
+	resends() bool
 }
 
 func (c *Client) codec() handler.Codec { return c.opts.Codec }

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -161,26 +160,14 @@ func (k *Cluster) resume(ctx context.Context, h proto.Header, route string, md p
 // does; Wait gives its result. An attempt that fails is sent again by the
 // rules of Options.MaxRetries, to another node when there is one.
 func (k *Cluster) Go(ctx context.Context, route string, in, out any) *Future {
-	f := &Future{done: make(chan struct{}), out: out, route: route, codec: k.opts.Codec}
-	payload, err := handler.AppendArgWith(f.codec, nil, in)
-	if err != nil {
-		f.complete(err)
-		return f
-	}
-	k.goCall(ctx, f.codec.ID(), route, payload, f)
-	return f
+	return goTyped(ctx, k, route, in, out)
 }
 
 // GoRaw starts a call like CallRaw on a node, as Client.GoRaw does; Reply
 // gives its reply once Done. req may be reused once GoRaw returns: a call
 // that may be sent again keeps a copy.
 func (k *Cluster) GoRaw(ctx context.Context, route string, req []byte) *Future {
-	f := &Future{done: make(chan struct{}), route: route}
-	if k.resends() {
-		req = bytes.Clone(req)
-	}
-	k.goCall(ctx, proto.CodecRaw, route, req, f)
-	return f
+	return goRaw(ctx, k, route, req)
 }
 
 func (k *Cluster) goCall(ctx context.Context, codec proto.Codec, route string, payload []byte, f *Future) {

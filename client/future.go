@@ -39,25 +39,35 @@ type Future struct {
 // The call ends when its reply comes, its context ends, or it fails and is
 // not sent again (see Options.MaxRetries).
 func (c *Client) Go(ctx context.Context, route string, in, out any) *Future {
-	f := &Future{done: make(chan struct{}), out: out, route: route, codec: c.opts.Codec}
-	payload, err := handler.AppendArgWith(f.codec, nil, in)
-	if err != nil {
-		f.complete(err)
-		return f
-	}
-	c.goCall(ctx, f.codec.ID(), route, payload, f)
-	return f
+	return goTyped(ctx, c, route, in, out)
 }
 
 // GoRaw starts a call like CallRaw; Reply gives its reply once Done. req
 // may be reused once GoRaw returns: a call that may be sent again keeps a
 // copy.
 func (c *Client) GoRaw(ctx context.Context, route string, req []byte) *Future {
+	return goRaw(ctx, c, route, req)
+}
+
+// goTyped is Go for either sender.
+func goTyped(ctx context.Context, s sender, route string, in, out any) *Future {
+	f := &Future{done: make(chan struct{}), out: out, route: route, codec: s.codec()}
+	payload, err := handler.AppendArgWith(f.codec, nil, in)
+	if err != nil {
+		f.complete(err)
+		return f
+	}
+	s.goCall(ctx, f.codec.ID(), route, payload, f)
+	return f
+}
+
+// goRaw is GoRaw for either sender.
+func goRaw(ctx context.Context, s sender, route string, req []byte) *Future {
 	f := &Future{done: make(chan struct{}), route: route}
-	if c.resends() {
+	if s.resends() {
 		req = bytes.Clone(req)
 	}
-	c.goCall(ctx, proto.CodecRaw, route, req, f)
+	s.goCall(ctx, proto.CodecRaw, route, req, f)
 	return f
 }
 

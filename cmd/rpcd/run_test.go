@@ -116,9 +116,17 @@ type server struct {
 	addr string
 }
 
-// serveInProcess runs serve with args and the test routes until it logs
-// its address. The test's cleanup stops it if it still runs.
+// serveInProcess runs serve with one event loop, args and the test routes
+// until it logs its address. The test's cleanup stops it if it still runs.
 func serveInProcess(t *testing.T, entered chan<- struct{}, args ...string) *server {
+	t.Helper()
+	return serveInProcessWith(t, testRoutes(entered), append([]string{"-loops", "1"}, args...)...)
+}
+
+// serveInProcessWith runs `serve -addr 127.0.0.1:0 -log-format json` with
+// args, register adding routes if not nil, until it logs its address. The
+// test's cleanup stops it if it still runs.
+func serveInProcessWith(t *testing.T, register func(*handler.Registry), args ...string) *server {
 	t.Helper()
 	s := &server{sigs: make(chan os.Signal, 2), log: &syncBuffer{}, code: make(chan int, 1)}
 	c := &cli{
@@ -126,9 +134,9 @@ func serveInProcess(t *testing.T, entered chan<- struct{}, args ...string) *serv
 		stdout:   &bytes.Buffer{},
 		stderr:   s.log,
 		signals:  func() (<-chan os.Signal, func()) { return s.sigs, func() {} },
-		register: testRoutes(entered),
+		register: register,
 	}
-	args = append([]string{"serve", "-addr", "127.0.0.1:0", "-log-format", "json", "-loops", "1"}, args...)
+	args = append([]string{"serve", "-addr", "127.0.0.1:0", "-log-format", "json"}, args...)
 	exited := make(chan struct{})
 	go func() {
 		s.code <- c.run(args)
@@ -153,6 +161,13 @@ func serveInProcess(t *testing.T, entered chan<- struct{}, args ...string) *serv
 	}
 	s.addr = addr
 	return s
+}
+
+// stop sends SIGTERM and returns serve's exit status once it has exited.
+func (s *server) stop(t *testing.T) int {
+	t.Helper()
+	s.sigs <- syscall.SIGTERM
+	return s.wait(t, stopTimeout)
 }
 
 // wait returns serve's exit status, failing the test if it takes longer

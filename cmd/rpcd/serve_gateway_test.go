@@ -116,28 +116,14 @@ func TestProcessGatewaySecurity(t *testing.T) {
 // finish with its reply before serve exits 0.
 func TestServeGatewayDrain(t *testing.T) {
 	entered, release := make(chan struct{}, 1), make(chan struct{})
-	sigs := make(chan os.Signal, 2)
-	log := &syncBuffer{}
-	c := &cli{
-		stdin: strings.NewReader(""), stdout: io.Discard, stderr: log,
-		signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
-		register: func(reg *handler.Registry) {
-			reg.Handle("Test/Hold", handler.Func(func(context.Context, struct{}) (string, error) {
-				entered <- struct{}{}
-				<-release
-				return "done", nil
-			}), handler.Blocking())
-		},
-	}
-	code := make(chan int, 1)
-	go func() {
-		code <- c.run([]string{"serve", "-addr", "127.0.0.1:0", "-gateway", "127.0.0.1:0", "-log-format", "json", "-loops", "1"})
-	}()
-	exited, status := make(chan struct{}), make(chan int, 1)
-	go func() { status <- <-code; close(exited) }()
-	if _, err := waitServing(log, exited); err != nil {
-		t.Fatalf("%v; log:\n%s", err, log.String())
-	}
+	p := serveInProcessWith(t, func(reg *handler.Registry) {
+		reg.Handle("Test/Hold", handler.Func(func(context.Context, struct{}) (string, error) {
+			entered <- struct{}{}
+			<-release
+			return "done", nil
+		}), handler.Blocking())
+	}, "-gateway", "127.0.0.1:0", "-loops", "1")
+	log := p.log
 	url := "http://" + gatewayAddr(t, log.String()) + "/rpc/Test/Hold"
 	hc := &http.Client{Timeout: runTimeout, Transport: &http.Transport{}}
 	defer hc.CloseIdleConnections()
@@ -162,7 +148,7 @@ func TestServeGatewayDrain(t *testing.T) {
 	case <-time.After(stopTimeout):
 		t.Fatal("the gateway call did not start")
 	}
-	sigs <- syscall.SIGTERM
+	p.sigs <- syscall.SIGTERM
 	if err := waitLog(log, "rpcd: draining"); err != nil {
 		t.Fatal(err)
 	}
@@ -171,12 +157,7 @@ func TestServeGatewayDrain(t *testing.T) {
 	if r.err != nil || r.status != 200 || r.body != `"done"` {
 		t.Errorf("the call in flight during the drain: %d %q %v, want 200 \"done\"", r.status, r.body, r.err)
 	}
-	select {
-	case <-exited:
-	case <-time.After(stopTimeout):
-		t.Fatal("serve did not exit after the drain")
-	}
-	if st := <-status; st != 0 || !strings.Contains(log.String(), "rpcd: stopped") {
+	if st := p.wait(t, stopTimeout); st != 0 || !strings.Contains(log.String(), "rpcd: stopped") {
 		t.Errorf("exit status %d, want 0; log:\n%s", st, log.String())
 	}
 }
@@ -194,31 +175,11 @@ func TestServeLoopsLeaveAPToTheGateway(t *testing.T) {
 		{[]string{"-gateway", "127.0.0.1:0"}, max(1, procs-1)},
 		{[]string{"-gateway", "127.0.0.1:0", "-loops", "3"}, 3},
 	} {
-		sigs := make(chan os.Signal, 2)
-		log := &syncBuffer{}
-		c := &cli{
-			stdin: strings.NewReader(""), stdout: io.Discard, stderr: log,
-			signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
+		p := serveInProcessWith(t, nil, tc.args...)
+		if want := fmt.Sprintf(`"loops":%d,`, tc.loops); !strings.Contains(p.log.String(), want) {
+			t.Errorf("serve %v with GOMAXPROCS %d: the log lacks %s:\n%s", tc.args, procs, want, p.log.String())
 		}
-		code := make(chan int, 1)
-		exited := make(chan struct{})
-		go func() {
-			code <- c.run(append([]string{"serve", "-addr", "127.0.0.1:0", "-log-format", "json"}, tc.args...))
-			close(exited)
-		}()
-		if _, err := waitServing(log, exited); err != nil {
-			t.Fatalf("serve %v: %v; log:\n%s", tc.args, err, log.String())
-		}
-		if want := fmt.Sprintf(`"loops":%d,`, tc.loops); !strings.Contains(log.String(), want) {
-			t.Errorf("serve %v with GOMAXPROCS %d: the log lacks %s:\n%s", tc.args, procs, want, log.String())
-		}
-		sigs <- syscall.SIGTERM
-		select {
-		case <-exited:
-		case <-time.After(stopTimeout):
-			t.Fatalf("serve %v did not exit after SIGTERM", tc.args)
-		}
-		if st := <-code; st != 0 {
+		if st := p.stop(t); st != 0 {
 			t.Errorf("serve %v: exit status %d, want 0", tc.args, st)
 		}
 	}
@@ -228,21 +189,8 @@ func TestServeLoopsLeaveAPToTheGateway(t *testing.T) {
 // connection is not served until one of those open closes; the flag is
 // refused without -gateway or below 0.
 func TestServeGatewayMaxConns(t *testing.T) {
-	sigs := make(chan os.Signal, 2)
-	log := &syncBuffer{}
-	c := &cli{
-		stdin: strings.NewReader(""), stdout: io.Discard, stderr: log,
-		signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
-	}
-	code := make(chan int, 1)
-	exited := make(chan struct{})
-	go func() {
-		code <- c.run([]string{"serve", "-addr", "127.0.0.1:0", "-loops", "1", "-log-format", "json", "-gateway", "127.0.0.1:0", "-gateway-max-conns", "2"})
-		close(exited)
-	}()
-	if _, err := waitServing(log, exited); err != nil {
-		t.Fatalf("serve: %v; log:\n%s", err, log.String())
-	}
+	p := serveInProcessWith(t, nil, "-loops", "1", "-gateway", "127.0.0.1:0", "-gateway-max-conns", "2")
+	log := p.log
 	addr := gatewayAddr(t, log.String())
 	const req = "POST /rpc/Math/Sum HTTP/1.1\r\nHost: rpcd\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"a\":1,\"b\":2}"
 	// sum sends a request on nc and reads the reply within wait.
@@ -291,13 +239,7 @@ func TestServeGatewayMaxConns(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("the third connection after one closed: %s", resp.Status)
 	}
-	sigs <- syscall.SIGTERM
-	select {
-	case <-exited:
-	case <-time.After(stopTimeout):
-		t.Fatal("serve did not exit after SIGTERM")
-	}
-	if st := <-code; st != 0 {
+	if st := p.stop(t); st != 0 {
 		t.Errorf("exit status %d, want 0", st)
 	}
 
