@@ -5,13 +5,17 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"math"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/proto"
+	"github.com/rpcd/rpcd/ratelimit"
 	"github.com/rpcd/rpcd/reactor"
 )
 
@@ -46,6 +50,7 @@ type serveFlags struct {
 	keepAliveTimeout, handshakeTimeout                 time.Duration
 	security                                           securityFlags
 	chaosLedger                                        string
+	rateLimit                                          string
 	gateway                                            gatewayFlags
 	admin                                              adminFlags
 	etcd                                               etcdFlags
@@ -72,6 +77,7 @@ func setupServe(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.DurationVar(&f.keepAliveTimeout, "keepalive-timeout", 0, "close a connection that does not answer a ping within this; 0 means 10s")
 	fs.DurationVar(&f.writeTimeout, "write-timeout", 0, "close a connection whose replies go unread for this long; 0 means 30s")
 	fs.DurationVar(&f.handshakeTimeout, "handshake-timeout", 0, "with authentication or TLS: how long a connection has to complete it; 0 means 5s")
+	fs.StringVar(&f.rateLimit, "rate-limit", "", "hold routes to rates, as `ROUTE=RATE[:BURST],...` in calls a second (burst: at once, default a second's worth); route * is every route not listed, each on its own; past it a call gets ResourceExhausted")
 	f.security.define(fs)
 	f.gateway.define(fs)
 	f.admin.define(fs)
@@ -119,6 +125,10 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	limits, err := parseRateLimits(f.rateLimit)
+	if err != nil {
+		return err
+	}
 	logger, err := newLogger(c.stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
@@ -131,6 +141,9 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	counted := f.admin.count(reg) // nil without -admin; before other middleware, to count what it refuses
 	if roles != nil {
 		reg.Use(auth.Require(auth.Roles(roles)))
+	}
+	if limits != nil {
+		reg.Use(ratelimit.PerRoute(limits)) // after authorization: calls refused by it take no token
 	}
 	builtin.Register(reg)
 	var srv *reactor.Server // set below, before any call can reach Sys/Stats
@@ -273,4 +286,38 @@ func defaultLoops(gateway bool) int {
 		return reactor.DefaultLoops()
 	}
 	return runtime.GOMAXPROCS(0)
+}
+
+// parseRateLimits parses -rate-limit: "ROUTE=RATE[:BURST],...", ROUTE a
+// route or * (ratelimit.Any); nil for an empty list.
+func parseRateLimits(list string) (map[string]ratelimit.Limit, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	limits := map[string]ratelimit.Limit{}
+	for _, item := range strings.Split(list, ",") {
+		route, spec, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok {
+			return nil, usagef("-rate-limit has %q, want ROUTE=RATE[:BURST]", item)
+		}
+		if route != ratelimit.Any && handler.ValidRoute(route) != nil {
+			return nil, usagef("-rate-limit has the route %q, want Controller/Action or *", route)
+		}
+		if _, dup := limits[route]; dup {
+			return nil, usagef("-rate-limit has the route %s twice", route)
+		}
+		rateText, burstText, hasBurst := strings.Cut(spec, ":")
+		var l ratelimit.Limit
+		var err error
+		if l.Rate, err = strconv.ParseFloat(rateText, 64); err != nil || !(l.Rate > 0) || math.IsInf(l.Rate, 0) {
+			return nil, usagef("-rate-limit %s: rate %q, want calls a second above 0", route, rateText)
+		}
+		if hasBurst {
+			if l.Burst, err = strconv.Atoi(burstText); err != nil || l.Burst < 1 {
+				return nil, usagef("-rate-limit %s: burst %q, want 1 or more", route, burstText)
+			}
+		}
+		limits[route] = l
+	}
+	return limits, nil
 }
