@@ -5,6 +5,10 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
 )
 
 // Balance is how a Cluster spreads calls over its nodes.
@@ -55,6 +59,74 @@ type node struct {
 	inflight atomic.Int64  // calls from this cluster on it now
 	calls    atomic.Uint64 // calls sent to it
 	gone     atomic.Bool   // left the set: take no new calls
+
+	// Its breaker (ServiceOptions.Ejection; eject nil: none). until is 0
+	// while the breaker is closed; once it opens, the time on clock until
+	// which the node gets no calls, and it stays set past that, while the
+	// node is on trial, until a call succeeds.
+	eject     *Ejection
+	fails     atomic.Int32 // node failures in a row
+	until     atomic.Int64
+	ejections atomic.Int32 // in a row without a success
+}
+
+// clockStart is where clock counts from.
+var clockStart = time.Now()
+
+// clock is a monotonic clock in nanoseconds.
+func clock() int64 { return int64(time.Since(clockStart)) }
+
+// out reports whether n is ejected now. A node whose breaker is closed
+// costs one atomic load.
+func (n *node) out() bool {
+	until := n.until.Load()
+	return until != 0 && clock() < until
+}
+
+// record counts the outcome of a call sent to n in its breaker.
+func (n *node) record(err error) {
+	if n.eject == nil {
+		return
+	}
+	if err == nil || !nodeFailure(err) {
+		// A reply, or an error the node sent about the call, closes the
+		// breaker; the caller's cancel tells nothing. A closed breaker is
+		// only read, not written, on the way of a call that succeeds.
+		if (err == nil || answered(err)) && (n.fails.Load() != 0 || n.until.Load() != 0) {
+			n.fails.Store(0)
+			n.until.Store(0)
+			n.ejections.Store(0)
+		}
+		return
+	}
+	// On trial, one failure ejects again; else Failures in a row do.
+	if n.until.Load() == 0 && int(n.fails.Add(1)) < n.eject.Failures {
+		return
+	}
+	k := min(n.ejections.Add(1)-1, 4) // 1, 2, 4, 8, 16 times Duration
+	n.until.Store(clock() + int64(n.eject.Duration)<<k)
+	n.fails.Store(0)
+}
+
+// answered reports whether err is an error a node sent about the call
+// (not the caller's cancel, nor its deadline).
+func answered(err error) bool {
+	code := handler.CodeOf(err)
+	return code != proto.CodeCanceled && code != proto.CodeDeadlineExceeded && code != proto.CodeUnknown
+}
+
+// nodeFailure reports whether err says a node failed a call sent to it,
+// rather than the call or its caller: lost or refused (Unavailable),
+// overloaded (ResourceExhausted), broken (Internal), or too slow once the
+// call was sent (DeadlineExceeded, not Unprocessed).
+func nodeFailure(err error) bool {
+	switch handler.CodeOf(err) {
+	case proto.CodeUnavailable, proto.CodeResourceExhausted, proto.CodeInternal:
+		return true
+	case proto.CodeDeadlineExceeded:
+		return !handler.IsUnprocessed(err)
+	}
+	return false
 }
 
 // acquire counts a call on n; false if n has left the set, in which case
@@ -155,7 +227,8 @@ func hashString(s string) uint64 {
 }
 
 // pick returns a usable node for a call, not avoid if another is usable,
-// or nil. It takes no lock: the table is immutable and the counters atomic.
+// and not an ejected one if another is usable, or nil. It takes no lock:
+// the table is immutable and the counters atomic.
 func (t *table) pick(b Balance, key string, hasKey bool, avoid *node) *node {
 	n := len(t.nodes)
 	if n == 0 {
@@ -178,7 +251,7 @@ func (t *table) pick(b Balance, key string, hasKey bool, avoid *node) *node {
 		return firstUsable(len(t.ring), func(k int) *node { return t.nodes[t.ring[(i+k)%len(t.ring)].node] }, avoid)
 	case b == LeastInflight:
 		start := int(t.next.Add(1))
-		var best *node
+		var best, ejected *node
 		var bestLoad, bestWeight int64
 		for k := range n {
 			j := (start + k) % n
@@ -186,35 +259,64 @@ func (t *table) pick(b Balance, key string, hasKey bool, avoid *node) *node {
 			if nd == avoid || !nd.c.usable() {
 				continue
 			}
+			if nd.out() {
+				if ejected == nil {
+					ejected = nd
+				}
+				continue
+			}
 			load, w := nd.inflight.Load(), t.weights[j]
 			if best == nil || load*bestWeight < bestLoad*w {
 				best, bestLoad, bestWeight = nd, load, w
 			}
 		}
-		if best == nil && avoid != nil && avoid.c.usable() {
+		switch {
+		case best != nil:
+			return best
+		case avoid != nil && avoid.c.usable() && !avoid.out():
+			return avoid
+		case ejected != nil:
+			return ejected
+		case avoid != nil && avoid.c.usable():
 			return avoid
 		}
-		return best
+		return nil
 	}
 	start := int(t.next.Add(1))
 	return firstUsable(len(t.seq), func(k int) *node { return t.nodes[t.seq[(start+k)%len(t.seq)]] }, avoid)
 }
 
 // firstUsable returns the first usable node of count, in the order at
-// gives them: not avoid, unless no other is usable.
+// gives them: not avoid, and not an ejected node, unless no other is
+// usable; then avoid before an ejected one, and an ejected one before an
+// ejected avoid.
 func firstUsable(count int, at func(k int) *node, avoid *node) *node {
-	var fallback *node
+	var fallback [3]*node // avoid; an ejected node; avoid, ejected
 	for k := range count {
 		nd := at(k)
 		if !nd.c.usable() {
 			continue
 		}
-		if nd != avoid {
+		out := nd.out()
+		switch {
+		case nd != avoid && !out:
+			return nd
+		case nd == avoid && !out:
+			fallback[0] = nd
+		case nd != avoid:
+			if fallback[1] == nil {
+				fallback[1] = nd
+			}
+		default:
+			fallback[2] = nd
+		}
+	}
+	for _, nd := range fallback {
+		if nd != nil {
 			return nd
 		}
-		fallback = nd
 	}
-	return fallback
+	return nil
 }
 
 type affinityKey struct{}

@@ -33,6 +33,26 @@ type ServiceOptions struct {
 	// Resolver, if set, resolves the name given to DialService; nil takes
 	// it from the target's scheme (RegisterScheme).
 	Resolver Resolver
+
+	// Ejection takes a node whose calls keep failing out of the balancing
+	// for a while; the zero Ejection takes the defaults.
+	Ejection Ejection
+}
+
+// Ejection is a circuit breaker per node: after Failures calls in a row
+// to a node fail as a node fails them (Unavailable, ResourceExhausted,
+// Internal, or DeadlineExceeded once sent), the node gets no calls for
+// Duration, as long as another node can take them. Then calls reach it
+// again: the first that succeeds closes the breaker, and a failure
+// before that ejects it again at once, for twice as long as the last
+// time (at most 16 times Duration). Failures that are the call's own (a
+// bad argument, no such route, a cancel) do not count.
+type Ejection struct {
+	// Failures is how many calls in a row must fail; default 5, and a
+	// negative value never ejects.
+	Failures int
+	// Duration is how long a first ejection lasts; default 10s.
+	Duration time.Duration
 }
 
 // Cluster calls a service made of several servers (nodes), one Client for
@@ -56,6 +76,7 @@ type Cluster struct {
 
 	retries atomic.Uint64
 	noNode  error
+	eject   *Ejection // nil: never
 	sweep   *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -110,6 +131,12 @@ func DialService(ctx context.Context, target string, opts ServiceOptions) (*Clus
 
 func newCluster(name string, opts ServiceOptions, owned Resolver) *Cluster {
 	opts.Options = opts.Options.withDefaults()
+	if opts.Ejection.Failures == 0 {
+		opts.Ejection.Failures = 5
+	}
+	if opts.Ejection.Duration <= 0 {
+		opts.Ejection.Duration = 10 * time.Second
+	}
 	each := opts.Options
 	each.MaxRetries = -1 // the cluster retries, on another node if it can
 	each.WaitForReady = false
@@ -122,6 +149,9 @@ func newCluster(name string, opts ServiceOptions, owned Resolver) *Cluster {
 		ready:   make(chan struct{}),
 		noNode:  &handler.Error{Code: proto.CodeUnavailable, Message: "no usable node of service " + name, Unprocessed: true},
 		sweep:   newTimeoutSweep(),
+	}
+	if opts.Ejection.Failures > 0 {
+		k.eject = &opts.Ejection
 	}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	k.tab.Store(newTable(nil, opts.Balance))
@@ -208,7 +238,7 @@ func (k *Cluster) join(n Node, first chan struct{}) {
 			return
 		}
 		if err == nil {
-			k.members[n.Addr] = &node{Node: cur, c: c}
+			k.members[n.Addr] = &node{Node: cur, c: c, eject: k.eject}
 			k.publishLocked()
 			k.mu.Unlock()
 			return
@@ -275,6 +305,7 @@ type NodeStats struct {
 	Calls    uint64 // calls this cluster sent it
 	Inflight int64  // calls on it now
 	Usable   bool   // it has a usable connection
+	Ejected  bool   // it gets no calls for now (ServiceOptions.Ejection)
 }
 
 // Nodes returns the nodes calls go to now, in address order.
@@ -284,7 +315,7 @@ func (k *Cluster) Nodes() []NodeStats {
 	t := k.tab.Load()
 	out := make([]NodeStats, 0, len(t.nodes))
 	for _, n := range t.nodes {
-		out = append(out, NodeStats{Node: n.Node, Calls: n.calls.Load(), Inflight: n.inflight.Load(), Usable: n.c.usable()})
+		out = append(out, NodeStats{Node: n.Node, Calls: n.calls.Load(), Inflight: n.inflight.Load(), Usable: n.c.usable(), Ejected: n.out()})
 	}
 	return out
 }

@@ -114,6 +114,7 @@ func (k *Cluster) attempt(ctx context.Context, h proto.Header, route string, md 
 	}
 	err = n.c.once(ctx, h, route, md, payload, cl)
 	n.release()
+	n.record(err)
 	s.last = n
 	return err
 }

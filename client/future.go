@@ -114,7 +114,7 @@ func (c *Client) goStart(ctx context.Context, h proto.Header, route string, md p
 
 // complete records the result and releases the future's context.
 func (f *Future) complete(err error) {
-	f.releaseNode()
+	f.endAttempt(err)
 	f.err = err
 	if f.cancel != nil {
 		f.cancel()
@@ -122,12 +122,13 @@ func (f *Future) complete(err error) {
 	close(f.done)
 }
 
-// releaseNode uncounts the attempt that ended from its Cluster node's
-// calls in flight.
-func (f *Future) releaseNode() {
+// endAttempt uncounts the attempt that ended with err from its Cluster
+// node's calls in flight, and counts err in the node's breaker.
+func (f *Future) endAttempt(err error) {
 	if n := f.node; n != nil {
 		f.node = nil
 		n.release()
+		n.record(err)
 	}
 }
 

@@ -154,7 +154,7 @@ func waitError(ctx context.Context, route string, last error) error {
 // It runs on the goroutine that failed the attempt (a reader), so it only
 // decides.
 func (f *Future) resend(err error, torn bool) bool {
-	f.releaseNode()
+	f.endAttempt(err)
 	if f.k != nil {
 		return f.k.resend(f, err, torn)
 	}
