@@ -76,7 +76,7 @@ type Cluster struct {
 
 	retries atomic.Uint64
 	noNode  error
-	eject   *Ejection // nil: never
+	eject   *Ejection     // nil: never
 	sweep   *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
 	ctx     context.Context
 	cancel  context.CancelFunc
