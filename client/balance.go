@@ -99,12 +99,23 @@ func (n *node) record(err error) {
 		}
 		return
 	}
-	// On trial, one failure ejects again; else Failures in a row do.
-	if n.until.Load() == 0 && int(n.fails.Add(1)) < n.eject.Failures {
+	until := n.until.Load()
+	switch {
+	case until == 0: // closed: the Failures-th failure in a row opens it
+		if int(n.fails.Add(1)) != n.eject.Failures {
+			return
+		}
+	case clock() < until: // open: calls sent before it opened add nothing
 		return
 	}
-	k := min(n.ejections.Add(1)-1, 4) // 1, 2, 4, 8, 16 times Duration
-	n.until.Store(clock() + int64(n.eject.Duration)<<k)
+	// Open it, or, on trial, open it again for twice as long as the last
+	// time: 1, 2, 4, 8, 16 times Duration. Of failures that come together,
+	// one does.
+	k := min(n.ejections.Load(), 4)
+	if !n.until.CompareAndSwap(until, clock()+int64(n.eject.Duration)<<k) {
+		return
+	}
+	n.ejections.Add(1)
 	n.fails.Store(0)
 }
 

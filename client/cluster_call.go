@@ -10,8 +10,9 @@ import (
 )
 
 // Call calls route on a node with in encoded as JSON (or Options.Codec)
-// and decodes the reply into out, as Client.Call does. A call that fails is sent again by
-// the rules of Options.MaxRetries, to another node when there is one.
+// and decodes the reply into out, as Client.Call does. A call that fails
+// is sent again by the rules of Options.MaxRetries, to another node when
+// there is one.
 func (k *Cluster) Call(ctx context.Context, route string, in, out any) error {
 	return callTyped(ctx, k, route, in, out)
 }

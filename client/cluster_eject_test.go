@@ -152,3 +152,55 @@ func TestClusterEjectionFutures(t *testing.T) {
 		t.Errorf("the failing node took %d futures of 40, want 3", got)
 	}
 }
+
+// TestClusterEjectionInFlight: calls that were out on a node when it was
+// ejected and fail afterwards neither eject it again nor lengthen its
+// ejection: it is back on trial after Duration, not twice that.
+func TestClusterEjectionInFlight(t *testing.T) {
+	const d = 400 * time.Millisecond
+	good := newFlaky(t, proto.CodeOK)
+	bad := &flaky{}
+	release := make(chan struct{})
+	reg := handler.NewRegistry()
+	reg.HandleFunc("T/Hit", func(_ context.Context, req, reply []byte) ([]byte, error) {
+		bad.hits.Add(1)
+		<-release
+		return reply, &handler.Error{Code: proto.CodeInternal, Message: "failing on purpose"}
+	}, handler.Blocking())
+	s := reactor.New(reg, reactor.Options{Loops: 1})
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, s) })
+	t.Cleanup(func() { // before stop, should the test end early
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	bad.addr = s.Addr().String()
+	k := dialService(t, "svc", client.ServiceOptions{
+		Options:  client.Options{MaxRetries: -1},
+		Resolver: client.Static(client.Node{Addr: good.addr}, client.Node{Addr: bad.addr}),
+		Ejection: client.Ejection{Failures: 2, Duration: d},
+	})
+	var futs []*client.Future
+	for range 12 { // 6 on each node
+		futs = append(futs, k.GoRaw(context.Background(), "T/Hit", []byte("x")))
+	}
+	waitFor(t, func() bool { return bad.hits.Load() == 6 })
+	close(release)
+	for _, f := range futs {
+		_ = f.Wait()
+	}
+	ejectedAt := time.Now() // about: the second failure of six
+	if !ejected(k)[bad.addr] {
+		t.Fatal("the node was not ejected")
+	}
+	time.Sleep(d + 100*time.Millisecond - time.Since(ejectedAt))
+	hitN(k, 10)
+	if got := bad.hits.Load(); got != 7 {
+		t.Errorf("after Duration, the node took %d calls in all, want 7 (one on trial): its ejection grew", got)
+	}
+}

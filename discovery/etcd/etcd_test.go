@@ -46,6 +46,12 @@ type node struct {
 
 func startNode(t *testing.T, cli *clientv3.Client, service string, weight int) *node {
 	t.Helper()
+	return startNodeTTL(t, cli, service, weight, 2*time.Second)
+}
+
+// startNodeTTL is startNode with a lease of ttl.
+func startNodeTTL(t *testing.T, cli *clientv3.Client, service string, weight int, ttl time.Duration) *node {
+	t.Helper()
 	n := &node{}
 	reg := handler.NewRegistry()
 	builtin.Register(reg)
@@ -61,7 +67,7 @@ func startNode(t *testing.T, cli *clientv3.Client, service string, weight int) *
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var err error
-	n.reg, err = etcd.Register(ctx, cli, service, client.Node{Addr: n.addr, Weight: weight, Routes: []string{"Count/Hit"}, Meta: map[string]string{"zone": "test"}}, etcd.RegisterOptions{TTL: 2 * time.Second})
+	n.reg, err = etcd.Register(ctx, cli, service, client.Node{Addr: n.addr, Weight: weight, Routes: []string{"Count/Hit"}, Meta: map[string]string{"zone": "test"}}, etcd.RegisterOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +274,10 @@ func TestSecureEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	n := startNode(t, cli, "secure", 0)
+	// A lease long enough that a loaded machine (the whole suite under
+	// -race, TLS and authentication on every request) cannot let it lapse
+	// between Grant and the first keep-alive.
+	n := startNodeTTL(t, cli, "secure", 0, 30*time.Second)
 
 	etcd.RegisterScheme("etcd-secure-test", cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
