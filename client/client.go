@@ -292,9 +292,9 @@ func (c *Client) Close() error {
 }
 
 // Call calls route with in encoded as JSON (or Options.Codec) and decodes
-// the reply into out, a pointer (or nil to drop the reply). in may be nil for no argument.
-// A call that fails is sent again when Options.MaxRetries allows it; the
-// error returned is the last attempt's.
+// the reply into out, a pointer (or nil to drop the reply). in may be nil
+// for no argument. A call that fails is sent again when Options.MaxRetries
+// allows it; the error returned is the last attempt's.
 func (c *Client) Call(ctx context.Context, route string, in, out any) error {
 	return callTyped(ctx, c, route, in, out)
 }
@@ -307,11 +307,10 @@ func (c *Client) CallRaw(ctx context.Context, route string, req, reply []byte) (
 }
 
 // Notify sends a one-way call to route with in encoded as JSON (or
-// Options.Codec). It returns
-// once the call is queued for writing; no reply, and no error from the
-// server, ever comes back. It is never sent twice: with no usable
-// connection it fails with Unavailable, or, under Options.WaitForReady,
-// waits for one first.
+// Options.Codec). It returns once the call is queued for writing; no
+// reply, and no error from the server, ever comes back. It is never sent
+// twice: with no usable connection it fails with Unavailable, or, under
+// Options.WaitForReady, waits for one first.
 func (c *Client) Notify(ctx context.Context, route string, in any) error {
 	return notifyTyped(ctx, c, route, in)
 }
