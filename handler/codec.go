@@ -2,6 +2,7 @@ package handler
 
 import (
 	"errors"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -98,15 +99,21 @@ type codecBox struct{ c Codec }
 // "Codecs"), agreed with the peers that use it; a client sends its typed
 // calls in it with client.Options.Codec, and needs no registration. Register
 // codecs before serving: RegisterCodec panics on an id outside that range
-// or one already taken.
+// or one another codec has taken; registering an equal codec again does
+// nothing.
 func RegisterCodec(c Codec) {
 	id := c.ID()
 	if id < proto.CodecUser {
 		panic("handler: RegisterCodec: id " + id.String() + " is not an application's (0x80 to 0xff)")
 	}
-	if !userCodecs[id-proto.CodecUser].CompareAndSwap(nil, &codecBox{c}) {
-		panic("handler: RegisterCodec: id " + id.String() + " registered twice")
+	slot := &userCodecs[id-proto.CodecUser]
+	if slot.CompareAndSwap(nil, &codecBox{c}) {
+		return
 	}
+	if old := slot.Load().c; reflect.TypeOf(old) == reflect.TypeOf(c) && reflect.TypeOf(c).Comparable() && old == c {
+		return
+	}
+	panic("handler: RegisterCodec: id " + id.String() + " is taken by another codec")
 }
 
 // codecFor returns the codec for id, JSON or registered; nil if none.

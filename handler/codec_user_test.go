@@ -40,11 +40,15 @@ func mustPanic(f func()) (panicked bool) {
 // TestRegisterCodec: a typed route takes a call in a registered codec and
 // answers in it; an id no one registered is refused, unprocessed, without
 // running the handler; RegisterCodec refuses ids that are not an
-// application's, and an id twice.
+// application's, and an id another codec has taken, but takes the same
+// codec again.
 func TestRegisterCodec(t *testing.T) {
 	registerGob.Do(func() { RegisterCodec(gobCodec{}) })
-	if !mustPanic(func() { RegisterCodec(gobCodec{}) }) {
-		t.Error("RegisterCodec took id 0x80 twice")
+	if mustPanic(func() { RegisterCodec(gobCodec{}) }) {
+		t.Error("RegisterCodec refused the same codec again")
+	}
+	if !mustPanic(func() { RegisterCodec(idCodec(proto.CodecUser)) }) {
+		t.Error("RegisterCodec gave id 0x80 to a second codec")
 	}
 	for _, id := range []proto.Codec{proto.CodecRaw, proto.CodecJSON, 0x02, 0x7f} {
 		if !mustPanic(func() { RegisterCodec(idCodec(id)) }) {

@@ -1,9 +1,13 @@
 package handler_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"log"
+	"strings"
 
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
@@ -111,4 +115,63 @@ func ExampleMethod() {
 	}
 	fmt.Println(n)
 	// Output: 3
+}
+
+// gzipJSON is an application's codec: JSON, compressed with gzip.
+type gzipJSON struct{}
+
+func (gzipJSON) ID() proto.Codec { return 0x81 } // agreed by both ends
+
+func (gzipJSON) Append(dst []byte, v any) ([]byte, error) {
+	js, err := handler.JSON.Append(nil, v)
+	if err != nil {
+		return dst, err
+	}
+	b := bytes.NewBuffer(dst)
+	zw := gzip.NewWriter(b)
+	if _, err := zw.Write(js); err != nil {
+		return dst, err
+	}
+	err = zw.Close()
+	return b.Bytes(), err
+}
+
+func (gzipJSON) Unmarshal(data []byte, v any) error {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	js, err := io.ReadAll(zr)
+	if err != nil {
+		return err
+	}
+	return handler.JSON.Unmarshal(js, v)
+}
+
+// A codec of the application's own: typed routes take it once registered,
+// and a client sends its typed calls in it. This one compresses JSON.
+func ExampleRegisterCodec() {
+	handler.RegisterCodec(gzipJSON{}) // on the server, before serving
+
+	reg := handler.NewRegistry()
+	reg.Handle("Text/Upper", handler.Func(func(_ context.Context, s string) (string, error) {
+		return strings.ToUpper(s), nil
+	}))
+	srv := reactor.New(reg, reactor.Options{})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+
+	c, err := client.Dial(context.Background(), srv.Addr().String(), client.Options{Codec: gzipJSON{}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	var out string
+	if err := c.Call(context.Background(), "Text/Upper", strings.Repeat("ab", 1000), &out); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(out), out[:6])
+	// Output: 2000 ABABAB
 }
