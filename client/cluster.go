@@ -45,8 +45,9 @@ type ServiceOptions struct {
 // Duration, as long as another node can take them. Then calls reach it
 // again: the first that succeeds closes the breaker, and a failure
 // before that ejects it again at once, for twice as long as the last
-// time (at most 16 times Duration). Failures that are the call's own (a
-// bad argument, no such route, a cancel) do not count.
+// time (at most 16 times Duration). Calls that were out on the node when
+// it was ejected, and failures that are the call's own (a bad argument, no
+// such route, a cancel), do not count.
 type Ejection struct {
 	// Failures is how many calls in a row must fail; default 5, and a
 	// negative value never ejects.
