@@ -39,6 +39,7 @@ type Client struct {
 	watch   *lingerWatch  // gives unused read tokens back to listeners (read.go)
 	sweep   *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
 	ctxs    ctxWatches    // contexts callers share, watched once (ctxwatch.go)
+	icpt    Interceptor   // Options.Interceptors as one; nil for none (intercept.go)
 
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
@@ -63,7 +64,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if opts.TLS != nil {
 		opts.TLS = tlsConfigFor(opts.TLS, addr)
 	}
-	c := &Client{addr: addr, opts: opts, log: opts.Logger, noConn: errNoConn(addr), ready: make(chan struct{})}
+	c := &Client{addr: addr, opts: opts, log: opts.Logger, noConn: errNoConn(addr), ready: make(chan struct{}), icpt: chain(opts.Interceptors)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.srv = &serving{reg: opts.Handler, pushes: opts.Pushes, max: opts.MaxHandlers, peer: c, dropped: func() { c.dropped.Add(1) }, subs: &c.subs, log: opts.Logger}
 	c.srv.window = opts.StreamWindow
@@ -317,7 +318,7 @@ func (c *Client) Notify(ctx context.Context, route string, in any) error {
 
 // NotifyRaw sends a one-way call with a raw payload; see Notify.
 func (c *Client) NotifyRaw(ctx context.Context, route string, req []byte) error {
-	return c.notify(ctx, proto.CodecRaw, route, req)
+	return notifyRaw(ctx, c, route, req)
 }
 
 // sender is what a Client and a Cluster send calls through: do sends a
@@ -331,15 +332,28 @@ type sender interface {
 	notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error
 	codec() handler.Codec
 	resends() bool
+	interceptor() Interceptor // Options.Interceptors as one; nil for none
 }
 
-func (c *Client) codec() handler.Codec { return c.opts.Codec }
+func (c *Client) codec() handler.Codec     { return c.opts.Codec }
+func (c *Client) interceptor() Interceptor { return c.icpt }
 
 // callTyped is Call for either sender.
 func callTyped(ctx context.Context, s sender, route string, in, out any) error {
+	codec := s.codec()
+	if s.interceptor() != nil {
+		payload, err := handler.AppendArgWith(codec, nil, in)
+		if err != nil {
+			return err
+		}
+		reply, err := sendVia(ctx, s, codec.ID(), route, payload, nil)
+		if err != nil {
+			return err
+		}
+		return handler.DecodeReplyWith(codec, route, reply, out)
+	}
 	cl := getCall()
 	defer putCall(cl)
-	codec := s.codec()
 	payload, err := handler.AppendArgWith(codec, cl.buf[:0], in)
 	if err != nil {
 		return err
@@ -358,6 +372,9 @@ func callTyped(ctx context.Context, s sender, route string, in, out any) error {
 
 // callRaw is CallRaw for either sender.
 func callRaw(ctx context.Context, s sender, route string, req, reply []byte) ([]byte, error) {
+	if s.interceptor() != nil {
+		return sendVia(ctx, s, proto.CodecRaw, route, req, reply)
+	}
 	cl := getCall()
 	defer putCall(cl)
 	cl.reply = reply
@@ -377,7 +394,18 @@ func notifyTyped(ctx context.Context, s sender, route string, in any) error {
 		return err
 	}
 	cl.buf = payload
+	if s.interceptor() != nil {
+		return notifyVia(ctx, s, codec.ID(), route, payload)
+	}
 	return s.notify(ctx, codec.ID(), route, payload)
+}
+
+// notifyRaw is NotifyRaw for either sender.
+func notifyRaw(ctx context.Context, s sender, route string, req []byte) error {
+	if s.interceptor() != nil {
+		return notifyVia(ctx, s, proto.CodecRaw, route, req)
+	}
+	return s.notify(ctx, proto.CodecRaw, route, req)
 }
 
 func (c *Client) notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error {

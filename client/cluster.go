@@ -78,6 +78,7 @@ type Cluster struct {
 	retries atomic.Uint64
 	noNode  error
 	eject   *Ejection     // nil: never
+	icpt    Interceptor   // Options.Interceptors as one; nil for none
 	sweep   *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -142,6 +143,7 @@ func newCluster(name string, opts ServiceOptions, owned Resolver) *Cluster {
 	each.MaxRetries = -1 // the cluster retries, on another node if it can
 	each.WaitForReady = false
 	each.Handler, each.Pushes = nil, nil
+	each.Interceptors = nil // the cluster's wrap its calls, once each
 	k := &Cluster{
 		name: name, opts: opts, node: each, owned: owned,
 		hc:      &Client{opts: each},
@@ -154,6 +156,7 @@ func newCluster(name string, opts ServiceOptions, owned Resolver) *Cluster {
 	if opts.Ejection.Failures > 0 {
 		k.eject = &opts.Ejection
 	}
+	k.icpt = chain(opts.Interceptors)
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	k.tab.Store(newTable(nil, opts.Balance))
 	return k

@@ -33,7 +33,7 @@ func (k *Cluster) Notify(ctx context.Context, route string, in any) error {
 
 // NotifyRaw sends a one-way call with a raw payload; see Notify.
 func (k *Cluster) NotifyRaw(ctx context.Context, route string, req []byte) error {
-	return k.notify(ctx, proto.CodecRaw, route, req)
+	return notifyRaw(ctx, k, route, req)
 }
 
 func (k *Cluster) notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error {
@@ -195,7 +195,8 @@ func (k *Cluster) goCall(ctx context.Context, codec proto.Codec, route string, p
 	n.c.goStart(ctx, h, route, md, payload, f)
 }
 
-func (k *Cluster) codec() handler.Codec { return k.opts.Codec }
+func (k *Cluster) codec() handler.Codec     { return k.opts.Codec }
+func (k *Cluster) interceptor() Interceptor { return k.icpt }
 
 // resends reports whether a call may be sent more than once.
 func (k *Cluster) resends() bool { return k.opts.MaxRetries > 0 || k.opts.WaitForReady }

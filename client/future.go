@@ -57,6 +57,10 @@ func goTyped(ctx context.Context, s sender, route string, in, out any) *Future {
 		f.complete(err)
 		return f
 	}
+	if s.interceptor() != nil {
+		goVia(ctx, s, f.codec.ID(), route, payload, f)
+		return f
+	}
 	s.goCall(ctx, f.codec.ID(), route, payload, f)
 	return f
 }
@@ -64,6 +68,10 @@ func goTyped(ctx context.Context, s sender, route string, in, out any) *Future {
 // goRaw is GoRaw for either sender.
 func goRaw(ctx context.Context, s sender, route string, req []byte) *Future {
 	f := &Future{done: make(chan struct{}), route: route}
+	if s.interceptor() != nil {
+		goVia(ctx, s, proto.CodecRaw, route, bytes.Clone(req), f)
+		return f
+	}
 	if s.resends() {
 		req = bytes.Clone(req)
 	}

@@ -117,6 +117,10 @@ type Options struct {
 	// to take it. Raw calls are raw whatever it is.
 	Codec handler.Codec
 
+	// Interceptors wrap every call the client sends, the first outermost
+	// (Interceptor).
+	Interceptors []Interceptor
+
 	// StreamWindow is the window the client grants each stream, in each
 	// direction it receives: the most it buffers unread per stream.
 	// Default 256 KiB.

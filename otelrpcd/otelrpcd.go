@@ -3,12 +3,14 @@
 //
 // Middleware, installed on a handler.Registry, makes a server span for
 // every call, named by the route, as the child of the span whose
-// traceparent the call carries; its status is the call's rpcd code. Inject
-// gives a caller's rpcd calls the trace context of the span in its
-// context. A handler that calls on with its own context passes the trace
-// on by itself: the middleware puts its span's trace context there, and
-// without the middleware the client passes on the traceparent the incoming
-// call carried.
+// traceparent the call carries; its status is the call's rpcd code.
+// Interceptor, installed on a client, makes a client span for every call
+// and has the call carry it; Inject gives a caller's rpcd calls the trace
+// context of the span in its context without a span of their own. A
+// handler that calls on with its own context passes the trace on by
+// itself: the middleware puts its span's trace context there, and without
+// the middleware the client passes on the traceparent the incoming call
+// carried.
 //
 // Only this package imports OpenTelemetry: a program that does not use it
 // pays nothing for it, and Middleware(nil) leaves every handler as it is.
@@ -85,6 +87,38 @@ func Middleware(tp trace.TracerProvider) handler.Middleware {
 			}()
 			return next.ServeRPC(Inject(sctx), req, reply)
 		})
+	}
+}
+
+// Interceptor returns a client.Interceptor that makes a client span with
+// tp's tracer for every call a Client or a Cluster sends: named by the
+// route, the child of the span in the call's context, ended when the call
+// returns (retries included), with the rpcd code as an attribute and, for
+// an error, as its status; the call carries the span's trace context, so
+// the server's span (Middleware) is its child. A one-way call's span ends
+// once it is queued. With a nil tp, calls go on as they are.
+//
+//	c, err := client.Dial(ctx, addr, client.Options{Interceptors: []client.Interceptor{otelrpcd.Interceptor(tp)}})
+func Interceptor(tp trace.TracerProvider) client.Interceptor {
+	if tp == nil {
+		return func(ctx context.Context, _ *client.CallInfo, req, reply []byte, next client.Invoker) ([]byte, error) {
+			return next(ctx, req, reply)
+		}
+	}
+	tracer := tp.Tracer(ScopeName)
+	return func(ctx context.Context, info *client.CallInfo, req, reply []byte, next client.Invoker) ([]byte, error) {
+		service, method, _ := strings.Cut(info.Route, "/")
+		sctx, span := tracer.Start(ctx, info.Route,
+			trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(AttrSystem.String("rpcd"), AttrService.String(service), AttrMethod.String(method)))
+		defer span.End()
+		out, err := next(Inject(sctx), req, reply)
+		code := handler.CodeOf(err)
+		span.SetAttributes(AttrCode.Int(int(code)))
+		if err != nil {
+			span.SetStatus(codes.Error, code.String()+": "+handler.MessageOf(err))
+		}
+		return out, err
 	}
 }
 

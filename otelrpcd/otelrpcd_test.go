@@ -289,3 +289,75 @@ func TestUntracedCallAllocs(t *testing.T) {
 		t.Fatalf("%.2f allocations per raw call with the middleware and no tracer, want 0", allocs)
 	}
 }
+
+// TestClientSpans: a client with Interceptor makes a client span for each
+// call, the child of the span in the caller's context, and the server's
+// span is the client span's child; a failed call's client span has the
+// code as its status; with a nil provider the interceptor passes calls on.
+func TestClientSpans(t *testing.T) {
+	tp, sr := recorder(t)
+	reg := handler.NewRegistry()
+	reg.Use(otelrpcd.Middleware(tp))
+	reg.Handle("A/Ok", handler.Func(func(context.Context, struct{}) (int, error) { return 1, nil }))
+	reg.Handle("A/Missing", handler.Func(func(context.Context, struct{}) (int, error) {
+		return 0, handler.Errorf(proto.CodeNotFound, "no such thing")
+	}))
+	s, _ := start(t, reg)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	c, err := client.Dial(ctx, s.Addr().String(), client.Options{Interceptors: []client.Interceptor{otelrpcd.Interceptor(tp)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx, root := tp.Tracer("test").Start(ctx, "root")
+	var n int
+	if err := c.Call(ctx, "A/Ok", nil, &n); err != nil || n != 1 {
+		t.Fatalf("A/Ok: %d, %v", n, err)
+	}
+	if err := c.Call(ctx, "A/Missing", nil, nil); !errors.Is(err, handler.ErrNotFound) {
+		t.Fatalf("A/Missing: %v", err)
+	}
+	root.End()
+
+	byKind := func(name string) (cl, srv sdktrace.ReadOnlySpan) {
+		for _, sp := range sr.Ended() {
+			switch {
+			case sp.Name() != name:
+			case sp.SpanKind() == trace.SpanKindClient:
+				cl = sp
+			case sp.SpanKind() == trace.SpanKindServer:
+				srv = sp
+			}
+		}
+		if cl == nil || srv == nil {
+			t.Fatalf("%s: client span %v, server span %v", name, cl != nil, srv != nil)
+		}
+		return cl, srv
+	}
+	cl, srv := byKind("A/Ok")
+	rootSC := root.SpanContext()
+	if cl.Parent().SpanID() != rootSC.SpanID() || cl.SpanContext().TraceID() != rootSC.TraceID() {
+		t.Errorf("the client span's parent %v, want the root %v", cl.Parent().SpanID(), rootSC.SpanID())
+	}
+	if srv.Parent().SpanID() != cl.SpanContext().SpanID() || !srv.Parent().IsRemote() {
+		t.Errorf("the server span's parent %v, want the client span %v", srv.Parent().SpanID(), cl.SpanContext().SpanID())
+	}
+	if v, _ := attr(cl, otelrpcd.AttrMethod); v.AsString() != "Ok" || cl.Status().Code != codes.Unset {
+		t.Errorf("the client span: method %q, status %v", v.AsString(), cl.Status())
+	}
+	missing, _ := byKind("A/Missing")
+	if st := missing.Status(); st.Code != codes.Error || st.Description != "not found: no such thing" {
+		t.Errorf("A/Missing's client span: status %+v", st)
+	}
+
+	plain, err := client.Dial(ctx, s.Addr().String(), client.Options{Interceptors: []client.Interceptor{otelrpcd.Interceptor(nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.Call(context.Background(), "A/Ok", nil, &n); err != nil || n != 1 {
+		t.Errorf("through Interceptor(nil): %d, %v", n, err)
+	}
+}
