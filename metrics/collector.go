@@ -4,17 +4,35 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The metrics a Metrics exports; docs/operating.md explains each.
+// descs are the metrics a Metrics exports: a server's (New) or a client's
+// (NewClient); docs/operating.md explains each.
+type descs struct {
+	calls, inFlight, duration *prometheus.Desc
+}
+
 var (
-	callsDesc = prometheus.NewDesc("rpcd_calls_total",
-		"Calls that reached a handler, by route and by the code they ended with (OK for success).",
-		[]string{"route", "code"}, nil)
-	inFlightDesc = prometheus.NewDesc("rpcd_calls_in_flight",
-		"Calls running in a handler now, by route.",
-		[]string{"route"}, nil)
-	durationDesc = prometheus.NewDesc("rpcd_call_duration_seconds",
-		"Time from a call's handler (and the middleware inside the metrics one) starting to its returning, by route.",
-		[]string{"route"}, nil)
+	serverDescs = descs{
+		calls: prometheus.NewDesc("rpcd_calls_total",
+			"Calls that reached a handler, by route and by the code they ended with (OK for success).",
+			[]string{"route", "code"}, nil),
+		inFlight: prometheus.NewDesc("rpcd_calls_in_flight",
+			"Calls running in a handler now, by route.",
+			[]string{"route"}, nil),
+		duration: prometheus.NewDesc("rpcd_call_duration_seconds",
+			"Time from a call's handler (and the middleware inside the metrics one) starting to its returning, by route.",
+			[]string{"route"}, nil),
+	}
+	clientDescs = descs{
+		calls: prometheus.NewDesc("rpcd_client_calls_total",
+			"Calls this client sent, by route and by the code they ended with (OK for success), retries within one call counted once.",
+			[]string{"route", "code"}, nil),
+		inFlight: prometheus.NewDesc("rpcd_client_calls_in_flight",
+			"Calls this client has sent and waits for, by route.",
+			[]string{"route"}, nil),
+		duration: prometheus.NewDesc("rpcd_client_call_duration_seconds",
+			"Time from a call's start in the client (inside the interceptors before the metrics one) to its end, retries included, by route.",
+			[]string{"route"}, nil),
+	}
 )
 
 // promBounds are the histogram bounds Prometheus gets, in seconds: every
@@ -30,9 +48,9 @@ var promBounds = func() []float64 {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	ch <- callsDesc
-	ch <- inFlightDesc
-	ch <- durationDesc
+	ch <- m.descs.calls
+	ch <- m.descs.inFlight
+	ch <- m.descs.duration
 }
 
 // Collect implements prometheus.Collector: it reads every route's counters
@@ -42,10 +60,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range m.Snapshot() {
 		for slot, n := range s.Calls {
 			if n > 0 || slot == 0 {
-				ch <- prometheus.MustNewConstMetric(callsDesc, prometheus.CounterValue, float64(n), s.Route, CodeName(slot))
+				ch <- prometheus.MustNewConstMetric(m.descs.calls, prometheus.CounterValue, float64(n), s.Route, CodeName(slot))
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(s.InFlight), s.Route)
+		ch <- prometheus.MustNewConstMetric(m.descs.inFlight, prometheus.GaugeValue, float64(s.InFlight), s.Route)
 		buckets := make(map[float64]uint64, len(promBounds))
 		var cum uint64
 		for i, c := range s.Latency.Counts[:NumBuckets-1] {
@@ -54,6 +72,6 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 				buckets[promBounds[i/subBuckets]] = cum
 			}
 		}
-		ch <- prometheus.MustNewConstHistogram(durationDesc, s.Latency.Count(), s.Latency.Sum.Seconds(), buckets, s.Route)
+		ch <- prometheus.MustNewConstHistogram(m.descs.duration, s.Latency.Count(), s.Latency.Sum.Seconds(), buckets, s.Route)
 	}
 }

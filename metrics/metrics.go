@@ -9,6 +9,7 @@ import (
 	"time"
 	_ "unsafe" // for go:linkname
 
+	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -39,11 +40,22 @@ func CodeName(slot int) string { return codeNames[min(max(slot, 0), CodeSlots-1)
 type Metrics struct {
 	mu     sync.Mutex
 	routes map[string]*route
+	byName sync.Map // route name -> *route, for Interceptor, which serves every route
+	descs  descs
 }
 
-// New returns a Metrics with no route counted yet.
+// New returns a Metrics with no route counted yet, for a server: its
+// Middleware counts the calls a registry serves, exported as rpcd_calls_*.
 func New() *Metrics {
-	return &Metrics{routes: make(map[string]*route)}
+	return &Metrics{routes: make(map[string]*route), descs: serverDescs}
+}
+
+// NewClient returns a Metrics for a client: its Interceptor counts the
+// calls a client.Client or client.Cluster sends, exported as
+// rpcd_client_calls_*, so that a process that serves and calls can
+// register both.
+func NewClient() *Metrics {
+	return &Metrics{routes: make(map[string]*route), descs: clientDescs}
 }
 
 // route holds one route's counters. A call adds to started as it begins,
@@ -121,6 +133,28 @@ func (h *counted) ServeRPC(ctx context.Context, req, reply []byte) ([]byte, erro
 	finished = true
 	r.done(handler.CodeOf(err), time.Duration(nanotime()-start))
 	return out, err
+}
+
+// Interceptor returns a client.Interceptor that counts each call a client
+// sends, by route: its outcome code, its latency (retries included) and
+// that it is in flight. Install it first among a client's interceptors to
+// count what the others answer or refuse. A call's counters are found
+// without a lock and without allocating, once its route has been seen.
+func (m *Metrics) Interceptor() client.Interceptor {
+	return func(ctx context.Context, info *client.CallInfo, req, reply []byte, next client.Invoker) ([]byte, error) {
+		var r *route
+		if v, ok := m.byName.Load(info.Route); ok {
+			r = v.(*route)
+		} else {
+			r = m.route(info.Route)
+			m.byName.Store(r.name, r)
+		}
+		r.started.Add(1)
+		start := nanotime()
+		out, err := next(ctx, req, reply)
+		r.done(handler.CodeOf(err), time.Duration(nanotime()-start))
+		return out, err
+	}
 }
 
 // nanotime is the runtime's monotonic clock, in nanoseconds. It is what
