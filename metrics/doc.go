@@ -7,6 +7,13 @@
 //	reg.Use(m.Middleware())          // before other middleware: it times them too
 //	prometheus.MustRegister(m)       // rpcd_calls_total, rpcd_call_duration_seconds, ...
 //
+// A client's calls are counted the same way by NewClient's Interceptor,
+// exported as rpcd_client_calls_total and the rest:
+//
+//	cm := metrics.NewClient()
+//	c, err := client.Dial(ctx, addr, client.Options{Interceptors: []client.Interceptor{cm.Interceptor()}})
+//	prometheus.MustRegister(cm)
+//
 // Counting costs the call path no allocation and no lock. Each route's
 // counters are made the first time the route is called and kept by the
 // middleware's handler for that route (the registry wraps each route's
