@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/metrics"
@@ -55,27 +53,7 @@ func TestClientInterceptor(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pr := prometheus.NewPedanticRegistry()
-	pr.MustRegister(server, m)
-	families, err := pr.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, f := range families {
-		for _, mt := range f.GetMetric() {
-			key := f.GetName()
-			for _, l := range mt.GetLabel() {
-				key += " " + l.GetName() + "=" + l.GetValue()
-			}
-			switch {
-			case mt.Counter != nil:
-				got[key] = mt.Counter.GetValue()
-			case mt.Histogram != nil:
-				got[key] = float64(mt.Histogram.GetSampleCount())
-			}
-		}
-	}
+	got := gather(t, server, m)
 	for key, want := range map[string]float64{
 		"rpcd_client_calls_total code=OK route=T/Echo":       3,
 		"rpcd_client_calls_total code=NotFound route=T/None": 1,
