@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/rpcd/rpcd/client"
-	"github.com/rpcd/rpcd/discovery/etcd" // the etcd:// scheme of service targets
+	_ "github.com/rpcd/rpcd/discovery/etcd" // the etcd:// scheme of service targets
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -51,12 +51,8 @@ func (c *cli) dialCallers(ctx context.Context, addr string, n int, f *benchFlags
 	if err := f.sec.apply(&opts.Options); err != nil {
 		return nil, nil, err
 	}
-	if f.etcd.given() { // the way to a secured etcd, for the etcd:// scheme
-		cfg, err := f.etcd.config(nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		etcd.RegisterScheme("etcd", cfg)
+	if err := f.etcd.registerScheme(); err != nil {
+		return nil, nil, err
 	}
 	clusters := make([]*client.Cluster, 0, n)
 	closeAll := func() {

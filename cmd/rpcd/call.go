@@ -19,15 +19,17 @@ var callCmd = &command{
 	name:     "call",
 	synopsis: "[flags] ROUTE [ARG]",
 	summary:  "call a route and print its reply",
-	about: `Call calls ROUTE on the server at -addr and writes the reply to standard
-output. ARG is a JSON value, checked before it is sent; "-" reads it from
+	about: `Call calls ROUTE on the server at -addr, or on a node of the service it
+names (etcd://ENDPOINTS/NAME, static://ADDR,ADDR/NAME), and writes the reply
+to standard output. ARG is a JSON value, checked before it is sent; "-" reads it from
 standard input; without ARG the call carries no argument. The JSON reply is
 printed as the server sent it, followed by a newline. With -raw, ARG is sent
 as raw bytes (codec raw) and the reply is written as it came. A failed call
 prints the error, as in "rpcd: not found: no route No/Such", and exits 1.`,
 	example: `rpcd call Math/Sum '{"a":1,"b":2}'
 echo -n hello | rpcd call -raw Bench/EchoPacket -
-rpcd call -addr 10.0.0.7:7070 -timeout 1s -meta trace-id=abc123 Sys/Ping`,
+rpcd call -addr 10.0.0.7:7070 -timeout 1s -meta trace-id=abc123 Sys/Ping
+rpcd call -addr etcd://10.0.0.1:2379/echo Math/Sum '{"a":1,"b":2}'`,
 	setup: setupCall,
 }
 
@@ -111,12 +113,15 @@ type callFlags struct {
 	dialFlags
 	raw  bool
 	meta metaFlag
+	etcd etcdAccessFlags // for an etcd:// -addr
 }
 
 // setupCall defines call's flags; see command.setup.
 func setupCall(fs *flag.FlagSet) func(*cli, []string) error {
 	f := &callFlags{}
 	f.define(fs)
+	fs.Lookup("addr").Usage = "server `address`: host:port or unix:///path; or a service, etcd://ENDPOINTS/NAME or static://ADDR,ADDR/NAME, called on one of its nodes"
+	f.etcd.define(fs, "with an etcd:// -addr")
 	fs.BoolVar(&f.raw, "raw", false, "send ARG as raw bytes (codec raw) and write the reply as it is")
 	fs.Var(&f.meta, "meta", "add `key=value` to the call's metadata; repeatable")
 	return func(c *cli, args []string) error { return c.call(f, args) }
@@ -127,6 +132,12 @@ func (c *cli) call(f *callFlags, args []string) error {
 		return usagef("want ROUTE and at most one ARG, got %d arguments", len(args))
 	}
 	if err := f.check(); err != nil {
+		return err
+	}
+	if f.etcd.given() && !strings.HasPrefix(f.addr, "etcd://") {
+		return usagef("the -etcd-... flags go with an etcd:// -addr")
+	}
+	if err := f.etcd.check(); err != nil {
 		return err
 	}
 	route := args[0]
@@ -157,7 +168,7 @@ func (c *cli) call(f *callFlags, args []string) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	cl, err := c.dial(ctx, &f.dialFlags)
+	cl, err := c.dialCaller(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -185,6 +196,27 @@ func (c *cli) call(f *callFlags, args []string) error {
 		return nil // a route that replies with nothing
 	}
 	return c.write(append(out, '\n'))
+}
+
+// dialCaller connects to the server, or the service, f.addr names.
+func (c *cli) dialCaller(ctx context.Context, f *callFlags) (interface {
+	caller
+	Close() error
+}, error) {
+	if !isServiceTarget(f.addr) {
+		return c.dial(ctx, &f.dialFlags)
+	}
+	opts := client.ServiceOptions{Options: client.Options{
+		Limits: proto.Limits{MaxFrameSize: f.maxFrame},
+		Logger: quietLogger(c.stderr),
+	}}
+	if err := f.sec.apply(&opts.Options); err != nil {
+		return nil, err
+	}
+	if err := f.etcd.registerScheme(); err != nil {
+		return nil, err
+	}
+	return client.DialService(ctx, f.addr, opts)
 }
 
 // checkJSON refuses, as a usage error, an argument named what that is not

@@ -55,6 +55,12 @@ func TestProcessCall(t *testing.T) {
 			wantCode: 2, wantStderr: "key=value"},
 		{name: "missing route", args: []string{"call", "-addr", a},
 			wantCode: 2, wantStderr: "usage: rpcd call"},
+		{name: "a service", args: []string{"call", "-addr", "static://" + a + "/svc", "Math/Sum", `{"a":1,"b":2}`},
+			wantStdout: "3\n"},
+		{name: "a service, raw", args: []string{"call", "-raw", "-addr", "static://" + a + "," + a + "/svc", "Bench/EchoPacket", "hi"},
+			wantStdout: "hi"},
+		{name: "etcd flags without etcd", args: []string{"call", "-addr", a, "-etcd-tls", "Sys/Ping"},
+			wantCode: 2, wantStderr: "go with an etcd:// -addr"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -307,6 +307,9 @@ func TestSecureEtcdProcesses(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil || rep.Calls != 300 || rep.Errors != 0 {
 		t.Fatalf("bench through the secured etcd: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+	if r := rpcd(t, "", append([]string{"call", "-addr", target}, append(access, "Math/Sum", `{"a":40,"b":2}`)...)...); r.code != 0 || r.stdout != "42\n" {
+		t.Errorf("call through the secured etcd: exit %d, %q\n%s", r.code, r.stdout, r.stderr)
+	}
 	if r := rpcd(t, "", "bench", "-addr", target, "-n", "10", "-warmup", "0", "-timeout", "2s"); r.code == 0 {
 		t.Errorf("bench reached a TLS-only etcd without TLS:\n%s", r.stderr)
 	} else {

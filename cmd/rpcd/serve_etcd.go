@@ -200,3 +200,17 @@ func (f *etcdAccessFlags) config(endpoints []string) (etcd.Config, error) {
 	}
 	return cfg, nil
 }
+
+// registerScheme, if any of the flags is set, has the etcd:// scheme of
+// service targets reach etcd as they say.
+func (f *etcdAccessFlags) registerScheme() error {
+	if !f.given() {
+		return nil
+	}
+	cfg, err := f.config(nil)
+	if err != nil {
+		return err
+	}
+	etcd.RegisterScheme("etcd", cfg)
+	return nil
+}
