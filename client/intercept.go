@@ -16,8 +16,8 @@ import (
 // reply the buffer its reply is appended to; it returns the reply. req and
 // reply are the caller's: an interceptor keeps neither past its return.
 //
-// A Client with interceptors costs a call a closure and its info (two
-// allocations); one without, nothing.
+// A Client with interceptors costs a call a few allocations (its info, and
+// a closure per interceptor); one without, nothing.
 type Interceptor func(ctx context.Context, info *CallInfo, req, reply []byte, next Invoker) ([]byte, error)
 
 // Invoker sends the call an Interceptor was given, or hands it to the next
