@@ -198,8 +198,7 @@ func (k *Cluster) goCall(ctx context.Context, codec proto.Codec, route string, p
 func (k *Cluster) codec() handler.Codec     { return k.opts.Codec }
 func (k *Cluster) interceptor() Interceptor { return k.icpt }
 
-// resends reports whether a call may be sent more than once.
-func (k *Cluster) resends() bool { return k.opts.MaxRetries > 0 || k.opts.WaitForReady }
+func (k *Cluster) resends() bool { return k.opts.resends() }
 
 // resend takes over a Go call whose attempt failed with err if the rules
 // send it again: a goroutine then sends it, as Call would, and completes

@@ -113,7 +113,9 @@ func (c *Client) retryable(route string, err error, torn bool) bool {
 
 // resends reports whether a call may be sent more than once, so that what
 // it takes to send it must be kept until it ends.
-func (c *Client) resends() bool { return c.opts.MaxRetries > 0 || c.opts.WaitForReady }
+func (o *Options) resends() bool { return o.MaxRetries > 0 || o.WaitForReady }
+
+func (c *Client) resends() bool { return c.opts.resends() }
 
 // awaitConn waits, for a call under WaitForReady that found no usable
 // connection (its error last), until one is usable, ctx ends or the client

@@ -204,10 +204,8 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 		return nil, usagef("-runs is %d, want 1 or more", f.runs)
 	case f.addr == "" && f.sec.given():
 		return nil, usagef("the TLS and token flags go with -addr: the server bench starts itself serves plain TCP without authentication")
-	case f.etcd.given() && !strings.HasPrefix(f.addr, "etcd://"):
-		return nil, usagef("the -etcd-... flags go with an etcd:// -addr")
 	}
-	if err := f.etcd.check(); err != nil {
+	if err := f.etcd.checkTarget(f.addr); err != nil {
 		return nil, err
 	}
 	p.runs = f.runs

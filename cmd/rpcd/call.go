@@ -21,11 +21,12 @@ var callCmd = &command{
 	summary:  "call a route and print its reply",
 	about: `Call calls ROUTE on the server at -addr, or on a node of the service it
 names (etcd://ENDPOINTS/NAME, static://ADDR,ADDR/NAME), and writes the reply
-to standard output. ARG is a JSON value, checked before it is sent; "-" reads it from
-standard input; without ARG the call carries no argument. The JSON reply is
-printed as the server sent it, followed by a newline. With -raw, ARG is sent
-as raw bytes (codec raw) and the reply is written as it came. A failed call
-prints the error, as in "rpcd: not found: no route No/Such", and exits 1.`,
+to standard output. ARG is a JSON value, checked before it is sent; "-"
+reads it from standard input; without ARG the call carries no argument. The
+JSON reply is printed as the server sent it, followed by a newline. With
+-raw, ARG is sent as raw bytes (codec raw) and the reply is written as it
+came. A failed call prints the error, as in
+"rpcd: not found: no route No/Such", and exits 1.`,
 	example: `rpcd call Math/Sum '{"a":1,"b":2}'
 echo -n hello | rpcd call -raw Bench/EchoPacket -
 rpcd call -addr 10.0.0.7:7070 -timeout 1s -meta trace-id=abc123 Sys/Ping
@@ -134,10 +135,7 @@ func (c *cli) call(f *callFlags, args []string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	if f.etcd.given() && !strings.HasPrefix(f.addr, "etcd://") {
-		return usagef("the -etcd-... flags go with an etcd:// -addr")
-	}
-	if err := f.etcd.check(); err != nil {
+	if err := f.etcd.checkTarget(f.addr); err != nil {
 		return err
 	}
 	route := args[0]

@@ -201,6 +201,15 @@ func (f *etcdAccessFlags) config(endpoints []string) (etcd.Config, error) {
 	return cfg, nil
 }
 
+// checkTarget refuses the flags for a target addr that is not etcd's, and
+// flags that do not go together.
+func (f *etcdAccessFlags) checkTarget(addr string) error {
+	if f.given() && !strings.HasPrefix(addr, "etcd://") {
+		return usagef("the -etcd-... flags go with an etcd:// -addr")
+	}
+	return f.check()
+}
+
 // registerScheme, if any of the flags is set, has the etcd:// scheme of
 // service targets reach etcd as they say.
 func (f *etcdAccessFlags) registerScheme() error {
