@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,9 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if err := checkCodec(opts.Codec); err != nil {
 		return nil, err
 	}
+	if err := checkCompression(opts.Compression); err != nil {
+		return nil, err
+	}
 	if opts.TLS != nil {
 		opts.TLS = tlsConfigFor(opts.TLS, addr)
 	}
@@ -110,13 +114,20 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 		}
 		nc = tc
 	}
-	if c.opts.Credentials != nil {
-		if err := handshake(ctx, nc, c.opts.Credentials, &c.opts.Limits); err != nil {
+	zip := proto.CompressionNone
+	if takes := c.opts.takes(); c.opts.Credentials != nil || takes != nil {
+		theirs, err := handshake(ctx, nc, c.opts.Credentials, takes, &c.opts.Limits)
+		if err != nil {
 			nc.Close()
 			return nil, err
 		}
+		if slices.Contains(theirs, c.opts.Compression) {
+			zip = c.opts.Compression
+		}
 	}
-	return newWire(nc, c.opts.Limits, c.opts.KeepAlive, c.opts.KeepAliveTimeout, c.srv, c.idle, c.watch), nil
+	w := newWire(nc, c.opts.Limits, c.opts.KeepAlive, c.opts.KeepAliveTimeout, c.srv, c.idle, c.watch)
+	w.zip, w.zipMin = zip, c.opts.CompressMin
+	return w, nil
 }
 
 // tlsConfigFor returns cfg with ServerName set to the host of addr if
@@ -134,43 +145,54 @@ func tlsConfigFor(cfg *tls.Config, addr string) *tls.Config {
 	return cfg
 }
 
-// handshake sends the Hello on a new connection and waits for the server's
-// Welcome (docs/protocol.md, "The handshake"). A refusal comes back as the
-// server's GoAway: an Unauthenticated error.
-func handshake(ctx context.Context, nc net.Conn, cr *Credentials, lim *proto.Limits) error {
+// handshake sends the Hello on a new connection, with the credentials cr
+// (if any) and the compressions the client takes, and waits for the
+// server's Welcome (docs/protocol.md, "The handshake"); it returns the
+// compressions the Welcome names. A refusal comes back as the server's
+// GoAway: an Unauthenticated error.
+func handshake(ctx context.Context, nc net.Conn, cr *Credentials, takes []proto.Compression, lim *proto.Limits) ([]proto.Compression, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 		defer nc.SetDeadline(time.Time{})
 	}
-	if _, err := nc.Write(proto.AppendHello(nil, cr.Method, cr.Secret)); err != nil {
-		return &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + err.Error(), Unprocessed: true}
+	failed := func(err error) ([]proto.Compression, error) {
+		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + err.Error(), Unprocessed: true}
+	}
+	var method string
+	var secret []byte
+	if cr != nil {
+		method, secret = cr.Method, cr.Secret
+	}
+	if _, err := nc.Write(proto.AppendHello(nil, method, secret, takes...)); err != nil {
+		return failed(err)
 	}
 	// Exactly one frame, read without a buffer, so that nothing after it is
 	// taken from the connection before its reader starts.
 	var hdr [proto.HeaderSize]byte
 	if _, err := io.ReadFull(nc, hdr[:]); err != nil {
-		return &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + err.Error(), Unprocessed: true}
+		return failed(err)
 	}
 	h, err := proto.DecodeHeader(hdr[:], lim)
 	if err != nil {
-		return &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + err.Error(), Unprocessed: true}
+		return failed(err)
 	}
 	frame := make([]byte, h.Len())
 	copy(frame, hdr[:])
 	if _, err := io.ReadFull(nc, frame[proto.HeaderSize:]); err != nil {
-		return &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + err.Error(), Unprocessed: true}
+		return failed(err)
 	}
 	f, _, err := proto.Decode(frame, lim)
 	switch {
 	case err != nil:
-		return &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + err.Error(), Unprocessed: true}
+		return failed(err)
 	case f.Kind == proto.KindWelcome:
-		return nil
+		theirs, _ := f.Metadata.Get(proto.MetaCompression)
+		return proto.ParseCompressionList(theirs), nil
 	case f.Kind == proto.KindGoAway:
 		_, code, msg := f.GoAwayBody()
-		return &handler.Error{Code: code, Message: "handshake refused: " + string(msg), Unprocessed: true}
+		return nil, &handler.Error{Code: code, Message: "handshake refused: " + string(msg), Unprocessed: true}
 	}
-	return &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: the server answered a Hello with " + f.Kind.String(), Unprocessed: true}
+	return failed(errors.New("the server answered a Hello with " + f.Kind.String()))
 }
 
 // keep redials s's connection whenever it breaks or the server sends it a

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -117,6 +119,18 @@ type Options struct {
 	// to take it. Raw calls are raw whatever it is.
 	Codec handler.Codec
 
+	// Compression, if set (proto.CompressionZstd or CompressionGzip),
+	// compresses the payloads of calls of CompressMin bytes or more, and
+	// asks the server to compress its replies, on every connection whose
+	// server takes it: the client names it in a Hello, and the server's
+	// Welcome says whether it does (docs/protocol.md, "Compression"). A
+	// server that does not takes every call as it would without it.
+	Compression proto.Compression
+
+	// CompressMin is the smallest payload Compression compresses, in
+	// bytes; default 1 KiB. A payload that does not shrink goes as it is.
+	CompressMin int
+
 	// Interceptors wrap every call the client sends, the first outermost
 	// (Interceptor).
 	Interceptors []Interceptor
@@ -181,7 +195,33 @@ func (o Options) withDefaults() Options {
 	if o.Codec == nil {
 		o.Codec = handler.JSON
 	}
+	if o.CompressMin <= 0 {
+		o.CompressMin = 1 << 10
+	}
 	return o
+}
+
+// checkCompression refuses a compression the client cannot do.
+func checkCompression(c proto.Compression) error {
+	if c != proto.CompressionNone && !slices.Contains(compression.Supported, c) {
+		return fmt.Errorf("rpcd: Options.Compression %v is not supported; want zstd or gzip", c)
+	}
+	return nil
+}
+
+// takes returns the compressions the client names in its Hello: o's
+// first, then the others it does; none if o has none.
+func (o *Options) takes() []proto.Compression {
+	if o.Compression == proto.CompressionNone {
+		return nil
+	}
+	cs := []proto.Compression{o.Compression}
+	for _, c := range compression.Supported {
+		if c != o.Compression {
+			cs = append(cs, c)
+		}
+	}
+	return cs
 }
 
 // checkCodec refuses a codec whose id no server's typed routes can take.

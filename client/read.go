@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -386,6 +387,9 @@ func (w *wire) readFrame() error {
 	if cl == nil {
 		return w.skip(int(h.PayloadLen))
 	}
+	if c := h.Flags.Compression(); c != proto.CompressionNone {
+		return w.readCompressed(cl, int(h.PayloadLen), c)
+	}
 	start := len(cl.reply)
 	// Room for the payload, not zeroed where the buffer has it already:
 	// the read overwrites it (zeroing a 1 MiB reply first cost a tenth of
@@ -398,6 +402,20 @@ func (w *wire) readFrame() error {
 		return err
 	}
 	cl.finish(nil)
+	return nil
+}
+
+// readCompressed reads a large reply's compressed payload of n bytes into
+// a pooled buffer and expands it into the call's reply.
+func (w *wire) readCompressed(cl *call, n int, c proto.Compression) error {
+	bp := compression.GetBuffer()
+	z := slices.Grow(*bp, n)[:n]
+	defer compression.PutBuffer(bp, z)
+	if err := w.readFull(z); err != nil {
+		cl.finish(&handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while reading the reply: " + err.Error()})
+		return err
+	}
+	cl.finish(w.expandReply(cl, z, c))
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -50,6 +51,18 @@ type serverCalls struct {
 // never blocks.
 func (w *wire) serve(f *proto.Frame) {
 	oneWay := f.Kind == proto.KindOneWay
+	if c := f.Flags.Compression(); c != proto.CompressionNone {
+		payload, err := compression.Expand(nil, f.Payload, c, w.lim.MaxFrameSize)
+		if err != nil {
+			if !oneWay {
+				w.enqueueAsync(proto.AppendError(nil, f.ID, proto.FlagUnprocessed, proto.CodeInvalidArgument, err.Error()))
+			}
+			return
+		}
+		g := *f
+		g.Flags, g.Payload = g.Flags.WithCompression(proto.CompressionNone), payload
+		f = &g
+	}
 	var rt *handler.Route
 	if w.srv.reg != nil {
 		rt = w.srv.reg.Lookup(f.Route)

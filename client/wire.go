@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -37,6 +38,9 @@ type wire struct {
 	away      chan struct{}  // closed at the first GoAway
 
 	heard atomic.Bool // bytes arrived since the keep-alive watch last looked
+
+	zip    proto.Compression // calls' payloads of zipMin bytes or more are compressed so; set before use
+	zipMin int
 
 	wmu      sync.Mutex
 	wbuf     []byte        // frames queued while a write is in progress
@@ -109,11 +113,35 @@ func (w *wire) abandon(id uint32) {
 	w.closeIfIdle()
 }
 
-// enqueueRequest sends a Request or OneWay frame, encoding it in place. A
-// caller that writes itself stops writing at deadline (if not zero) and
-// leaves the rest to the writer goroutine, so a server that stops reading
-// cannot hold it past its deadline.
+// enqueueRequest sends a Request, OneWay or Publish frame, encoding it in
+// place, its payload compressed if the wire compresses calls. A caller
+// that writes itself stops writing at deadline (if not zero) and leaves
+// the rest to the writer goroutine, so a server that stops reading cannot
+// hold it past its deadline. The payload is in the kernel, or copied to the
+// write queue, when it returns.
 func (w *wire) enqueueRequest(h proto.Header, route string, md proto.Metadata, payload []byte, deadline time.Time) error {
+	if w.zip != proto.CompressionNone && len(payload) >= w.zipMin && h.Kind != proto.KindPublish {
+		return w.enqueueCompressed(h, route, md, payload, deadline)
+	}
+	return w.enqueue(h, route, md, payload, deadline)
+}
+
+// enqueueCompressed is enqueueRequest for a payload to compress: it goes
+// compressed if that makes it smaller.
+func (w *wire) enqueueCompressed(h proto.Header, route string, md proto.Metadata, payload []byte, deadline time.Time) error {
+	bp := compression.GetBuffer()
+	z := compression.Append(*bp, payload, w.zip)
+	if len(z) < len(payload) {
+		h.Flags = h.Flags.WithCompression(w.zip)
+		payload = z
+	}
+	err := w.enqueue(h, route, md, payload, deadline)
+	compression.PutBuffer(bp, z)
+	return err
+}
+
+// enqueue is enqueueRequest with the payload as it is to go.
+func (w *wire) enqueue(h proto.Header, route string, md proto.Metadata, payload []byte, deadline time.Time) error {
 	w.wmu.Lock()
 	if w.dead() || w.broken.Load() {
 		w.wmu.Unlock()
@@ -381,6 +409,10 @@ func (w *wire) handle(f *proto.Frame) {
 	switch f.Kind {
 	case proto.KindResponse:
 		if cl := w.take(f.ID); cl != nil {
+			if c := f.Flags.Compression(); c != proto.CompressionNone {
+				cl.finish(w.expandReply(cl, f.Payload, c))
+				return
+			}
 			cl.reply = append(cl.reply, f.Payload...)
 			cl.finish(nil)
 		}
@@ -420,6 +452,17 @@ func (w *wire) handle(f *proto.Frame) {
 		w.srv.subs.ended(f)
 	case proto.KindPong:
 	}
+}
+
+// expandReply appends the compressed reply payload z, expanded, to the
+// call's reply; a reply that does not expand within the frame limit is the
+// call's error (DataLoss: it ran, and what it answered is lost).
+func (w *wire) expandReply(cl *call, z []byte, c proto.Compression) error {
+	var err error
+	if cl.reply, err = compression.Expand(cl.reply, z, c, w.lim.MaxFrameSize); err != nil {
+		return &handler.Error{Code: proto.CodeDataLoss, Message: "the server's reply: " + strings.TrimPrefix(err.Error(), "rpcd: ")}
+	}
+	return nil
 }
 
 // closeIfIdle closes a wire the server is going away from once no call

@@ -120,10 +120,10 @@ type kindRule struct {
 }
 
 var kindRules = [256]kindRule{
-	KindRequest:  {valid: true, route: true, deadline: true, anyCodec: true},
-	KindResponse: {valid: true, anyCodec: true},
+	KindRequest:  {valid: true, route: true, deadline: true, anyCodec: true, flags: FlagsCompression},
+	KindResponse: {valid: true, anyCodec: true, flags: FlagsCompression},
 	KindError:    {valid: true, flags: FlagUnprocessed, minPayload: 2},
-	KindOneWay:   {valid: true, route: true, deadline: true, anyCodec: true},
+	KindOneWay:   {valid: true, route: true, deadline: true, anyCodec: true, flags: FlagsCompression},
 	KindCancel:   {valid: true, maxPayload: 1}, // no payload: less than 1 byte
 	KindPing:     {valid: true, zeroID: true, maxPayload: MaxPingPayload + 1},
 	KindPong:     {valid: true, zeroID: true, maxPayload: MaxPingPayload + 1},
@@ -165,7 +165,7 @@ func decodeHeader(b []byte, l *Limits, h *Header) error {
 	r := &kindRules[h.Kind]
 	maxFrame, maxRoute, maxMeta := l.bounds()
 	if b[0] != Magic0 || b[1] != Magic1 || b[2] != Version || b[18]|b[19] != 0 || !r.valid ||
-		h.Flags&^r.flags != 0 ||
+		h.Flags&^r.flags != 0 || h.Flags&FlagsCompression == FlagsCompression ||
 		(h.Codec != CodecRaw && !r.anyCodec) ||
 		(h.Deadline != 0 && !r.deadline) ||
 		(h.ID == 0) != r.zeroID ||
@@ -216,6 +216,14 @@ func explainHeader(b []byte, l *Limits) error {
 	}
 	if h.Flags&FlagUnprocessed != 0 && kindRules[k].flags&FlagUnprocessed == 0 {
 		return errProtocol("flag Unprocessed on a %v frame", k)
+	}
+	if c := h.Flags.Compression(); c != CompressionNone {
+		if !c.Valid() {
+			return errProtocol("reserved compression %d", c)
+		}
+		if kindRules[k].flags&FlagsCompression == 0 {
+			return errProtocol("a compressed %v frame", k)
+		}
 	}
 	if h.Codec != CodecRaw && !kindRules[k].anyCodec {
 		return errProtocol("codec %v on a %v frame, want raw", h.Codec, k)
@@ -472,20 +480,35 @@ func AppendPing(dst []byte, payload []byte) []byte {
 	return AppendFrame(dst, Header{Kind: KindPing}, "", nil, payload)
 }
 
-// AppendHello appends the Hello that opens an authenticated connection: the
-// method (in metadata, rpcd-auth-method) and the credentials.
-func AppendHello(dst []byte, method string, credentials []byte) []byte {
+// AppendHello appends the Hello that opens a connection: the method (in
+// metadata, rpcd-auth-method, if not empty), the compressions the client
+// takes (rpcd-compression, if any) and the credentials.
+func AppendHello(dst []byte, method string, credentials []byte, takes ...Compression) []byte {
 	var md Metadata
 	if method != "" {
-		md = AppendMetadata(nil, MetaAuthMethod, []byte(method))
+		md = AppendMetadata(md, MetaAuthMethod, []byte(method))
+	}
+	if len(takes) > 0 {
+		md = AppendMetadata(md, MetaCompression, AppendCompressionList(nil, takes...))
 	}
 	return AppendFrame(dst, Header{Kind: KindHello}, "", md, credentials)
 }
 
 // AppendWelcome appends the Welcome that accepts a Hello, naming the
-// identity the server knows the peer by.
-func AppendWelcome(dst []byte, identity string) []byte {
-	return AppendFrame(dst, Header{Kind: KindWelcome}, "", nil, []byte(identity))
+// identity the server knows the peer by and the compressions the server
+// takes (rpcd-compression, if any).
+func AppendWelcome(dst []byte, identity string, takes ...Compression) []byte {
+	var md Metadata
+	if len(takes) > 0 {
+		md = AppendMetadata(md, MetaCompression, AppendCompressionList(nil, takes...))
+	}
+	return AppendFrame(dst, Header{Kind: KindWelcome}, "", md, []byte(identity))
+}
+
+// SetCompression sets the compression bits of the encoded frame that
+// starts at b[0]: its payload has been compressed with c.
+func SetCompression(b []byte, c Compression) {
+	b[4] = byte(Flags(b[4]).WithCompression(c))
 }
 
 // AppendPong appends the Pong that answers a Ping with payload.

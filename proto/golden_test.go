@@ -2,7 +2,10 @@ package proto
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"encoding/hex"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -105,13 +108,11 @@ func (v *vector) encode(t *testing.T) []byte {
 	case KindPing:
 		return AppendPing(nil, []byte(f["payload"]))
 	case KindHello:
-		method := ""
-		if len(v.meta) > 0 {
-			_, method, _ = strings.Cut(v.meta[0], "=")
-		}
-		return AppendHello(nil, method, []byte(f["payload"]))
+		method, takes := v.handshakeMeta()
+		return AppendHello(nil, method, []byte(f["payload"]), takes...)
 	case KindWelcome:
-		return AppendWelcome(nil, f["payload"])
+		_, takes := v.handshakeMeta()
+		return AppendWelcome(nil, f["payload"], takes...)
 	case KindPong:
 		return AppendPong(nil, []byte(f["payload"]))
 	}
@@ -125,7 +126,37 @@ func (v *vector) encode(t *testing.T) []byte {
 		codec = CodecJSON
 	}
 	h := Header{Kind: k, Codec: codec, ID: uint32(num(t, f["id"])), Deadline: uint32(num(t, f["deadline"]))}
-	return AppendFrame(nil, h, f["route"], md, []byte(f["payload"]))
+	if c, ok := ParseCompression(f["flags"]); ok {
+		h.Flags = h.Flags.WithCompression(c)
+	}
+	return AppendFrame(nil, h, f["route"], md, v.payload(t))
+}
+
+// payload is the vector's payload: its payloadhex in hex, else its payload.
+func (v *vector) payload(t *testing.T) []byte {
+	x, ok := v.fields["payloadhex"]
+	if !ok {
+		return []byte(v.fields["payload"])
+	}
+	b, err := hex.DecodeString(strings.ReplaceAll(x, " ", ""))
+	if err != nil {
+		t.Fatalf("%s: payloadhex: %v", v.name, err)
+	}
+	return b
+}
+
+// handshakeMeta returns what a Hello's or Welcome's metadata says: the
+// authentication method and the compressions its sender takes.
+func (v *vector) handshakeMeta() (method string, takes []Compression) {
+	for _, m := range v.meta {
+		switch key, val, _ := strings.Cut(m, "="); key {
+		case MetaAuthMethod:
+			method = val
+		case MetaCompression:
+			takes = ParseCompressionList([]byte(val))
+		}
+	}
+	return method, takes
 }
 
 // TestGolden decodes every golden frame, checks its fields, and re-encodes it.
@@ -174,8 +205,20 @@ func TestGolden(t *testing.T) {
 			case KindStreamOpen, KindStreamCredit, KindStreamReset:
 				v.checkStream(t, &fr)
 			default:
-				if string(fr.Payload) != f["payload"] {
-					t.Errorf("payload %q, want %q", fr.Payload, f["payload"])
+				if want := v.payload(t); string(fr.Payload) != string(want) {
+					t.Errorf("payload %q, want %q", fr.Payload, want)
+				}
+			}
+			if c, _ := ParseCompression(f["flags"]); fr.Kind != KindError && fr.Flags.Compression() != c {
+				t.Errorf("compression %v, want %v", fr.Flags.Compression(), c)
+			}
+			if want, ok := f["expands"]; ok {
+				zr, err := gzip.NewReader(bytes.NewReader(fr.Payload))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, err := io.ReadAll(zr); err != nil || string(got) != want {
+					t.Errorf("payload expands to %q, %v; want %q", got, err, want)
 				}
 			}
 			if fr.Metadata.Len() != len(v.meta) {

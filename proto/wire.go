@@ -1,6 +1,9 @@
 package proto
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Wire constants of protocol version 1.
 const (
@@ -18,6 +21,7 @@ const (
 	MaxPingPayload      = 64      // payload bytes of a Ping or Pong
 	MaxHelloPayload     = 4096    // payload bytes of a Hello or Welcome
 	MetaAuthMethod      = "rpcd-auth-method"
+	MetaCompression     = "rpcd-compression" // on a Hello or Welcome: the compressions its sender takes
 )
 
 // Kind says what a frame is.
@@ -94,8 +98,20 @@ const (
 	// the call, so the caller may safely send it again.
 	FlagUnprocessed Flags = 0x01
 
-	flagsDefined = FlagUnprocessed
+	// FlagsCompression, bits 1 and 2, hold the Compression of the payload
+	// of a Request, Response or OneWay (Flags.Compression).
+	FlagsCompression Flags = 0x06
+
+	flagsDefined = FlagUnprocessed | FlagsCompression
 )
+
+// Compression returns the algorithm the payload is compressed with.
+func (f Flags) Compression() Compression { return Compression(f&FlagsCompression) >> 1 }
+
+// WithCompression returns f with its compression bits set to c.
+func (f Flags) WithCompression(c Compression) Flags {
+	return f&^FlagsCompression | Flags(c<<1)&FlagsCompression
+}
 
 func (f Flags) String() string {
 	if f == 0 {
@@ -105,6 +121,12 @@ func (f Flags) String() string {
 	if f&FlagUnprocessed != 0 {
 		s = "Unprocessed"
 	}
+	if c := f.Compression(); c != CompressionNone {
+		if s != "" {
+			s += "|"
+		}
+		s += c.String()
+	}
 	if rest := f &^ flagsDefined; rest != 0 {
 		if s != "" {
 			s += "|"
@@ -112,6 +134,70 @@ func (f Flags) String() string {
 		s += "0x" + strconv.FormatUint(uint64(rest), 16)
 	}
 	return s
+}
+
+// Compression names the algorithm a payload is compressed with, in bits 1
+// and 2 of a frame's flags (docs/protocol.md, "Compression").
+type Compression uint8
+
+// Compressions. 3 is reserved.
+const (
+	CompressionNone Compression = 0 // the payload is as its codec says
+	CompressionGzip Compression = 1 // gzip, RFC 1952
+	CompressionZstd Compression = 2 // Zstandard, RFC 8878
+)
+
+var compressionNames = [...]string{CompressionNone: "none", CompressionGzip: "gzip", CompressionZstd: "zstd"}
+
+// Valid reports whether c is a compression of protocol version 1.
+func (c Compression) Valid() bool { return int(c) < len(compressionNames) }
+
+// String returns the compression's name as the rpcd-compression metadata
+// writes it: "gzip", "zstd"; "none" for CompressionNone.
+func (c Compression) String() string {
+	if c.Valid() {
+		return compressionNames[c]
+	}
+	return "Compression(" + strconv.FormatUint(uint64(c), 10) + ")"
+}
+
+// ParseCompression returns the compression named name ("gzip", "zstd",
+// "none" or empty), and false for a name it does not know.
+func ParseCompression(name string) (Compression, bool) {
+	if name == "" {
+		return CompressionNone, true
+	}
+	for c, n := range compressionNames {
+		if n == name {
+			return Compression(c), true
+		}
+	}
+	return CompressionNone, false
+}
+
+// AppendCompressionList appends the names of cs, comma-separated: the
+// value of the rpcd-compression metadata.
+func AppendCompressionList(dst []byte, cs ...Compression) []byte {
+	for i, c := range cs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, c.String()...)
+	}
+	return dst
+}
+
+// ParseCompressionList returns the compressions a rpcd-compression value
+// names, in its order, skipping names it does not know (a newer peer's) and
+// "none".
+func ParseCompressionList(v []byte) []Compression {
+	var cs []Compression
+	for name := range strings.SplitSeq(string(v), ",") {
+		if c, ok := ParseCompression(strings.TrimSpace(name)); ok && c != CompressionNone {
+			cs = append(cs, c)
+		}
+	}
+	return cs
 }
 
 // Codec says how a payload is encoded.

@@ -1,6 +1,9 @@
 package proto
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // TestWireConstants pins every constant of docs/protocol.md. Changing one is
 // changing the protocol: bump Version and the document together.
@@ -84,6 +87,54 @@ func TestMetadataKeys(t *testing.T) {
 	if MetaAuthMethod != "rpcd-auth-method" {
 		t.Errorf("MetaAuthMethod = %q, want rpcd-auth-method (docs/protocol.md)", MetaAuthMethod)
 	}
+	if MetaCompression != "rpcd-compression" {
+		t.Errorf("MetaCompression = %q, want rpcd-compression (docs/protocol.md)", MetaCompression)
+	}
+}
+
+// TestCompressionBits pins the compression ids and their place in the
+// flags (docs/protocol.md, "Compression").
+func TestCompressionBits(t *testing.T) {
+	if CompressionNone != 0 || CompressionGzip != 1 || CompressionZstd != 2 || FlagsCompression != 0x06 {
+		t.Fatalf("compression constants moved: none %d, gzip %d, zstd %d, bits %#x", CompressionNone, CompressionGzip, CompressionZstd, FlagsCompression)
+	}
+	for _, tc := range []struct {
+		flags Flags
+		c     Compression
+	}{{0x00, CompressionNone}, {0x02, CompressionGzip}, {0x04, CompressionZstd}, {0x05, CompressionZstd}, {0x07, 3}} {
+		if got := tc.flags.Compression(); got != tc.c {
+			t.Errorf("Flags(%#x).Compression() = %v, want %v", byte(tc.flags), got, tc.c)
+		}
+	}
+	if f := FlagUnprocessed.WithCompression(CompressionZstd); f != 0x05 {
+		t.Errorf("WithCompression kept %#x, want 0x05", byte(f))
+	}
+	if f := Flags(0x07).WithCompression(CompressionNone); f != FlagUnprocessed {
+		t.Errorf("WithCompression(None) left %#x, want 0x01", byte(f))
+	}
+	for _, tc := range []struct {
+		in   string
+		want []Compression
+	}{
+		{"zstd,gzip", []Compression{CompressionZstd, CompressionGzip}},
+		{" gzip , brotli,zstd,none", []Compression{CompressionGzip, CompressionZstd}},
+		{"", nil},
+	} {
+		if got := ParseCompressionList([]byte(tc.in)); !slices.Equal(got, tc.want) {
+			t.Errorf("ParseCompressionList(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	if got := string(AppendCompressionList(nil, CompressionZstd, CompressionGzip)); got != "zstd,gzip" {
+		t.Errorf("AppendCompressionList = %q, want zstd,gzip", got)
+	}
+	for _, name := range []string{"zstd", "gzip", "none", ""} {
+		if c, ok := ParseCompression(name); !ok || (name != "" && c.String() != name) {
+			t.Errorf("ParseCompression(%q) = %v, %v", name, c, ok)
+		}
+	}
+	if _, ok := ParseCompression("lz4"); ok {
+		t.Error("ParseCompression took lz4")
+	}
 }
 
 func TestStringers(t *testing.T) {
@@ -92,7 +143,11 @@ func TestStringers(t *testing.T) {
 		{KindGoAway.String(), "GoAway"},
 		{Kind(0x42).String(), "Kind(0x42)"},
 		{FlagUnprocessed.String(), "Unprocessed"},
-		{Flags(0x03).String(), "Unprocessed|0x2"},
+		{Flags(0x03).String(), "Unprocessed|gzip"},
+		{Flags(0x04).String(), "zstd"},
+		{Flags(0x86).String(), "Compression(3)|0x80"},
+		{CompressionZstd.String(), "zstd"},
+		{Compression(7).String(), "Compression(7)"},
 		{Flags(0).String(), "0"},
 		{CodecJSON.String(), "json"},
 		{Codec(0x80).String(), "Codec(0x80)"},

@@ -28,6 +28,7 @@ type conn struct {
 	goingAway bool   // GoAway sent: new calls are refused
 	authed    bool   // the handshake is done, or none is needed
 	identity  *handler.Identity
+	zip       proto.Compression // replies are compressed so, past Options.CompressMin; set by the Hello, read by the pool
 
 	big       []byte       // a large frame being gathered (see bigFrame)
 	bigHeader proto.Header // its header, accepted
@@ -100,6 +101,9 @@ func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *
 		if len(c.fan.order) > 0 {
 			c.fan.flush() // what this connection published goes before anything its handlers publish
 		}
+		if f.Flags.Compression() != proto.CompressionNone {
+			return c.handleCompressed(f, out, now), nil
+		}
 		return c.handleCall(f, out, now), nil
 	case proto.KindCancel:
 		c.cancel(f.ID)
@@ -109,7 +113,7 @@ func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *
 		if c.s.opts.Authenticator != nil {
 			return out, &ending{proto.CodeInternal, "a second Hello"}
 		}
-		return proto.AppendWelcome(out, ""), nil // nothing to check: any Hello is welcome
+		return c.welcome(out, f, ""), nil // nothing to check: any Hello is welcome
 	case proto.KindGoAway:
 		// The peer sends no new calls; those in flight are still answered.
 	case proto.KindResponse, proto.KindError:
@@ -156,14 +160,12 @@ func (c *conn) beforeAuth(f *proto.Frame, out []byte) ([]byte, *ending) {
 	if id != nil {
 		subject = id.Subject
 	}
-	return proto.AppendWelcome(out, subject), nil
+	return c.welcome(out, f, subject), nil
 }
 
 func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	oneWay := f.Kind == proto.KindOneWay
-	if c.lastID == 0 || proto.After(f.ID, c.lastID) {
-		c.lastID = f.ID // the greatest id taken in: a client's ids can arrive out of order
-	}
+	c.tookIn(f.ID)
 	if c.goingAway {
 		return c.refuse(out, f, proto.CodeUnavailable, "server is draining")
 	}
@@ -191,6 +193,9 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	out, own, err := rt.ServeOwn(call, f.Payload, out, bigFrame)
 	if !call.End() {
 		c.newInlineCall() // the handler took Done: contexts derived from call may outlive it
+	}
+	if c.zip != proto.CompressionNone && err == nil && !oneWay {
+		out, own = c.compressReply(out, start, own)
 	}
 	if err == nil && !oneWay && proto.FinishFrameWith(out, start, len(own)) <= c.s.opts.Limits.MaxFrameSize {
 		if own != nil {
@@ -255,6 +260,14 @@ func (c *conn) logPanic(err error) {
 	var pe *handler.PanicError
 	if errors.As(err, &pe) {
 		c.s.log.Error("rpcd: handler panicked", "route", pe.Route, "remote", c.remote, "panic", pe.Value, "stack", string(pe.Stack))
+	}
+}
+
+// tookIn records the call id of a call taken in, for GoAway: the greatest
+// so far (a client's ids can arrive out of order).
+func (c *conn) tookIn(id uint32) {
+	if c.lastID == 0 || proto.After(id, c.lastID) {
+		c.lastID = id
 	}
 }
 

@@ -114,6 +114,15 @@ type Options struct {
 	// for those the client opens (past it, StreamReset ResourceExhausted)
 	// and those the server opens. Default 128.
 	MaxStreams int
+
+	// CompressMin is the smallest reply payload, in bytes, the server
+	// compresses, for a client whose Hello said it takes a compression
+	// the server does (zstd or gzip: docs/protocol.md, "Compression");
+	// default 1 KiB. A negative value turns compression off: the server's
+	// Welcome names none, so clients send nothing compressed, and it
+	// compresses no reply (it still expands a compressed call).
+	CompressMin int
+
 	// BaseContext, if set, supplies the values every Call carries.
 	BaseContext context.Context
 
@@ -175,6 +184,9 @@ func (o Options) withDefaults() Options {
 	o.StreamWindow = min(o.StreamWindow, proto.MaxStreamWindow)
 	if o.MaxStreams <= 0 {
 		o.MaxStreams = 128
+	}
+	if o.CompressMin == 0 {
+		o.CompressMin = 1 << 10
 	}
 	if o.BaseContext == nil {
 		o.BaseContext = context.Background()

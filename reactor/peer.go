@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -203,7 +204,12 @@ func (c *conn) answered(f *proto.Frame) {
 	if pc == nil {
 		return
 	}
-	if f.Kind == proto.KindResponse {
+	if f.Kind == proto.KindResponse && f.Flags.Compression() != proto.CompressionNone {
+		var err error
+		if pc.reply, err = compression.Expand(pc.reply, f.Payload, f.Flags.Compression(), c.s.opts.Limits.MaxFrameSize); err != nil {
+			pc.err = &handler.Error{Code: proto.CodeInternal, Message: "the client's reply: " + err.Error()}
+		}
+	} else if f.Kind == proto.KindResponse {
 		pc.reply = append(pc.reply, f.Payload...) // a copy: f is a view of the input
 	} else {
 		code, msg := f.ErrorBody()

@@ -77,6 +77,9 @@ func (t *task) run() {
 	if err = t.call.Err(); err == nil { // not cancelled while queued
 		out, err = t.rt.Serve(&t.call, t.frame.B[t.payload:], out)
 	}
+	if c.zip != proto.CompressionNone && err == nil && !t.oneWay {
+		out, _ = c.compressReply(out, start, nil)
+	}
 	out = c.finishReply(out, start, id, t.oneWay, err, 0)
 
 	c.mu.Lock()

@@ -1,0 +1,115 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/compression"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// TestCompressionPeer plays a server that speaks compression, to see the
+// client's side of it: its Hello names the client's compression first;
+// it expands a compressed call from the server before its handler runs,
+// and refuses one that does not expand; its calls go compressed; a
+// compressed reply is expanded, and one that does not expand fails its
+// call with DataLoss.
+func TestCompressionPeer(t *testing.T) {
+	doc := bytes.Repeat([]byte("a compressible document; "), 400)
+	gz := func(b []byte) []byte { return compression.Append(nil, b, proto.CompressionGzip) }
+	served := make(chan error, 1)
+	called := make(chan struct{}) // the server's calls are done: the client's may go
+	addr := fakeServer(t, func(nc net.Conn) {
+		served <- func() error {
+			defer func() {
+				select {
+				case <-called:
+				default:
+					close(called)
+				}
+			}()
+			hello, err := readFrame(nc)
+			if err != nil {
+				return err
+			}
+			if takes, _ := hello.Metadata.Get(proto.MetaCompression); hello.Kind != proto.KindHello || string(takes) != "gzip,zstd" {
+				return errors.New("the Hello: " + hello.Kind.String() + " naming " + string(takes) + ", want gzip,zstd")
+			}
+			nc.Write(proto.AppendWelcome(nil, "", proto.CompressionGzip))
+
+			// The server's calls: one that expands, one that does not.
+			gzipped := proto.Header{Kind: proto.KindRequest, Flags: proto.Flags(0).WithCompression(proto.CompressionGzip)}
+			gzipped.ID = 1
+			nc.Write(proto.AppendFrame(nil, gzipped, "Client/Len", nil, gz(doc)))
+			if f, err := readFrame(nc); err != nil || f.Kind != proto.KindResponse || string(f.Payload) != "10000" {
+				return errors.New("the client's answer to a compressed call: " + f.Kind.String() + " " + string(f.Payload))
+			}
+			gzipped.ID = 2
+			nc.Write(proto.AppendFrame(nil, gzipped, "Client/Len", nil, []byte("not gzip")))
+			if f, err := readFrame(nc); err != nil || f.Kind != proto.KindError || f.Flags&proto.FlagUnprocessed == 0 {
+				return errors.New("the client's answer to a call that does not expand: " + f.Kind.String())
+			} else if code, _ := f.ErrorBody(); code != proto.CodeInvalidArgument {
+				return errors.New("the client refused a call that does not expand with " + code.String())
+			}
+
+			close(called)
+			// The client's calls: compressed; the first answered with bytes
+			// that do not expand, the second with its payload, compressed.
+			for i, answer := range [][]byte{[]byte("not gzip either"), nil} {
+				f, err := readFrame(nc)
+				if err != nil {
+					return err
+				}
+				if f.Flags.Compression() != proto.CompressionGzip {
+					return errors.New("the client's call went with flags " + f.Flags.String())
+				}
+				got, err := compression.Expand(nil, f.Payload, proto.CompressionGzip, 1<<20)
+				if err != nil || !bytes.Equal(got, doc) {
+					return errors.New("the client's call does not expand to what it sent")
+				}
+				if i == 1 {
+					answer = f.Payload
+				}
+				h := proto.Header{Kind: proto.KindResponse, ID: f.ID, Flags: proto.Flags(0).WithCompression(proto.CompressionGzip)}
+				nc.Write(proto.AppendFrame(nil, h, "", nil, answer))
+			}
+			return nil
+		}()
+		readFrame(nc) // until the client closes
+	})
+
+	reg := handler.NewRegistry()
+	reg.HandleFunc("Client/Len", func(_ context.Context, req, reply []byte) ([]byte, error) {
+		return strconv.AppendInt(reply, int64(len(req)), 10), nil
+	})
+	c := dial(t, addr, client.Options{Compression: proto.CompressionGzip, Handler: reg, MaxRetries: -1})
+	ctx := ctxFor(t, 5*time.Second)
+	<-called
+	_, err := c.CallRaw(ctx, "Doc/Put", doc, nil)
+	if code := handler.CodeOf(err); code != proto.CodeDataLoss || handler.IsUnprocessed(err) {
+		t.Errorf("a reply that does not expand: %v (code %v), want DataLoss, processed", err, code)
+	}
+	got, err := c.CallRaw(ctx, "Doc/Put", doc, nil)
+	if err != nil || !bytes.Equal(got, doc) {
+		t.Errorf("a compressed reply: %d bytes, %v", len(got), err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCompressionOption: Dial refuses a compression the client does not do.
+func TestCompressionOption(t *testing.T) {
+	_, err := client.Dial(context.Background(), "127.0.0.1:1", client.Options{Compression: 3})
+	if err == nil || !strings.Contains(err.Error(), "Compression") {
+		t.Fatalf("Dial with compression 3: %v", err)
+	}
+}

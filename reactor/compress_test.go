@@ -1,0 +1,252 @@
+package reactor_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/compression"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/proto"
+	"github.com/rpcd/rpcd/reactor"
+)
+
+// compressible returns n bytes of text that compresses well, varied by seed.
+func compressible(n int, seed uint64) []byte {
+	var b bytes.Buffer
+	r := rand.New(rand.NewPCG(seed, 1))
+	for b.Len() < n {
+		fmt.Fprintf(&b, `{"id":%d,"name":"node-%d","state":"serving"},`, r.IntN(1000), r.IntN(50))
+	}
+	return b.Bytes()[:n]
+}
+
+// words returns n bytes of words drawn from a thousand: about two fifths
+// of their size compressed, so that a megabyte of them stays larger than
+// the client's read buffer once compressed.
+func words(n int, seed uint64) []byte {
+	var b bytes.Buffer
+	r := rand.New(rand.NewPCG(seed, 2))
+	for b.Len() < n {
+		fmt.Fprintf(&b, "w%03d ", r.IntN(1000))
+	}
+	return b.Bytes()[:n]
+}
+
+// sentSince waits until the server has counted a write since its
+// BytesOut was out (it counts after writing: a reply may reach the client
+// first), and returns the bytes written since.
+func sentSince(t *testing.T, s *reactor.Server, out uint64) uint64 {
+	waitFor(t, "the reply's bytes counted", func() bool { return s.Stats().BytesOut != out })
+	return s.Stats().BytesOut - out
+}
+
+// compressRegistry serves the built-in routes, a Blocking echo, a route
+// that answers a large document to an empty request, and one that says how
+// many bytes its handler got.
+func compressRegistry() *handler.Registry {
+	reg := builtinRegistry()
+	reg.HandleFunc("Block/Echo", func(_ context.Context, req, reply []byte) ([]byte, error) {
+		return append(reply, req...), nil
+	}, handler.Blocking())
+	reg.HandleFunc("Doc/Get", func(_ context.Context, _, reply []byte) ([]byte, error) {
+		return append(reply, compressible(64<<10, 7)...), nil
+	})
+	reg.HandleFunc("Len/Of", func(_ context.Context, req, reply []byte) ([]byte, error) {
+		return fmt.Appendf(reply, "%d", len(req)), nil
+	})
+	return reg
+}
+
+// TestCompression: with a client that asks for it, calls and replies past
+// the thresholds travel compressed both ways (the server's byte counts show
+// it), on inline and Blocking routes, small and large frames, and come back
+// byte for byte; the handlers see the payload expanded.
+func TestCompression(t *testing.T) {
+	for _, c := range compression.Supported {
+		t.Run(c.String(), func(t *testing.T) {
+			s := start(t, compressRegistry(), reactor.Options{})
+			cl := dial(t, s, client.Options{Compression: c})
+			ctx := ctxT(t)
+			for _, tc := range []struct {
+				name      string
+				route     string
+				payload   []byte
+				compacted bool // both ways well under the payload's size
+			}{
+				{"empty", builtin.EchoPacket, nil, false},
+				{"under the threshold", builtin.EchoPacket, compressible(500, 1), false},
+				{"text 16 KiB", builtin.EchoPacket, compressible(16<<10, 2), true},
+				{"text 16 KiB blocking", "Block/Echo", compressible(16<<10, 3), true},
+				{"noise 8 KiB", builtin.EchoPacket, noise(8 << 10), false}, // does not shrink: sent as it is
+				{"words 1 MiB", builtin.EchoPacket, words(1<<20, 4), true},
+				{"words 3 MiB blocking", "Block/Echo", words(3<<20, 5), true},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					in, out := s.Stats().BytesIn, s.Stats().BytesOut
+					got, err := cl.CallRaw(ctx, tc.route, tc.payload, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, tc.payload) {
+						t.Fatalf("echo of %d bytes came back as %d different ones", len(tc.payload), len(got))
+					}
+					dIn, dOut := s.Stats().BytesIn-in, sentSince(t, s, out)
+					n := uint64(len(tc.payload))
+					if tc.compacted && (dIn > n*3/4 || dOut > n*3/4) {
+						t.Errorf("%d bytes echoed: %d in, %d out; want both under three quarters", n, dIn, dOut)
+					}
+					if !tc.compacted && (dIn < n || dOut < n) {
+						t.Errorf("%d bytes echoed: %d in, %d out; want them as they are", n, dIn, dOut)
+					}
+				})
+			}
+			t.Run("handler sees the payload expanded", func(t *testing.T) {
+				got, err := cl.CallRaw(ctx, "Len/Of", compressible(100<<10, 6), nil)
+				if err != nil || string(got) != "102400" {
+					t.Fatalf("Len/Of: %q, %v", got, err)
+				}
+			})
+			t.Run("large reply to a small call", func(t *testing.T) {
+				out := s.Stats().BytesOut
+				got, err := cl.CallRaw(ctx, "Doc/Get", nil, nil)
+				if err != nil || !bytes.Equal(got, compressible(64<<10, 7)) {
+					t.Fatalf("Doc/Get: %d bytes, %v", len(got), err)
+				}
+				if d := sentSince(t, s, out); d > 16<<10 {
+					t.Errorf("a 64 KiB document went out as %d bytes", d)
+				}
+			})
+			t.Run("typed", func(t *testing.T) {
+				words := strings.Fields(strings.Repeat("compress me please ", 200))
+				var n int
+				if err := cl.Call(ctx, "Len/Of", words, &n); err != nil || n != len(`["`)+len(strings.Join(words, `","`))+len(`"]`) {
+					t.Fatalf("typed call: %d, %v", n, err)
+				}
+			})
+		})
+	}
+}
+
+// TestCompressionNotAsked: a client that names no compression gets its
+// replies as they are, and a server with compression off (CompressMin < 0)
+// names none, so a client that asks sends its calls as they are.
+func TestCompressionNotAsked(t *testing.T) {
+	doc := compressible(32<<10, 8)
+	for _, tc := range []struct {
+		name   string
+		server reactor.Options
+		client client.Options
+	}{
+		{"client without", reactor.Options{}, client.Options{}},
+		{"server off", reactor.Options{CompressMin: -1}, client.Options{Compression: proto.CompressionZstd}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, compressRegistry(), tc.server)
+			cl := dial(t, s, tc.client)
+			got, err := cl.CallRaw(ctxT(t), builtin.EchoPacket, doc, nil)
+			if err != nil || !bytes.Equal(got, doc) {
+				t.Fatalf("echo: %d bytes, %v", len(got), err)
+			}
+			if in, out := s.Stats().BytesIn, sentSince(t, s, 0); in < uint64(len(doc)) || out < uint64(len(doc)) {
+				t.Errorf("%d bytes echoed: %d in, %d out; want them as they are", len(doc), in, out)
+			}
+		})
+	}
+}
+
+// TestCompressionRefused: a compressed call that does not expand, or
+// expands past the frame limit, is refused unprocessed and the connection
+// goes on; compression bits the protocol does not allow end it.
+func TestCompressionRefused(t *testing.T) {
+	s := start(t, compressRegistry(), reactor.Options{Limits: proto.Limits{MaxFrameSize: 1 << 20}})
+	r := dialRaw(t, s)
+	r.send(proto.AppendHello(nil, "", nil, proto.CompressionGzip))
+	f, err := r.next()
+	if err != nil || f.Kind != proto.KindWelcome {
+		t.Fatalf("Welcome: %v, %v", f.Kind, err)
+	}
+	if takes, _ := f.Metadata.Get(proto.MetaCompression); string(takes) != "zstd,gzip" {
+		t.Fatalf("the Welcome names %q, want zstd,gzip", takes)
+	}
+	call := func(id uint32, c proto.Compression, payload []byte) []byte {
+		h := proto.Header{Kind: proto.KindRequest, ID: id, Flags: proto.Flags(0).WithCompression(c)}
+		return proto.AppendFrame(nil, h, "Len/Of", nil, payload)
+	}
+	for _, tc := range []struct {
+		name    string
+		c       proto.Compression
+		payload []byte
+		code    proto.Code
+	}{
+		{"past the frame limit", proto.CompressionZstd, compression.Append(nil, make([]byte, 2<<20), proto.CompressionZstd), proto.CodeResourceExhausted},
+		{"gzip past the frame limit", proto.CompressionGzip, compression.Append(nil, make([]byte, 2<<20), proto.CompressionGzip), proto.CodeResourceExhausted},
+		{"not gzip", proto.CompressionGzip, []byte("plain text"), proto.CodeInvalidArgument},
+		{"empty", proto.CompressionZstd, nil, proto.CodeInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r.send(call(7, tc.c, tc.payload))
+			f, err := r.next()
+			if err != nil || f.Kind != proto.KindError {
+				t.Fatalf("answer: %v, %v", f.Kind, err)
+			}
+			code, msg := f.ErrorBody()
+			if code != tc.code || f.Flags&proto.FlagUnprocessed == 0 {
+				t.Fatalf("Error %v %q, flags %v; want %v, Unprocessed", code, msg, f.Flags, tc.code)
+			}
+		})
+	}
+	// The connection goes on: a good compressed call, answered compressed
+	// as the Hello asked.
+	r.send(call(8, proto.CompressionGzip, compression.Append(nil, compressible(4000, 9), proto.CompressionGzip)))
+	if f, err = r.next(); err != nil || f.Kind != proto.KindResponse || string(f.Payload) != "4000" {
+		t.Fatalf("a good call after the refusals: %v %q, %v", f.Kind, f.Payload, err)
+	}
+	r.send(proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 9}, "Doc/Get", nil, nil))
+	if f, err = r.next(); err != nil || f.Kind != proto.KindResponse || f.Flags.Compression() != proto.CompressionGzip {
+		t.Fatalf("a large reply: %v, flags %v, %v; want a gzip Response", f.Kind, f.Flags, err)
+	}
+	if doc, err := compression.Expand(nil, f.Payload, proto.CompressionGzip, 1<<20); err != nil || !bytes.Equal(doc, compressible(64<<10, 7)) {
+		t.Fatalf("the reply expands to %d bytes, %v", len(doc), err)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		msg   string
+	}{
+		{"reserved compression", proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 10, Flags: proto.FlagsCompression}, "Len/Of", nil, []byte("x")), "reserved compression 3"},
+		{"compressed Ping", func() []byte {
+			b := proto.AppendPing(nil, nil)
+			proto.SetCompression(b, proto.CompressionGzip)
+			return b
+		}(), "a compressed Ping frame"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := dialRaw(t, s)
+			r.send(tc.frame)
+			f, err := r.next()
+			if err != nil || f.Kind != proto.KindGoAway {
+				t.Fatalf("answer: %v, %v; want GoAway", f.Kind, err)
+			}
+			if _, _, msg := f.GoAwayBody(); !strings.Contains(string(msg), tc.msg) {
+				t.Errorf("GoAway says %q, want %q in it", msg, tc.msg)
+			}
+		})
+	}
+}
+
+// noise returns n bytes that do not compress.
+func noise(n int) []byte {
+	b := make([]byte, n)
+	r := rand.New(rand.NewPCG(uint64(n), 3))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
