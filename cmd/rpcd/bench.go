@@ -123,6 +123,7 @@ type benchFlags struct {
 	matrix     string
 	runs       int
 	sec        clientSecurityFlags
+	compress   compressFlag
 	etcd       etcdAccessFlags // for an etcd:// -addr
 	subs       int             // FanOut's subscribers
 
@@ -152,6 +153,7 @@ func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.StringVar(&f.matrix, "matrix", "", "`name` of a set of runs to make in one go: seed (the NewLife table)")
 	fs.IntVar(&f.runs, "runs", 1, "make every cell `N` times, interleaved, and report each cell's median run by calls/s")
 	f.sec.define(fs)
+	f.compress.define(fs)
 	f.etcd.define(fs, "with an etcd:// -addr")
 	return func(c *cli, args []string) error {
 		f.set = map[string]bool{}
@@ -573,6 +575,7 @@ func (c *cli) runCell(ctx context.Context, f *benchFlags, p *benchPlan, target *
 			Scenario:     cell.sc.name,
 			Route:        cell.sc.route,
 			Codec:        cell.sc.codec,
+			Compress:     f.compress.name,
 			PayloadBytes: cell.sc.size,
 			Addr:         target.addr,
 			Server:       "external",
@@ -626,6 +629,9 @@ func (c *cli) dialBench(ctx context.Context, addr string, n int, f *benchFlags) 
 		Logger:      quietLogger(c.stderr),
 	}
 	if err := f.sec.apply(&opts); err != nil {
+		return nil, err
+	}
+	if err := f.compress.apply(&opts); err != nil {
 		return nil, err
 	}
 	clients := make([]*client.Client, 0, n)

@@ -40,8 +40,9 @@ type benchReport struct {
 type benchSettings struct {
 	Scenario     string  `json:"scenario"` // "custom" for -route
 	Route        string  `json:"route"`
-	Codec        string  `json:"codec"`         // "json" or "raw"
-	PayloadBytes int     `json:"payload_bytes"` // request payload, encoded; Sum's varies
+	Codec        string  `json:"codec"`              // "json" or "raw"
+	Compress     string  `json:"compress,omitempty"` // -compress, when given
+	PayloadBytes int     `json:"payload_bytes"`      // request payload, encoded; Sum's varies
 	Addr         string  `json:"addr"`
 	Server       string  `json:"server"` // "child" or "external"
 	ChildPID     int     `json:"child_pid,omitempty"`

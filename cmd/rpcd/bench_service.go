@@ -51,6 +51,9 @@ func (c *cli) dialCallers(ctx context.Context, addr string, n int, f *benchFlags
 	if err := f.sec.apply(&opts.Options); err != nil {
 		return nil, nil, err
 	}
+	if err := f.compress.apply(&opts.Options); err != nil {
+		return nil, nil, err
+	}
 	if err := f.etcd.registerScheme(); err != nil {
 		return nil, nil, err
 	}

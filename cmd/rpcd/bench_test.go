@@ -208,6 +208,10 @@ func TestProcessBenchScenarios(t *testing.T) {
 	if err := os.WriteFile(payload, []byte(`{"a": 40, "b": 2}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	text := filepath.Join(t.TempDir(), "text")
+	if err := os.WriteFile(text, []byte(strings.Repeat("compressible text, ", 2000)[:20000]), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	packet := filepath.Join(t.TempDir(), "packet")
 	if err := os.WriteFile(packet, []byte("raw\x00bytes\xff\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -243,6 +247,8 @@ func TestProcessBenchScenarios(t *testing.T) {
 			map[string]any{"route": builtin.Sum, "codec": "json"}},
 		{"custom no payload", []string{"-route", builtin.Ping}, 50,
 			map[string]any{"payload_bytes": 0.0}},
+		{"compressed", []string{"-route", builtin.EchoPacket, "-payload", text, "-expect-echo", "-compress", "zstd"}, 50,
+			map[string]any{"compress": "zstd", "payload_bytes": 20000.0}},
 		{"connections and inflight", []string{"-scenario", "Sum", "-c", "3", "-inflight", "4", "-n", "120"}, 120,
 			map[string]any{"connections": 3.0, "inflight": 4.0, "callers": 12.0}},
 		{"open loop", []string{"-scenario", "NoArg", "-rate", "2000"}, 50,

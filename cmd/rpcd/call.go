@@ -40,6 +40,7 @@ type dialFlags struct {
 	timeout  time.Duration
 	maxFrame int
 	sec      clientSecurityFlags
+	compress compressFlag // defined by the commands that take it
 }
 
 // define adds the flags to fs.
@@ -68,6 +69,9 @@ func (c *cli) dial(ctx context.Context, d *dialFlags) (*client.Client, error) {
 		Logger: quietLogger(c.stderr),
 	}
 	if err := d.sec.apply(&opts); err != nil {
+		return nil, err
+	}
+	if err := d.compress.apply(&opts); err != nil {
 		return nil, err
 	}
 	return client.Dial(ctx, d.addr, opts)
@@ -123,6 +127,7 @@ func setupCall(fs *flag.FlagSet) func(*cli, []string) error {
 	f.define(fs)
 	fs.Lookup("addr").Usage = "server `address`: host:port or unix:///path; or a service, etcd://ENDPOINTS/NAME or static://ADDR,ADDR/NAME, called on one of its nodes"
 	f.etcd.define(fs, "with an etcd:// -addr")
+	f.compress.define(fs)
 	fs.BoolVar(&f.raw, "raw", false, "send ARG as raw bytes (codec raw) and write the reply as it is")
 	fs.Var(&f.meta, "meta", "add `key=value` to the call's metadata; repeatable")
 	return func(c *cli, args []string) error { return c.call(f, args) }
@@ -209,6 +214,9 @@ func (c *cli) dialCaller(ctx context.Context, f *callFlags) (interface {
 		Logger: quietLogger(c.stderr),
 	}}
 	if err := f.sec.apply(&opts.Options); err != nil {
+		return nil, err
+	}
+	if err := f.compress.apply(&opts.Options); err != nil {
 		return nil, err
 	}
 	if err := f.etcd.registerScheme(); err != nil {

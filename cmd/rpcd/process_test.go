@@ -59,6 +59,10 @@ func TestProcessCall(t *testing.T) {
 			wantStdout: "3\n"},
 		{name: "a service, raw", args: []string{"call", "-raw", "-addr", "static://" + a + "," + a + "/svc", "Bench/EchoPacket", "hi"},
 			wantStdout: "hi"},
+		{name: "compressed", stdin: strings.Repeat("compressible text, ", 1000), args: []string{"call", "-compress", "zstd", "-raw", "-addr", a, "Bench/EchoPacket", "-"},
+			wantStdout: strings.Repeat("compressible text, ", 1000)},
+		{name: "unknown compression", args: []string{"call", "-compress", "lz4", "-addr", a, "Sys/Ping"},
+			wantCode: 2, wantStderr: "-compress is \"lz4\", want zstd, gzip or none"},
 		{name: "etcd flags without etcd", args: []string{"call", "-addr", a, "-etcd-tls", "Sys/Ping"},
 			wantCode: 2, wantStderr: "go with an etcd:// -addr"},
 	}
@@ -190,5 +194,23 @@ func TestProcessHelp(t *testing.T) {
 				t.Errorf("output lacks %q:\nstdout:\n%s\nstderr:\n%s", tt.want, r.stdout, r.stderr)
 			}
 		})
+	}
+}
+
+// TestProcessCallCompressed: `rpcd call -compress` sends its payload
+// compressed. The server's frame limit is 64 KiB, and the call's payload
+// 200 KB of text: sent as it is, the frame would break the limit and the
+// server would close the connection on it; compressed, it arrives, and is
+// refused for what it expands to.
+func TestProcessCallCompressed(t *testing.T) {
+	d := startServe(t, "-max-frame", "65536")
+	text := strings.Repeat("compressible text, ", 11000)[:200000]
+	r := rpcd(t, text, "call", "-compress", "gzip", "-max-frame", "1000000", "-raw", "-addr", d.addr, "Bench/EchoPacket", "-")
+	if r.code != 1 || !strings.Contains(r.stderr, "resource exhausted: rpcd: compressed payload expands past the limit") {
+		t.Errorf("a call that expands past the server's limit: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = rpcd(t, text[:60000], "call", "-compress", "gzip", "-raw", "-addr", d.addr, "Bench/EchoPacket", "-")
+	if r.code != 0 || r.stdout != text[:60000] {
+		t.Errorf("a call within it: exit %d, %d bytes out, stderr %q", r.code, len(r.stdout), r.stderr)
 	}
 }
