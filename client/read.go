@@ -387,8 +387,8 @@ func (w *wire) readFrame() error {
 	if cl == nil {
 		return w.skip(int(h.PayloadLen))
 	}
-	if c := h.Flags.Compression(); c != proto.CompressionNone {
-		return w.readCompressed(cl, int(h.PayloadLen), c)
+	if h.Flags.Compression() != proto.CompressionNone {
+		return w.readCompressed(cl, &h)
 	}
 	start := len(cl.reply)
 	// Room for the payload, not zeroed where the buffer has it already:
@@ -405,9 +405,10 @@ func (w *wire) readFrame() error {
 	return nil
 }
 
-// readCompressed reads a large reply's compressed payload of n bytes into
-// a pooled buffer and expands it into the call's reply.
-func (w *wire) readCompressed(cl *call, n int, c proto.Compression) error {
+// readCompressed reads the compressed payload of a large reply whose
+// header is h into a pooled buffer and expands it into the call's reply.
+func (w *wire) readCompressed(cl *call, h *proto.Header) error {
+	n := int(h.PayloadLen)
 	bp := compression.GetBuffer()
 	z := slices.Grow(*bp, n)[:n]
 	defer compression.PutBuffer(bp, z)
@@ -415,7 +416,7 @@ func (w *wire) readCompressed(cl *call, n int, c proto.Compression) error {
 		cl.finish(&handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while reading the reply: " + err.Error()})
 		return err
 	}
-	cl.finish(w.expandReply(cl, z, c))
+	cl.finish(w.expandReply(cl, h, z))
 	return nil
 }
 

@@ -52,7 +52,7 @@ type serverCalls struct {
 func (w *wire) serve(f *proto.Frame) {
 	oneWay := f.Kind == proto.KindOneWay
 	if c := f.Flags.Compression(); c != proto.CompressionNone {
-		payload, err := compression.Expand(nil, f.Payload, c, w.lim.MaxFrameSize)
+		payload, err := compression.Expand(nil, f.Payload, c, f.PayloadRoom(w.lim.MaxFrameSize))
 		if err != nil {
 			if !oneWay {
 				w.enqueueAsync(proto.AppendError(nil, f.ID, proto.FlagUnprocessed, proto.CodeInvalidArgument, err.Error()))

@@ -409,8 +409,8 @@ func (w *wire) handle(f *proto.Frame) {
 	switch f.Kind {
 	case proto.KindResponse:
 		if cl := w.take(f.ID); cl != nil {
-			if c := f.Flags.Compression(); c != proto.CompressionNone {
-				cl.finish(w.expandReply(cl, f.Payload, c))
+			if f.Flags.Compression() != proto.CompressionNone {
+				cl.finish(w.expandReply(cl, &f.Header, f.Payload))
 				return
 			}
 			cl.reply = append(cl.reply, f.Payload...)
@@ -454,12 +454,13 @@ func (w *wire) handle(f *proto.Frame) {
 	}
 }
 
-// expandReply appends the compressed reply payload z, expanded, to the
-// call's reply; a reply that does not expand within the frame limit is the
-// call's error (DataLoss: it ran, and what it answered is lost).
-func (w *wire) expandReply(cl *call, z []byte, c proto.Compression) error {
+// expandReply appends the compressed payload z of the reply whose header
+// is h, expanded, to the call's reply; a reply that does not expand within
+// the frame limit is the call's error (DataLoss: it ran, and what it
+// answered is lost).
+func (w *wire) expandReply(cl *call, h *proto.Header, z []byte) error {
 	var err error
-	if cl.reply, err = compression.Expand(cl.reply, z, c, w.lim.MaxFrameSize); err != nil {
+	if cl.reply, err = compression.Expand(cl.reply, z, h.Flags.Compression(), h.PayloadRoom(w.lim.MaxFrameSize)); err != nil {
 		return &handler.Error{Code: proto.CodeDataLoss, Message: "the server's reply: " + strings.TrimPrefix(err.Error(), "rpcd: ")}
 	}
 	return nil

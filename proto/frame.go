@@ -505,6 +505,13 @@ func AppendWelcome(dst []byte, identity string, takes ...Compression) []byte {
 	return AppendFrame(dst, Header{Kind: KindWelcome}, "", md, []byte(identity))
 }
 
+// PayloadRoom returns the most payload bytes a frame with h's route and
+// metadata may hold within a frame limit of maxFrame bytes: what a
+// compressed payload may expand to (docs/protocol.md, "Compression").
+func (h *Header) PayloadRoom(maxFrame int) int {
+	return maxFrame - HeaderSize - int(h.RouteLen) - int(h.MetadataLen)
+}
+
 // SetCompression sets the compression bits of the encoded frame that
 // starts at b[0]: its payload has been compressed with c.
 func SetCompression(b []byte, c Compression) {

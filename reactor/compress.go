@@ -33,7 +33,7 @@ func (c *conn) welcome(out []byte, hello *proto.Frame, identity string) []byte {
 // refused, as arguments that do not decode are.
 func (c *conn) handleCompressed(f *proto.Frame, out []byte, now time.Time) []byte {
 	bp := compression.GetBuffer()
-	payload, err := compression.Expand(*bp, f.Payload, f.Flags.Compression(), c.s.opts.Limits.MaxFrameSize)
+	payload, err := compression.Expand(*bp, f.Payload, f.Flags.Compression(), f.PayloadRoom(c.s.opts.Limits.MaxFrameSize))
 	if err != nil {
 		compression.PutBuffer(bp, payload)
 		c.tookIn(f.ID)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -201,6 +202,20 @@ func TestCompressionRefused(t *testing.T) {
 			}
 		})
 	}
+	// What a payload may expand to is what the frame could hold
+	// uncompressed: the limit less the header and the route.
+	room := 1<<20 - proto.HeaderSize - len("Len/Of")
+	r.send(call(11, proto.CompressionZstd, compression.Append(nil, make([]byte, room), proto.CompressionZstd)))
+	if f, err = r.next(); err != nil || f.Kind != proto.KindResponse || string(f.Payload) != strconv.Itoa(room) {
+		t.Fatalf("a call that expands to the frame's room: %v %q, %v", f.Kind, f.Payload, err)
+	}
+	r.send(call(12, proto.CompressionZstd, compression.Append(nil, make([]byte, room+1), proto.CompressionZstd)))
+	if f, err = r.next(); err != nil || f.Kind != proto.KindError {
+		t.Fatalf("a call one byte past the room: %v, %v", f.Kind, err)
+	} else if code, _ := f.ErrorBody(); code != proto.CodeResourceExhausted {
+		t.Fatalf("a call one byte past the room: %v, want ResourceExhausted", code)
+	}
+
 	// The connection goes on: a good compressed call, answered compressed
 	// as the Hello asked.
 	r.send(call(8, proto.CompressionGzip, compression.Append(nil, compressible(4000, 9), proto.CompressionGzip)))

@@ -206,7 +206,7 @@ func (c *conn) answered(f *proto.Frame) {
 	}
 	if f.Kind == proto.KindResponse && f.Flags.Compression() != proto.CompressionNone {
 		var err error
-		if pc.reply, err = compression.Expand(pc.reply, f.Payload, f.Flags.Compression(), c.s.opts.Limits.MaxFrameSize); err != nil {
+		if pc.reply, err = compression.Expand(pc.reply, f.Payload, f.Flags.Compression(), f.PayloadRoom(c.s.opts.Limits.MaxFrameSize)); err != nil {
 			pc.err = &handler.Error{Code: proto.CodeInternal, Message: "the client's reply: " + err.Error()}
 		}
 	} else if f.Kind == proto.KindResponse {

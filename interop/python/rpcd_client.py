@@ -4,12 +4,15 @@ Standard library only, Python 3.9+. Encodes Request, OneWay, Cancel and Ping fra
 with optional metadata and deadline, cuts frames out of a socket stream however the
 bytes arrive, matches replies by call id, and raises RpcError for Error frames.
 Opens streams ("Streams"): odd ids, credit-based flow control both ways, half-close
-and the final StreamReset.
+and the final StreamReset. Optionally sends a Hello naming gzip ("Compression"), then
+gzips calls of 1 KiB or more and expands gzipped replies.
 """
 
+import gzip
 import json
 import socket
 import struct
+import zlib
 from collections import deque
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -19,7 +22,19 @@ HEADER = struct.Struct(">2sBBBBHIIHHI")
 MAGIC, VERSION = b"RD", 0x01
 REQUEST, RESPONSE, ERROR, ONEWAY, CANCEL, PING, PONG, GOAWAY = range(1, 9)
 STREAM_OPEN, STREAM_DATA, STREAM_CREDIT, STREAM_END, STREAM_RESET = range(0x18, 0x1D)
+HELLO, WELCOME = 0x10, 0x11
 FLAG_UNPROCESSED = 0x01
+# Flags: the two bits 0x06 say how a Request's, Response's or OneWay's payload is
+# compressed: 0 not at all, gzip 0x02, Zstandard 0x04; 0x06 is reserved ("Flags").
+# Bits 0x08-0x80 are reserved.
+COMPRESSION_MASK, FLAG_GZIP, FLAG_ZSTD, FLAGS_RESERVED = 0x06, 0x02, 0x04, 0xF8
+COMPRESSIBLE_KINDS = (REQUEST, RESPONSE, ONEWAY)
+# "Compression": the handshake's metadata key, and the compressions this client can
+# expand and send, by name (Python's standard library has no Zstandard).
+MD_COMPRESSION, MD_AUTH_METHOD = "rpcd-compression", "rpcd-auth-method"
+COMPRESSIONS = {"gzip": FLAG_GZIP}
+COMPRESS_MIN = 1024  # calls of 1 KiB or more are compressed, when that makes them smaller
+MAX_HELLO = 4096     # Hello and Welcome payloads ("Limits")
 CODEC_RAW, CODEC_JSON = 0x00, 0x01
 # Default limits ("Limits"): whole frame incl. header, route, metadata; Ping payload.
 MAX_FRAME, MAX_ROUTE, MAX_METADATA, MAX_PING = 4 * 1024 * 1024, 256, 8 * 1024, 64
@@ -29,7 +44,8 @@ CODE_NAMES = ("OK Canceled Unknown InvalidArgument DeadlineExceeded NotFound "
               "AlreadyExists PermissionDenied ResourceExhausted FailedPrecondition "
               "Aborted OutOfRange Unimplemented Internal Unavailable DataLoss "
               "Unauthenticated").split()
-INVALID_ARGUMENT, NOT_FOUND, INTERNAL, UNAVAILABLE = 3, 5, 13, 14
+INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE = 3, 5, 8, 13, 14
+DATA_LOSS, UNAUTHENTICATED = 15, 16
 
 Metadata = Sequence[Tuple[str, bytes]]
 
@@ -117,6 +133,73 @@ def parse_goaway(payload: bytes) -> Tuple[int, int, str]:
     return last, code, payload[6:].decode("utf-8", "replace")
 
 
+def check_flags(kind: int, flags: int) -> None:
+    """Reserved bits, the reserved compression 3, or a compression on a kind that
+    cannot carry one are protocol errors ("Flags", "Protocol errors")."""
+    if flags & FLAGS_RESERVED:
+        raise ProtocolError("reserved flag bit set: 0x%02x" % flags)
+    comp = flags & COMPRESSION_MASK
+    if comp == COMPRESSION_MASK:
+        raise ProtocolError("reserved compression 3")
+    if comp and kind not in COMPRESSIBLE_KINDS:
+        raise ProtocolError("compression on kind 0x%02x" % kind)
+
+
+def first_value(md: Metadata, key: str) -> Optional[bytes]:
+    """Keys may repeat; a reader that wants one value takes the first ("Metadata")."""
+    return next((v for k, v in md if k == key), None)
+
+
+def parse_compressions(value: Optional[bytes]) -> List[str]:
+    """rpcd-compression: names, comma-separated, in order of preference ("Compression")."""
+    if not value:
+        return []
+    return [n.strip() for n in value.decode("ascii", "replace").split(",") if n.strip()]
+
+
+def gzip_payload(payload: bytes) -> Optional[bytes]:
+    """The payload gzipped, or None when it stays as it is: under COMPRESS_MIN, or no
+    smaller compressed ("Compression": rpcd's rule, which a client follows too)."""
+    if len(payload) < COMPRESS_MIN:
+        return None
+    packed = gzip.compress(payload)
+    return packed if len(packed) < len(payload) else None
+
+
+def gunzip(data: bytes, limit: int) -> bytes:
+    """Expand one gzip member or several one after the other (RFC 1952), never past
+    limit bytes. Raises ValueError for data that does not expand, or empty data."""
+    if not data:
+        raise ValueError("empty compressed payload")
+    out, rest = bytearray(), data
+    try:
+        while rest:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip header and trailer
+            out += d.decompress(rest, limit - len(out) + 1)
+            if len(out) > limit:
+                raise OverflowError("expands past %d bytes" % limit)
+            if not d.eof:
+                raise ValueError("truncated gzip data")
+            rest = d.unused_data
+    except zlib.error as e:
+        raise ValueError("not gzip data: %s" % e) from e
+    return bytes(out)
+
+
+def expand(f: Frame) -> Frame:
+    """A Request, Response or OneWay with its payload expanded and its compression
+    bits cleared; a frame without compression comes back as it is. What the payload
+    expands to counts against the frame limit ("Compression"). Raises ValueError
+    (does not expand, or a compression this client cannot do) or OverflowError."""
+    comp = f.flags & COMPRESSION_MASK
+    if not comp:
+        return f
+    if comp != FLAG_GZIP:
+        raise ValueError("compression 0x%02x not supported" % comp)
+    room = MAX_FRAME - HEADER.size - len(f.route) - len(encode_metadata(f.metadata))
+    return f._replace(flags=f.flags & ~COMPRESSION_MASK, payload=gunzip(f.payload, room))
+
+
 def after(a: int, b: int) -> bool:
     """RFC 1982: id a comes after id b when the signed 32-bit a - b is positive."""
     return 0 < ((a - b) & 0xFFFFFFFF) < 0x80000000
@@ -148,9 +231,10 @@ class FrameReader:
         # Check the header as soon as it is here, before buffering the rest.
         if magic != MAGIC or ver != VERSION:
             raise ProtocolError("bad magic %r or version %d" % (magic, ver))
-        if not (REQUEST <= kind <= GOAWAY or STREAM_OPEN <= kind <= STREAM_RESET) \
-                or flags & ~FLAG_UNPROCESSED or reserved:
-            raise ProtocolError("reserved kind, flag bit or header field set")
+        if not (REQUEST <= kind <= GOAWAY or kind in (HELLO, WELCOME)
+                or STREAM_OPEN <= kind <= STREAM_RESET) or reserved:
+            raise ProtocolError("reserved kind or header field set")
+        check_flags(kind, flags)
         total = HEADER.size + rlen + mlen + plen
         if rlen > MAX_ROUTE or mlen > MAX_METADATA or total > MAX_FRAME:
             raise ProtocolError("frame of %d bytes over a limit" % total)
@@ -164,7 +248,10 @@ class FrameReader:
 class Client:
     """One connection. Not thread-safe: one caller sends and reads."""
 
-    def __init__(self, host: str, port: int, timeout: float = 5.0):
+    def __init__(self, host: str, port: int, timeout: float = 5.0,
+                 compression: Sequence[str] = ()):
+        """compression names what this client takes, e.g. ("gzip",): then a Hello
+        is sent and its Welcome read before the constructor returns ("Compression")."""
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.settimeout(timeout)  # every send and recv is bounded
         self.reader = FrameReader(self.sock)
@@ -175,6 +262,11 @@ class Client:
         self.goaway: Optional[GoAwayError] = None
         self.streams: Dict[int, "Stream"] = {}  # open streams, by id
         self.next_stream = 1                    # a client opens odd stream ids
+        self.welcome: Optional[Frame] = None    # the server's Welcome, once read
+        self.peer_compressions: List[str] = []  # what the Welcome names, in its order
+        self.compression = 0                    # flag bits calls are sent with; 0: none
+        if compression:
+            self.hello(compression)
 
     def close(self) -> None:
         self.sock.close()
@@ -189,16 +281,57 @@ class Client:
             if cid not in self.pending:
                 return cid
 
+    def hello(self, compression: Sequence[str] = ("gzip",), credentials: bytes = b"",
+              method: Optional[str] = None) -> Frame:
+        """Send a Hello naming the compressions this client takes (and credentials,
+        with the rpcd-auth-method key when method is given), then read frames up to
+        the Welcome and record what it names ("The handshake", "Compression").
+        Raises GoAwayError if the server refuses the Hello."""
+        unknown = [n for n in compression if n not in COMPRESSIONS]
+        if unknown:  # naming one is a promise to expand it
+            raise ValueError("this client cannot expand %s" % ", ".join(unknown))
+        if len(credentials) > MAX_HELLO:
+            raise ValueError("Hello payload over 4,096 bytes")
+        md = [(MD_AUTH_METHOD, method.encode("ascii"))] if method else []
+        if compression:
+            md.append((MD_COMPRESSION, ",".join(compression).encode("ascii")))
+        self.send_raw(encode_frame(HELLO, 0, payload=credentials, metadata=md))
+        while self.welcome is None:
+            if self.goaway:  # GoAway Unauthenticated: the server closes
+                raise self.goaway
+            self.read_one()
+        # A Welcome without the key means the server takes none. Calls go in the
+        # first compression of the server's list that this client does too.
+        self.peer_compressions = parse_compressions(
+            first_value(self.welcome.metadata, MD_COMPRESSION))
+        ours = [COMPRESSIONS[n] for n in self.peer_compressions if n in compression]
+        self.compression = ours[0] if ours else 0
+        return self.welcome
+
+    @property
+    def identity(self) -> Optional[str]:
+        """The identity the Welcome gave (empty for a server that requires none)."""
+        return None if self.welcome is None else self.welcome.payload.decode("utf-8", "replace")
+
     def request_frame(self, route: str, payload: bytes = b"", codec: int = CODEC_RAW,
                       metadata: Optional[Metadata] = None, deadline_ms: int = 0,
                       kind: int = REQUEST) -> Tuple[int, bytes]:
-        """A Request (or OneWay) with a fresh id, built but not sent (for pipelining)."""
+        """A Request (or OneWay) with a fresh id, built but not sent (for pipelining).
+        Once the Welcome named gzip, a payload of 1 KiB or more goes gzipped."""
         if self.goaway:  # the receiver of GoAway sends no new calls
             raise self.goaway
+        flags, packed = 0, None
+        if self.compression == FLAG_GZIP:
+            # What the payload expands to counts against the frame limit.
+            if HEADER.size + len(route) + len(encode_metadata(metadata)) + len(payload) > MAX_FRAME:
+                raise ValueError("frame over the default limits once expanded")
+            packed = gzip_payload(payload)
+        if packed is not None:
+            flags, payload = FLAG_GZIP, packed
         cid = self.new_id()
         if kind == REQUEST:
             self.pending.add(cid)
-        return cid, encode_frame(kind, cid, route, payload, codec,
+        return cid, encode_frame(kind, cid, route, payload, codec, flags=flags,
                                  deadline_ms=deadline_ms, metadata=metadata)
 
     def send_request(self, route: str, payload: bytes = b"", codec: int = CODEC_RAW,
@@ -227,6 +360,8 @@ class Client:
                 self.replies[f.call_id] = f
         elif f.kind == PONG:
             self.pongs.append(f.payload)
+        elif f.kind == WELCOME:
+            self.welcome = f
         elif f.kind == GOAWAY:  # keep reading: calls up to `last` still get answers
             self.goaway = GoAwayError(*parse_goaway(f.payload))
         elif f.kind == PING:  # the protocol is symmetric: answer Pings
@@ -252,7 +387,9 @@ class Client:
         return st
 
     def wait(self, call_id: int) -> Frame:
-        """The Response for call_id; raises RpcError if the answer is an Error."""
+        """The Response for call_id, its payload expanded if it came compressed (and
+        its compression bits then cleared); raises RpcError if the answer is an Error,
+        or DataLoss if a compressed Response does not expand ("Compression")."""
         if call_id not in self.pending:
             raise KeyError("call %d is not pending" % call_id)
         try:
@@ -267,7 +404,12 @@ class Client:
         if f.kind == ERROR:
             code, msg = parse_error(f.payload)
             raise RpcError(code, msg, bool(f.flags & FLAG_UNPROCESSED))
-        return f
+        try:
+            return expand(f)
+        except OverflowError as e:  # the call ran; its reply is over the limit
+            raise RpcError(RESOURCE_EXHAUSTED, "response %s" % e) from e
+        except ValueError as e:  # "A Response that does not expand fails its call"
+            raise RpcError(DATA_LOSS, "response does not expand: %s" % e) from e
 
     def call(self, route: str, payload: bytes = b"", codec: int = CODEC_RAW,
              metadata: Optional[Metadata] = None, deadline_ms: int = 0) -> bytes:

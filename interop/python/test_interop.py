@@ -4,10 +4,12 @@
 
 The server must have the built-in routes Math/Sum, Bench/EchoPacket,
 Bench/EchoString, Sys/Ping and Sys/Routes, and the stream routes
-Bench/StreamSink and Bench/StreamSource. Every socket operation times out
-after 5 seconds.
+Bench/StreamSink and Bench/StreamSource, require no authentication, and take
+gzip ("Compression": its Welcome names zstd,gzip). Every socket operation times
+out after 5 seconds.
 """
 
+import gzip
 import json
 import os
 import socket
@@ -22,8 +24,8 @@ TIMEOUT = 5.0
 ADDR = ("127.0.0.1", 7070)
 
 
-def connect() -> rc.Client:
-    return rc.Client(ADDR[0], ADDR[1], timeout=TIMEOUT)
+def connect(**kw) -> rc.Client:
+    return rc.Client(ADDR[0], ADDR[1], timeout=TIMEOUT, **kw)
 
 
 class Offline(unittest.TestCase):
@@ -74,6 +76,37 @@ class Offline(unittest.TestCase):
                                            "00000000000000110005" "6e6f2073747265616d20726f757465")).read_frame()
         self.assertEqual((f.kind, f.flags, f.call_id), (rc.STREAM_RESET, rc.FLAG_UNPROCESSED, 2))
         self.assertEqual(rc.parse_error(f.payload), (rc.NOT_FOUND, "no stream route"))
+
+    def test_compression_examples(self):
+        """The Hello, Welcome and gzipped Request printed under "Examples as bytes"."""
+        hello = rc.encode_frame(rc.HELLO, 0, metadata=[(rc.MD_COMPRESSION, b"zstd,gzip")])
+        self.assertEqual(hello.hex(), "52440110000000000000000000000000"
+                         "001c00000000000010727063642d636f"
+                         "6d7072657373696f6e00097a7374642c" "677a6970")
+        f = FakeSocketReader(bytes.fromhex("52440111000000000000000000000000"
+                                           "001c00000000000510727063642d636f"
+                                           "6d7072657373696f6e00097a7374642c"
+                                           "677a6970616c696365")).read_frame()
+        self.assertEqual((f.kind, f.flags, f.call_id, f.payload), (rc.WELCOME, 0, 0, b"alice"))
+        self.assertEqual(rc.parse_compressions(rc.first_value(f.metadata, rc.MD_COMPRESSION)),
+                         ["zstd", "gzip"])
+        packed = gzip.compress(b'{"a":1,"b":2}', mtime=0)
+        req = rc.encode_frame(rc.REQUEST, 5, "Math/Sum", packed, rc.CODEC_JSON, flags=rc.FLAG_GZIP)
+        self.assertEqual(req.hex(), "52440101020100080000000500000000"
+                         "00000000000000214d6174682f53756d"
+                         "1f8b0800000000000203ab564a54b232"
+                         "d4514a52b232aa050083ce41cf0d0000" "00")
+        f = rc.expand(FakeSocketReader(req).read_frame())
+        self.assertEqual((f.flags, f.codec, f.payload), (0, rc.CODEC_JSON, b'{"a":1,"b":2}'))
+
+    def test_compression_flag_rules(self):
+        """Compression 3, or a compression on a kind that cannot carry one, is a
+        protocol error ("Flags", "Protocol errors")."""
+        for kind, flags in ((rc.RESPONSE, 0x06), (rc.ERROR, 0x02), (rc.PING, 0x04),
+                            (rc.WELCOME, 0x02), (rc.RESPONSE, 0x08)):
+            data = rc.encode_frame(kind, 0 if kind in (rc.PING, rc.WELCOME) else 1, flags=flags)
+            with self.assertRaises(rc.ProtocolError, msg="kind %d flags %#x" % (kind, flags)):
+                FakeSocketReader(data).read_frame()
 
 
 def FakeSocketReader(data: bytes, chunk: int = 1 << 20) -> rc.FrameReader:
@@ -264,6 +297,94 @@ class LiveStreams(unittest.TestCase):
             self.c.read_one()
         self.assertEqual(self.c.goaway.code, rc.INTERNAL)
         self.assertIn("window", self.c.goaway.message)
+
+
+def compressible(size: int) -> bytes:
+    """size bytes of text that gzip shrinks many times over."""
+    line = b"rpcd compresses payloads of 1 KiB or more, when that makes them smaller.\n"
+    return (line * (size // len(line) + 1))[:size]
+
+
+class LiveCompression(unittest.TestCase):
+    """"Compression": a Hello naming gzip, its Welcome, gzipped calls and replies."""
+
+    BIG = 32 * 1024
+
+    def setUp(self):
+        self.c = connect(compression=("gzip",))
+
+    def tearDown(self):
+        self.c.close()
+
+    def test_welcome_names_gzip(self):
+        w = self.c.welcome
+        self.assertEqual((w.kind, w.call_id, w.flags, w.codec, w.route), (rc.WELCOME, 0, 0, rc.CODEC_RAW, ""))
+        self.assertEqual(rc.first_value(w.metadata, rc.MD_COMPRESSION), b"zstd,gzip")
+        self.assertEqual(self.c.peer_compressions, ["zstd", "gzip"])
+        self.assertEqual(self.c.compression, rc.FLAG_GZIP)  # the one both take
+        self.assertEqual(self.c.identity, "")  # a server that requires none
+        self.assertEqual(self.c.call_json("Math/Sum", {"a": 1, "b": 2}), 3)
+
+    def test_large_echo_compressed_both_ways(self):
+        body = compressible(self.BIG)
+        self.assertEqual(self.c.call("Bench/EchoPacket", body), body)
+        cid, data = self.c.request_frame("Bench/EchoPacket", body)
+        self.assertEqual(data[4], rc.FLAG_GZIP)  # the call went gzipped
+        self.assertLess(len(data), self.BIG // 4)
+        self.c.send_raw(data)
+        raw = self.c.read_one()  # the Response as read off the socket
+        self.assertEqual((raw.kind, raw.call_id, raw.codec), (rc.RESPONSE, cid, rc.CODEC_RAW))
+        self.assertEqual(raw.flags & rc.COMPRESSION_MASK, rc.FLAG_GZIP, "reply not gzipped")
+        self.assertLess(len(raw.payload), self.BIG // 4)
+        self.assertEqual(gzip.decompress(raw.payload), body)
+        f = self.c.wait(cid)  # the client expands it
+        self.assertEqual((f.flags, f.payload), (0, body))
+
+    def test_small_echo_uncompressed(self):
+        body = compressible(100)
+        cid, data = self.c.request_frame("Bench/EchoPacket", body)
+        self.assertEqual(data[4], 0)  # under 1 KiB: sent as it is
+        self.c.send_raw(data)
+        raw = self.c.read_one()
+        self.assertEqual((raw.kind, raw.call_id, raw.flags & rc.COMPRESSION_MASK), (rc.RESPONSE, cid, 0))
+        self.assertEqual(raw.payload, body)
+        self.assertEqual(self.c.wait(cid).payload, body)
+
+    def test_bad_gzip_is_invalid_argument(self):
+        # "a call whose payload does not expand (not valid data for its compression,
+        # or empty) gets Error InvalidArgument with the Unprocessed flag; the
+        # connection stays open."
+        for payload in (b"this is not gzip data, only text", b""):
+            cid = self.c.new_id()
+            self.c.pending.add(cid)
+            self.c.send_raw(rc.encode_frame(rc.REQUEST, cid, "Bench/EchoPacket", payload,
+                                            flags=rc.FLAG_GZIP))
+            raw = self.c.read_one()
+            self.assertEqual((raw.kind, raw.call_id, raw.flags), (rc.ERROR, cid, rc.FLAG_UNPROCESSED),
+                             "payload %r" % payload)
+            self.assertEqual(rc.parse_error(raw.payload)[0], rc.INVALID_ARGUMENT)
+            with self.assertRaises(rc.RpcError) as cm:
+                self.c.wait(cid)
+            self.assertEqual((cm.exception.code, cm.exception.unprocessed), (rc.INVALID_ARGUMENT, True))
+        self.assertEqual(self.c.call_json("Math/Sum", {"a": 2, "b": 3}), 5)
+        body = compressible(self.BIG)
+        self.assertEqual(self.c.call("Bench/EchoPacket", body), body)
+        self.assertIsNone(self.c.goaway)
+
+    def test_no_hello_no_compression(self):
+        plain = connect()  # no Hello: the server takes it to take no compression
+        try:
+            body = compressible(self.BIG)
+            cid, data = plain.request_frame("Bench/EchoPacket", body)
+            self.assertEqual((data[4], len(data)), (0, 24 + len("Bench/EchoPacket") + self.BIG))
+            plain.send_raw(data)
+            raw = plain.read_one()
+            self.assertEqual((raw.kind, raw.call_id, raw.flags), (rc.RESPONSE, cid, 0))
+            self.assertEqual(raw.payload, body)
+            self.assertEqual(plain.wait(cid).payload, body)
+            self.assertIsNone(plain.welcome)
+        finally:
+            plain.close()
 
 
 def main() -> None:
