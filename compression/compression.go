@@ -95,7 +95,9 @@ func PutBuffer(bp *[]byte, b []byte) {
 // two per P, so that a loop rarely waits for one.
 var coders = 2 * runtime.GOMAXPROCS(0)
 
-var zstdEnc = sync.OnceValue(func() *zstd.Encoder {
+// zstdEncoder is the process's zstd encoder, made at its first use; it
+// is safe for concurrent use and keeps up to coders encoders.
+var zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
 	e, err := zstd.NewWriter(nil,
 		zstd.WithEncoderLevel(zstd.SpeedFastest),
 		zstd.WithEncoderConcurrency(coders),
@@ -106,8 +108,6 @@ var zstdEnc = sync.OnceValue(func() *zstd.Encoder {
 	}
 	return e
 })
-
-func zstdEncoder() *zstd.Encoder { return zstdEnc() }
 
 // zstdFloor is the least bound a zstd decoder is made with. A decoder
 // refuses a frame whose window is larger than its bound, and encoders

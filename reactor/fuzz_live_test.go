@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/proto"
@@ -212,8 +213,9 @@ func liveIsClosed(err error) bool {
 type liveCall struct {
 	route   string
 	codec   proto.Codec
-	payload []byte
-	made    int // Requests with this id
+	payload []byte // expanded, if it came compressed
+	refused bool   // compressed, and does not expand within its frame's room
+	made    int    // Requests with this id
 }
 
 // liveCheck checks what the server wrote, got, against the bytes it was
@@ -273,6 +275,11 @@ func liveCheck(in, got []byte, end liveEnd) error {
 			c := calls[f.ID]
 			if c == nil {
 				c = &liveCall{route: string(f.Route), codec: f.Codec, payload: f.Payload}
+				if z := f.Flags.Compression(); z != proto.CompressionNone {
+					var err error
+					c.payload, err = compression.Expand(nil, f.Payload, z, f.PayloadRoom(proto.DefaultMaxFrameSize))
+					c.refused = err != nil
+				}
 				calls[f.ID] = c
 			}
 			c.made++
@@ -350,10 +357,24 @@ func liveCheck(in, got []byte, end liveEnd) error {
 		if len(fs) == 0 {
 			return fmt.Errorf("call %d to %s got no answer", id, c.route)
 		}
+		f := fs[0]
+		if c.refused && c.made == 1 {
+			if code, _ := f.ErrorBody(); f.Kind != proto.KindError || f.Flags&proto.FlagUnprocessed == 0 ||
+				code != proto.CodeInvalidArgument && code != proto.CodeResourceExhausted {
+				return fmt.Errorf("call %d, compressed, does not expand: answered %v %v, want InvalidArgument or ResourceExhausted, Unprocessed", id, f.Kind, f.Flags)
+			}
+			continue
+		}
 		if c.route == builtin.EchoPacket && c.made == 1 {
-			f := fs[0]
-			if f.Kind != proto.KindResponse || !bytes.Equal(f.Payload, c.payload) || f.Codec != c.codec {
-				return fmt.Errorf("call %d to %s: %v codec %v payload %q; want the echo, codec %v payload %q", id, c.route, f.Kind, f.Codec, f.Payload, c.codec, c.payload)
+			payload := f.Payload
+			if z := f.Flags.Compression(); z != proto.CompressionNone { // the input's Hello asked for it
+				var err error
+				if payload, err = compression.Expand(nil, f.Payload, z, proto.DefaultMaxFrameSize); err != nil {
+					return fmt.Errorf("call %d: a compressed reply that does not expand: %v", id, err)
+				}
+			}
+			if f.Kind != proto.KindResponse || !bytes.Equal(payload, c.payload) || f.Codec != c.codec {
+				return fmt.Errorf("call %d to %s: %v codec %v payload %q; want the echo, codec %v payload %q", id, c.route, f.Kind, f.Codec, payload, c.codec, c.payload)
 			}
 		}
 	}
@@ -431,6 +452,10 @@ func liveSeeds() [][]byte {
 		return proto.AppendFrame(nil, proto.Header{Kind: proto.KindOneWay, ID: id}, route, nil, []byte(payload))
 	}
 	cat := func(frames ...[]byte) []byte { return bytes.Join(frames, nil) }
+	compressed := func(id uint32, c proto.Compression, payload string) []byte {
+		h := proto.Header{Kind: proto.KindRequest, ID: id, Flags: proto.Flags(0).WithCompression(c)}
+		return proto.AppendFrame(nil, h, builtin.EchoPacket, nil, compression.Append(nil, []byte(payload), c))
+	}
 	// header returns a bare header with the given fields.
 	header := func(kind proto.Kind, flags proto.Flags, routeLen uint16, id uint32, mdLen uint16, payloadLen uint32) []byte {
 		h := proto.AppendFrame(nil, proto.Header{Kind: kind, Flags: flags, ID: id}, "", nil, nil)
@@ -463,6 +488,15 @@ func liveSeeds() [][]byte {
 		req(11, builtin.Sum, proto.CodecRaw, nil, `{"a":1}`),              // a codec the route does not take
 		req(12, builtin.EchoString, proto.CodecJSON, nil, "\"\xff\xfe\""), // not UTF-8
 		req(13, builtin.EchoPacket, 0x80, nil, "user codec"),
+		// Compression: a Hello that asks for it, then calls compressed,
+		// one that does not expand, and a reply large enough to come
+		// back compressed.
+		cat(proto.AppendHello(nil, "", nil, proto.CompressionZstd, proto.CompressionGzip),
+			compressed(15, proto.CompressionGzip, strings.Repeat("gzip me ", 200)),
+			compressed(16, proto.CompressionZstd, strings.Repeat("zstd me ", 200)),
+			req(17, builtin.EchoPacket, proto.CodecRaw, nil, strings.Repeat("reply ", 400))),
+		cat(compressed(18, proto.CompressionGzip, "x"), compressed(19, proto.CompressionZstd, "y")),
+		proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 20, Flags: proto.Flags(0).WithCompression(proto.CompressionGzip)}, builtin.EchoPacket, nil, []byte("not gzip")),
 		// Frames a server does not expect from a client.
 		cat(proto.AppendFrame(nil, proto.Header{Kind: proto.KindResponse, ID: 1}, "", nil, []byte("stray")),
 			proto.AppendError(nil, 2, proto.FlagUnprocessed, proto.CodeNotFound, "stray"),
