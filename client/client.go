@@ -125,9 +125,7 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 			zip = c.opts.Compression
 		}
 	}
-	w := newWire(nc, c.opts.Limits, c.opts.KeepAlive, c.opts.KeepAliveTimeout, c.srv, c.idle, c.watch)
-	w.zip, w.zipMin = zip, c.opts.CompressMin
-	return w, nil
+	return newWire(nc, &c.opts, zip, c.srv, c.idle, c.watch), nil
 }
 
 // tlsConfigFor returns cfg with ServerName set to the host of addr if

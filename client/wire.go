@@ -39,7 +39,7 @@ type wire struct {
 
 	heard atomic.Bool // bytes arrived since the keep-alive watch last looked
 
-	zip    proto.Compression // calls' payloads of zipMin bytes or more are compressed so; set before use
+	zip    proto.Compression // calls' payloads of zipMin bytes or more are compressed so
 	zipMin int
 
 	wmu      sync.Mutex
@@ -59,24 +59,28 @@ type wire struct {
 	wg   sync.WaitGroup
 }
 
-// newWire starts the goroutines of a connection: its listener (read.go),
-// its writer and, if keepAlive is positive, its keep-alive watch.
-func newWire(nc net.Conn, lim proto.Limits, keepAlive, keepAliveTimeout time.Duration, srv *serving, idle *idleWires, watch *lingerWatch) *wire {
+// newWire starts the goroutines of a connection under o's limits: its
+// listener (read.go), its writer and, if o.KeepAlive is positive, its
+// keep-alive watch. Calls' payloads go compressed with zip (none: as they
+// are), as the handshake settled.
+func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle *idleWires, watch *lingerWatch) *wire {
 	w := &wire{
-		nc:   nc,
-		lim:  lim,
-		srv:  srv,
-		born: time.Now(),
-		wsig: make(chan struct{}, 1),
-		away: make(chan struct{}),
-		done: make(chan struct{}),
+		nc:     nc,
+		lim:    o.Limits,
+		srv:    srv,
+		born:   time.Now(),
+		zip:    zip,
+		zipMin: o.CompressMin,
+		wsig:   make(chan struct{}, 1),
+		away:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
 	w.wg.Add(2)
 	var r io.Reader = nc
-	if keepAlive > 0 {
+	if o.KeepAlive > 0 {
 		r = heardReader{w}
 		w.wg.Add(1)
-		go w.keepAlive(keepAlive, keepAliveTimeout)
+		go w.keepAlive(o.KeepAlive, o.KeepAliveTimeout)
 	}
 	w.rd.init(r, idle, watch)
 	go w.listen()

@@ -65,7 +65,7 @@ func TestWriteFailureWaitsForTheReadSide(t *testing.T) {
 	}
 	watch := newLingerWatch()
 	defer watch.stop()
-	w := newWire(nc, proto.Limits{}.WithDefaults(), 0, 0, &serving{subs: &subTable{}}, nil, watch)
+	w := newWire(nc, &Options{Limits: proto.Limits{}.WithDefaults()}, proto.CompressionNone, &serving{subs: &subTable{}}, nil, watch)
 	defer w.close(nil)
 	calls := []*call{getCall(), getCall()}
 	for i, cl := range calls {
@@ -194,7 +194,7 @@ func TestWatchDropsHeldWires(t *testing.T) {
 	defer peer.Close()
 	watch := newLingerWatch()
 	defer watch.stop()
-	w := newWire(nc, proto.Limits{}.WithDefaults(), 0, 0, &serving{subs: &subTable{}}, nil, watch)
+	w := newWire(nc, &Options{Limits: proto.Limits{}.WithDefaults()}, proto.CompressionNone, &serving{subs: &subTable{}}, nil, watch)
 	defer w.close(nil)
 	for deadline := time.Now().Add(10 * time.Second); !w.rd.tok.Load(); { // the listener takes the token as it starts
 		if time.Now().After(deadline) {
