@@ -133,7 +133,7 @@ type benchFlags struct {
 // setupBench defines bench's flags; see command.setup.
 func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	f := &benchFlags{}
-	fs.StringVar(&f.addr, "addr", "", "server `address` to load: host:port, unix:///path, or a service, etcd://ENDPOINTS/NAME (-c clients, each spreading calls over every node; docs/scale-out.md); empty starts a child \"rpcd serve\" on 127.0.0.1:0")
+	fs.StringVar(&f.addr, "addr", "", "server `address` to load: host:port, unix:///path, or a service, etcd://ENDPOINTS/NAME or dns://[SERVER]/HOST:PORT (-c clients, each spreading calls over every node; docs/scale-out.md); empty starts a child \"rpcd serve\" on 127.0.0.1:0")
 	fs.StringVar(&f.scenario, "scenario", "NoArg", "`name` of the load: NoArg, EchoString16, EchoString2000, MultiArgs, EchoPacket16, EchoPacket2000, Sum, FanOut (publish/subscribe), or StreamUpload and StreamDownload (stream goodput, -size bytes per stream, default 256 MiB, -c streams)")
 	fs.StringVar(&f.route, "route", "", "load this `route` instead of a scenario, with -payload or -size")
 	fs.StringVar(&f.payload, "payload", "", "with -route, send the bytes of this `file`")

@@ -5,7 +5,8 @@ import (
 	"strings"
 
 	"github.com/rpcd/rpcd/client"
-	_ "github.com/rpcd/rpcd/discovery/etcd" // the etcd:// scheme of service targets
+	_ "github.com/rpcd/rpcd/discovery/dns"  // the dns:// scheme of service targets
+	_ "github.com/rpcd/rpcd/discovery/etcd" // the etcd:// scheme
 	"github.com/rpcd/rpcd/proto"
 )
 

@@ -20,12 +20,12 @@ var callCmd = &command{
 	synopsis: "[flags] ROUTE [ARG]",
 	summary:  "call a route and print its reply",
 	about: `Call calls ROUTE on the server at -addr, or on a node of the service it
-names (etcd://ENDPOINTS/NAME, static://ADDR,ADDR/NAME), and writes the reply
-to standard output. ARG is a JSON value, checked before it is sent; "-"
-reads it from standard input; without ARG the call carries no argument. The
-JSON reply is printed as the server sent it, followed by a newline. With
--raw, ARG is sent as raw bytes (codec raw) and the reply is written as it
-came. A failed call prints the error, as in
+names (etcd://ENDPOINTS/NAME, dns:///HOST:PORT, static://ADDR,ADDR/NAME),
+and writes the reply to standard output. ARG is a JSON value, checked
+before it is sent; "-" reads it from standard input; without ARG the call
+carries no argument. The JSON reply is printed as the server sent it,
+followed by a newline. With -raw, ARG is sent as raw bytes (codec raw) and
+the reply is written as it came. A failed call prints the error, as in
 "rpcd: not found: no route No/Such", and exits 1.`,
 	example: `rpcd call Math/Sum '{"a":1,"b":2}'
 echo -n hello | rpcd call -raw Bench/EchoPacket -
@@ -125,7 +125,7 @@ type callFlags struct {
 func setupCall(fs *flag.FlagSet) func(*cli, []string) error {
 	f := &callFlags{}
 	f.define(fs)
-	fs.Lookup("addr").Usage = "server `address`: host:port or unix:///path; or a service, etcd://ENDPOINTS/NAME or static://ADDR,ADDR/NAME, called on one of its nodes"
+	fs.Lookup("addr").Usage = "server `address`: host:port or unix:///path; or a service, etcd://ENDPOINTS/NAME, dns://[SERVER]/HOST:PORT (its A records; a name without port: its SRV records) or static://ADDR,ADDR/NAME, called on one of its nodes"
 	f.etcd.define(fs, "with an etcd:// -addr")
 	f.compress.define(fs)
 	fs.BoolVar(&f.raw, "raw", false, "send ARG as raw bytes (codec raw) and write the reply as it is")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/rpcd/rpcd/internal/dnstest"
 )
 
 // TestProcessCall runs `rpcd call` and `rpcd routes` processes against one
@@ -212,5 +214,28 @@ func TestProcessCallCompressed(t *testing.T) {
 	r = rpcd(t, text[:60000], "call", "-compress", "gzip", "-raw", "-addr", d.addr, "Bench/EchoPacket", "-")
 	if r.code != 0 || r.stdout != text[:60000] {
 		t.Errorf("a call within it: exit %d, %d bytes out, stderr %q", r.code, len(r.stdout), r.stderr)
+	}
+}
+
+// TestProcessDNSTarget: `rpcd call` and `rpcd bench` reach a service a
+// DNS name lists (dns://SERVER/HOST:PORT, its A records).
+func TestProcessDNSTarget(t *testing.T) {
+	d := startServe(t)
+	_, port, _ := net.SplitHostPort(d.addr)
+	z := dnstest.Start(t)
+	z.SetA("sum.test.", "127.0.0.1")
+	target := "dns://" + z.Addr() + "/sum.test:" + port
+	if r := rpcd(t, "", "call", "-addr", target, "Math/Sum", `{"a":1,"b":2}`); r.code != 0 || r.stdout != "3\n" {
+		t.Errorf("call through dns: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r := rpcd(t, "", "bench", "-addr", target, "-n", "50", "-warmup", "0", "-json")
+	if r.code != 0 {
+		t.Fatalf("bench through dns: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if res := decodeBench(t, []byte(r.stdout)); res["calls"] != 50.0 || res["errors"] != 0.0 {
+		t.Errorf("bench through dns: %v calls, %v errors; want 50 and 0", res["calls"], res["errors"])
+	}
+	if r := rpcd(t, "", "call", "-addr", "dns://"+z.Addr()+"/none.test:"+port, "-timeout", "1s", "Sys/Ping"); r.code == 0 {
+		t.Errorf("call to a name with no records succeeded: %q", r.stdout)
 	}
 }
