@@ -2,7 +2,6 @@ package reactor
 
 import (
 	"errors"
-	"time"
 
 	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/proto"
@@ -13,7 +12,9 @@ import (
 // the Welcome and from then on compresses the connection's replies of
 // Options.CompressMin bytes or more in the first of the client's it does.
 // A compressed call is expanded before its route runs, into a pooled
-// buffer, so handlers never see the difference.
+// buffer, so handlers never see the difference: on the event loop for an
+// inline route, on the pool for a Blocking one, where its reply is
+// compressed too.
 
 // welcome answers the Hello hello with the identity, and settles the
 // connection's compression from what the Hello names.
@@ -28,26 +29,20 @@ func (c *conn) welcome(out []byte, hello *proto.Frame, identity string) []byte {
 	return proto.AppendWelcome(out, identity, compression.Supported...)
 }
 
-// handleCompressed runs a call whose payload is compressed: expanded, up
-// to the frame limit, it goes on as any call; one that does not expand is
-// refused, as arguments that do not decode are.
-func (c *conn) handleCompressed(f *proto.Frame, out []byte, now time.Time) []byte {
-	bp := compression.GetBuffer()
-	payload, err := compression.Expand(*bp, f.Payload, f.Flags.Compression(), f.PayloadRoom(c.s.opts.Limits.MaxFrameSize))
-	if err != nil {
-		compression.PutBuffer(bp, payload)
-		c.tookIn(f.ID)
-		code := proto.CodeInvalidArgument
-		if errors.Is(err, compression.ErrTooLarge) {
-			code = proto.CodeResourceExhausted
-		}
-		return c.refuse(out, f, code, err.Error())
+// expand appends f's compressed payload, expanded, to dst, within the
+// room its frame has under the frame limit.
+func (c *conn) expand(dst []byte, f *proto.Frame) ([]byte, error) {
+	return compression.Expand(dst, f.Payload, f.Flags.Compression(), f.PayloadRoom(c.s.opts.Limits.MaxFrameSize))
+}
+
+// expandRefusal is the code a call whose payload does not expand is
+// refused with, unprocessed: ResourceExhausted past the limit, else
+// InvalidArgument, as arguments that do not decode.
+func expandRefusal(err error) proto.Code {
+	if errors.Is(err, compression.ErrTooLarge) {
+		return proto.CodeResourceExhausted
 	}
-	g := *f
-	g.Flags, g.Payload = g.Flags.WithCompression(proto.CompressionNone), payload
-	out = c.handleCall(&g, out, now) // a Blocking route's task copies the payload
-	compression.PutBuffer(bp, payload)
-	return out
+	return proto.CodeInvalidArgument
 }
 
 // compressReply compresses the payload of the Response begun at

@@ -175,23 +175,27 @@ func TestCompressionRefused(t *testing.T) {
 	if takes, _ := f.Metadata.Get(proto.MetaCompression); string(takes) != "zstd,gzip" {
 		t.Fatalf("the Welcome names %q, want zstd,gzip", takes)
 	}
-	call := func(id uint32, c proto.Compression, payload []byte) []byte {
+	callTo := func(route string, id uint32, c proto.Compression, payload []byte) []byte {
 		h := proto.Header{Kind: proto.KindRequest, ID: id, Flags: proto.Flags(0).WithCompression(c)}
-		return proto.AppendFrame(nil, h, "Len/Of", nil, payload)
+		return proto.AppendFrame(nil, h, route, nil, payload)
 	}
+	call := func(id uint32, c proto.Compression, payload []byte) []byte { return callTo("Len/Of", id, c, payload) }
 	for _, tc := range []struct {
 		name    string
+		route   string
 		c       proto.Compression
 		payload []byte
 		code    proto.Code
 	}{
-		{"past the frame limit", proto.CompressionZstd, compression.Append(nil, make([]byte, 2<<20), proto.CompressionZstd), proto.CodeResourceExhausted},
-		{"gzip past the frame limit", proto.CompressionGzip, compression.Append(nil, make([]byte, 2<<20), proto.CompressionGzip), proto.CodeResourceExhausted},
-		{"not gzip", proto.CompressionGzip, []byte("plain text"), proto.CodeInvalidArgument},
-		{"empty", proto.CompressionZstd, nil, proto.CodeInvalidArgument},
+		{"past the frame limit", "Len/Of", proto.CompressionZstd, compression.Append(nil, make([]byte, 2<<20), proto.CompressionZstd), proto.CodeResourceExhausted},
+		{"gzip past the frame limit", "Len/Of", proto.CompressionGzip, compression.Append(nil, make([]byte, 2<<20), proto.CompressionGzip), proto.CodeResourceExhausted},
+		{"not gzip", "Len/Of", proto.CompressionGzip, []byte("plain text"), proto.CodeInvalidArgument},
+		{"empty", "Len/Of", proto.CompressionZstd, nil, proto.CodeInvalidArgument},
+		{"blocking, not zstd", "Block/Echo", proto.CompressionZstd, []byte("plain text"), proto.CodeInvalidArgument},
+		{"blocking, past the frame limit", "Block/Echo", proto.CompressionGzip, compression.Append(nil, make([]byte, 2<<20), proto.CompressionGzip), proto.CodeResourceExhausted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r.send(call(7, tc.c, tc.payload))
+			r.send(callTo(tc.route, 7, tc.c, tc.payload))
 			f, err := r.next()
 			if err != nil || f.Kind != proto.KindError {
 				t.Fatalf("answer: %v, %v", f.Kind, err)

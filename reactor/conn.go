@@ -10,6 +10,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -101,9 +102,6 @@ func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *
 		if len(c.fan.order) > 0 {
 			c.fan.flush() // what this connection published goes before anything its handlers publish
 		}
-		if f.Flags.Compression() != proto.CompressionNone {
-			return c.handleCompressed(f, out, now), nil
-		}
 		return c.handleCall(f, out, now), nil
 	case proto.KindCancel:
 		c.cancel(f.ID)
@@ -178,10 +176,20 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 		deadline = now.Add(time.Duration(f.Deadline) * time.Millisecond)
 	}
 	if rt.IsBlocking() {
-		return c.dispatch(rt, f, out, deadline)
+		return c.dispatch(rt, f, out, deadline) // a compressed payload is expanded on the pool
+	}
+	payload := f.Payload
+	var zbuf *[]byte // the pooled buffer a compressed payload is expanded into
+	if f.Flags.Compression() != proto.CompressionNone {
+		var err error
+		zbuf = compression.GetBuffer()
+		if payload, err = c.expand(*zbuf, f); err != nil {
+			compression.PutBuffer(zbuf, payload)
+			return c.refuse(out, f, expandRefusal(err), err.Error())
+		}
 	}
 
-	if n := len(f.Payload); n > bigFrame && cap(out)-len(out) < proto.HeaderSize+n {
+	if n := len(payload); n > bigFrame && cap(out)-len(out) < proto.HeaderSize+n {
 		// Room for a reply as large as the request (a handler that copies
 		// it) before the handler appends it: one copy, not one per growth step.
 		out = slices.Grow(out, proto.HeaderSize+n)
@@ -190,20 +198,25 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	call.Route, call.ID, call.Codec, call.Metadata = rt.Name(), f.ID, f.Codec, f.Metadata
 	call.Start(c.s.opts.BaseContext, deadline)
 	out, start := proto.BeginResponse(out, f.ID, f.Codec)
-	out, own, err := rt.ServeOwn(call, f.Payload, out, bigFrame)
+	out, own, err := rt.ServeOwn(call, payload, out, bigFrame)
 	if !call.End() {
 		c.newInlineCall() // the handler took Done: contexts derived from call may outlive it
 	}
 	if c.zip != proto.CompressionNone && err == nil && !oneWay {
 		out, own = c.compressReply(out, start, own)
 	}
-	if err == nil && !oneWay && proto.FinishFrameWith(out, start, len(own)) <= c.s.opts.Limits.MaxFrameSize {
+	switch {
+	case err == nil && !oneWay && proto.FinishFrameWith(out, start, len(own)) <= c.s.opts.Limits.MaxFrameSize:
 		if own != nil {
-			return c.writeOwn(out, own)
+			out = c.writeOwn(out, own) // written before the buffer own may be in is reused
 		}
-		return out // the common case, without finishReply's call
+	default:
+		out = c.finishReply(out, start, f.ID, oneWay, err, len(own))
 	}
-	return c.finishReply(out, start, f.ID, oneWay, err, len(own))
+	if zbuf != nil {
+		compression.PutBuffer(zbuf, payload)
+	}
+	return out
 }
 
 // writeOwn writes the replies in out and then a large reply's payload from

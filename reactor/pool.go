@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -21,6 +22,8 @@ type task struct {
 	oneWay  bool
 	frame   *bytebufferpool.ByteBuffer // metadata, then payload
 	payload int                        // offset of the payload in frame
+	zip     proto.Compression          // the payload's, expanded before the handler runs
+	room    int                        // what it may expand to
 	call    handler.Call
 }
 
@@ -48,6 +51,7 @@ func (c *conn) dispatch(rt *handler.Route, f *proto.Frame, out []byte, deadline 
 	t.frame = bytebufferpool.Get()
 	t.frame.B = append(append(t.frame.B[:0], f.Metadata...), f.Payload...)
 	t.payload = len(f.Metadata)
+	t.zip, t.room = f.Flags.Compression(), f.PayloadRoom(s.opts.Limits.MaxFrameSize)
 	t.call.Route, t.call.ID, t.call.Codec, t.call.Remote, t.call.Identity = rt.Name(), f.ID, f.Codec, c.remote, c.identity
 	t.call.Peer = c.peer // not Inline: a pool worker may wait for the peer
 	t.call.Metadata = proto.Metadata(t.frame.B[:len(f.Metadata):len(f.Metadata)])
@@ -73,14 +77,25 @@ func (t *task) run() {
 	buf := bytebufferpool.Get()
 	id := t.call.ID
 	out, start := proto.BeginResponse(buf.B[:0], id, t.call.Codec)
+	payload := t.frame.B[t.payload:]
+	var zbuf *[]byte
 	var err error
-	if err = t.call.Err(); err == nil { // not cancelled while queued
-		out, err = t.rt.Serve(&t.call, t.frame.B[t.payload:], out)
+	if err = t.call.Err(); err == nil && t.zip != proto.CompressionNone {
+		zbuf = compression.GetBuffer()
+		if payload, err = compression.Expand(*zbuf, payload, t.zip, t.room); err != nil {
+			err = &handler.Error{Code: expandRefusal(err), Message: err.Error(), Unprocessed: true}
+		}
+	}
+	if err == nil { // not cancelled while queued, and expanded
+		out, err = t.rt.Serve(&t.call, payload, out)
 	}
 	if c.zip != proto.CompressionNone && err == nil && !t.oneWay {
 		out, _ = c.compressReply(out, start, nil)
 	}
 	out = c.finishReply(out, start, id, t.oneWay, err, 0)
+	if zbuf != nil {
+		compression.PutBuffer(zbuf, payload)
+	}
 
 	c.mu.Lock()
 	delete(c.calls, id)
@@ -103,7 +118,7 @@ func (t *task) run() {
 func (t *task) release() {
 	reusable := t.call.End()
 	bytebufferpool.Put(t.frame)
-	t.c, t.rt, t.oneWay, t.frame, t.payload = nil, nil, false, nil, 0
+	t.c, t.rt, t.oneWay, t.frame, t.payload, t.zip = nil, nil, false, nil, 0, proto.CompressionNone
 	if reusable { // else contexts derived from t.call may still look at it
 		t.call.Remote, t.call.Identity, t.call.Peer = nil, nil, nil
 		taskPool.Put(t)
