@@ -98,6 +98,9 @@ func DialService(ctx context.Context, target string, opts ServiceOptions) (*Clus
 			return nil, err
 		}
 	}
+	if err := checkCompression(opts.Compression); err != nil {
+		return nil, err
+	}
 	r, name := opts.Resolver, target
 	var owned Resolver
 	if r == nil {

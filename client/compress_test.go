@@ -106,10 +106,15 @@ func TestCompressionPeer(t *testing.T) {
 	}
 }
 
-// TestCompressionOption: Dial refuses a compression the client does not do.
+// TestCompressionOption: Dial and DialService refuse a compression the
+// client does not do, at once.
 func TestCompressionOption(t *testing.T) {
 	_, err := client.Dial(context.Background(), "127.0.0.1:1", client.Options{Compression: 3})
 	if err == nil || !strings.Contains(err.Error(), "Compression") {
 		t.Fatalf("Dial with compression 3: %v", err)
+	}
+	_, err = client.DialService(context.Background(), "static://127.0.0.1:1/svc", client.ServiceOptions{Options: client.Options{Compression: 3}})
+	if err == nil || !strings.Contains(err.Error(), "Compression") {
+		t.Fatalf("DialService with compression 3: %v", err)
 	}
 }

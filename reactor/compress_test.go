@@ -269,3 +269,31 @@ func noise(n int) []byte {
 	}
 	return b
 }
+
+// TestCompressionCluster: a Cluster's Options.Compression reaches every
+// node's connections.
+func TestCompressionCluster(t *testing.T) {
+	if overTLS {
+		t.Skip("the Cluster dials plain TCP here")
+	}
+	s1, s2 := start(t, compressRegistry(), reactor.Options{}), start(t, compressRegistry(), reactor.Options{})
+	ctx := ctxT(t)
+	k, err := client.DialService(ctx, "static://"+s1.Addr().String()+","+s2.Addr().String()+"/svc",
+		client.ServiceOptions{Options: client.Options{Compression: proto.CompressionGzip}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	doc := compressible(32<<10, 10)
+	for range 4 {
+		got, err := k.CallRaw(ctx, builtin.EchoPacket, doc, nil)
+		if err != nil || !bytes.Equal(got, doc) {
+			t.Fatalf("echo through the cluster: %d bytes, %v", len(got), err)
+		}
+	}
+	for i, s := range []*reactor.Server{s1, s2} {
+		if in := s.Stats().BytesIn; in == 0 || in > 2*uint64(len(doc))/4 {
+			t.Errorf("node %d read %d bytes for two 32 KiB calls; want them compressed", i+1, in)
+		}
+	}
+}
