@@ -226,7 +226,8 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		"GOMAXPROCS", runtime.GOMAXPROCS(0),
 		"routes", len(reg.Routes()),
 		"tls", tlsConfig != nil,
-		"auth", authenticator != nil)...)
+		"auth", authenticator != nil,
+		"compression", compressionText(f.compressMin))...)
 
 	sig := <-sigs
 	logger.Info("rpcd: draining", "signal", sig.String(), "timeout", f.drainTimeout.String())
