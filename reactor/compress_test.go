@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
@@ -295,5 +296,25 @@ func TestCompressionCluster(t *testing.T) {
 		if in := s.Stats().BytesIn; in == 0 || in > 2*uint64(len(doc))/4 {
 			t.Errorf("node %d read %d bytes for two 32 KiB calls; want them compressed", i+1, in)
 		}
+	}
+}
+
+// TestCompressionWithCredentials: one Hello carries the credentials and
+// the compressions; the server authenticates it and settles compression
+// in the same Welcome.
+func TestCompressionWithCredentials(t *testing.T) {
+	reg := compressRegistry()
+	s := start(t, reg, reactor.Options{Authenticator: auth.Tokens{"s3cret": {Subject: "alice"}}})
+	c := dial(t, s, client.Options{
+		Credentials: &client.Credentials{Method: "token", Secret: []byte("s3cret")},
+		Compression: proto.CompressionZstd,
+	})
+	doc := compressible(32<<10, 11)
+	got, err := c.CallRaw(ctxT(t), builtin.EchoPacket, doc, nil)
+	if err != nil || !bytes.Equal(got, doc) {
+		t.Fatalf("echo: %d bytes, %v", len(got), err)
+	}
+	if in, out := s.Stats().BytesIn, sentSince(t, s, 0); in > uint64(len(doc))/4 || out > uint64(len(doc))/4 {
+		t.Errorf("32 KiB echoed: %d in, %d out; want both compressed", in, out)
 	}
 }
