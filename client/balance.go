@@ -241,6 +241,13 @@ func hashString(s string) uint64 {
 // and not an ejected one if another is usable, or nil. It takes no lock:
 // the table is immutable and the counters atomic.
 func (t *table) pick(b Balance, key string, hasKey bool, avoid *node) *node {
+	return t.pickFrom(b, key, hasKey, avoid, true)
+}
+
+// pickFrom is pick; with advance false it starts where the last pick did
+// without taking a turn of round robin (for a call's copy: its first
+// attempt took the turn).
+func (t *table) pickFrom(b Balance, key string, hasKey bool, avoid *node, advance bool) *node {
 	n := len(t.nodes)
 	if n == 0 {
 		return nil
@@ -261,7 +268,7 @@ func (t *table) pick(b Balance, key string, hasKey bool, avoid *node) *node {
 		// along the ring: keys of a dead node spread, others stay put.
 		return firstUsable(len(t.ring), func(k int) *node { return t.nodes[t.ring[(i+k)%len(t.ring)].node] }, avoid)
 	case b == LeastInflight:
-		start := int(t.next.Add(1))
+		start := t.start(advance)
 		var best, ejected *node
 		var bestLoad, bestWeight int64
 		for k := range n {
@@ -293,8 +300,17 @@ func (t *table) pick(b Balance, key string, hasKey bool, avoid *node) *node {
 		}
 		return nil
 	}
-	start := int(t.next.Add(1))
+	start := t.start(advance)
 	return firstUsable(len(t.seq), func(k int) *node { return t.nodes[t.seq[(start+k)%len(t.seq)]] }, avoid)
+}
+
+// start is where a pick begins: the next turn, or with advance false the
+// last one again.
+func (t *table) start(advance bool) int {
+	if advance {
+		return int(t.next.Add(1))
+	}
+	return int(t.next.Load())
 }
 
 // firstUsable returns the first usable node of count, in the order at

@@ -37,6 +37,10 @@ type ServiceOptions struct {
 	// Ejection takes a node whose calls keep failing out of the balancing
 	// for a while; the zero Ejection takes the defaults.
 	Ejection Ejection
+
+	// Hedge sends a copy of a slow call to a second node; the zero Hedge
+	// sends none.
+	Hedge Hedge
 }
 
 // Ejection is a circuit breaker per node: after Failures calls in a row
@@ -76,6 +80,7 @@ type Cluster struct {
 	ready   chan struct{}    // closed, and replaced, on each table change
 
 	retries atomic.Uint64
+	hedges  atomic.Uint64
 	noNode  error
 	eject   *Ejection     // nil: never
 	icpt    Interceptor   // Options.Interceptors as one; nil for none

@@ -57,6 +57,13 @@ func (k *Cluster) notify(ctx context.Context, codec proto.Codec, route string, p
 // pick chooses the node for a call and counts the call on it (release
 // uncounts it), or returns k.noNode.
 func (k *Cluster) pick(ctx context.Context, route string, payload []byte, avoid *node) (*node, error) {
+	return k.pickFor(ctx, route, payload, avoid, true)
+}
+
+// pickFor is pick; a call's copy (Hedge) does not take a turn of round
+// robin (advance false), so that the call after it starts where it
+// would have.
+func (k *Cluster) pickFor(ctx context.Context, route string, payload []byte, avoid *node, advance bool) (*node, error) {
 	if k.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -70,7 +77,7 @@ func (k *Cluster) pick(ctx context.Context, route string, payload []byte, avoid 
 		}
 	}
 	for range 4 { // a node that left between the load and acquire: pick again
-		n := k.tab.Load().pick(k.opts.Balance, key, hasKey, avoid)
+		n := k.tab.Load().pickFrom(k.opts.Balance, key, hasKey, avoid, advance)
 		if n == nil {
 			return nil, k.noNode
 		}
@@ -89,6 +96,9 @@ func (k *Cluster) do(ctx context.Context, codec proto.Codec, route string, paylo
 	h, md, err := k.hc.header(ctx, proto.KindRequest, codec, route, payload)
 	if err != nil {
 		return err
+	}
+	if k.opts.Hedge.Delay > 0 && k.opts.Idempotent != nil && k.opts.Idempotent(route) {
+		return k.hedge(ctx, h, route, md, payload, cl)
 	}
 	var s sending
 	if err = k.attempt(ctx, h, route, md, payload, cl, &s); err == nil {
@@ -191,6 +201,12 @@ func (k *Cluster) goCall(ctx context.Context, codec proto.Codec, route string, p
 		}
 		return
 	}
+	k.goOn(n, ctx, h, route, md, payload, f)
+}
+
+// goOn sends an attempt of a Go call whose header is h on n, which the
+// caller picked (and so counted on it).
+func (k *Cluster) goOn(n *node, ctx context.Context, h proto.Header, route string, md proto.Metadata, payload []byte, f *Future) {
 	f.node, f.sent.last = n, n
 	n.c.goStart(ctx, h, route, md, payload, f)
 }
@@ -284,3 +300,7 @@ func (k *Cluster) awaitNode(ctx context.Context, route string, last error) error
 
 // Retries is the number of calls sent again since the cluster was dialled.
 func (k *Cluster) Retries() uint64 { return k.retries.Load() }
+
+// Hedges is the number of copies ServiceOptions.Hedge has sent since the
+// cluster was dialled.
+func (k *Cluster) Hedges() uint64 { return k.hedges.Load() }
