@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,8 +131,14 @@ func DialService(ctx context.Context, target string, opts ServiceOptions) (*Clus
 		}
 		first = nodes
 	case <-ctx.Done():
+		msg := ctx.Err().Error()
+		if le, ok := r.(lastErrorer); ok {
+			if err := le.LastError(name); err != nil {
+				msg = strings.TrimPrefix(err.Error(), "rpcd: ") + " (gave up: " + msg + ")"
+			}
+		}
 		k.Close()
-		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: "resolving " + target + ": " + ctx.Err().Error(), Unprocessed: true}
+		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: "resolving " + target + ": " + msg, Unprocessed: true}
 	}
 	k.update(ctx, first)
 	k.wg.Add(1)

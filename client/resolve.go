@@ -29,7 +29,10 @@ const MaxWeight = 100
 func (n Node) weight() int { return min(max(n.Weight, 1), MaxWeight) }
 
 // Resolver finds the nodes of a service and follows their changes. Package
-// discovery/etcd implements it over etcd; Static is a fixed list.
+// discovery/etcd implements it over etcd, discovery/dns over DNS; Static is
+// a fixed list. A Resolver may also have a method LastError(service string)
+// error, saying why it has sent no set of service yet: DialService puts its
+// answer in the error it returns when its context ends before a set came.
 type Resolver interface {
 	// Watch returns at once a channel on which it sends the service's
 	// whole set of nodes, as soon as it knows it and again after each
@@ -37,6 +40,14 @@ type Resolver interface {
 	// the service cannot be watched at all. A resolver that loses its
 	// source for a while keeps quiet rather than sending an empty set.
 	Watch(ctx context.Context, service string) (<-chan []Node, error)
+}
+
+// lastErrorer is what a Resolver implements to say why it has sent no set
+// of a service yet (a lookup's "no such host", a registry that does not
+// answer): DialService puts it in the error it returns when its context
+// ends first, beside the context's own.
+type lastErrorer interface {
+	LastError(service string) error
 }
 
 // Static returns a Resolver whose every service is the fixed set of nodes:

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rpcd/rpcd/client"
@@ -42,8 +43,9 @@ type Config struct {
 // record's weight. Of SRV records of several priorities, only those of the
 // lowest (the most preferred) are nodes.
 type Resolver struct {
-	cfg Config
-	r   *net.Resolver
+	cfg  Config
+	r    *net.Resolver
+	errs sync.Map // service -> error: why its last lookup found no node
 }
 
 // New returns a Resolver with cfg.
@@ -89,7 +91,15 @@ func (r *Resolver) Watch(ctx context.Context, service string) (<-chan []client.N
 			lctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 			nodes, err := lookup(lctx)
 			cancel()
-			if err == nil && len(nodes) > 0 && !slices.EqualFunc(nodes, last, sameNode) {
+			if err == nil && len(nodes) == 0 {
+				err = errors.New("rpcd: " + service + " has no address records")
+			}
+			if err != nil {
+				r.errs.Store(service, err)
+			} else {
+				r.errs.Delete(service)
+			}
+			if err == nil && !slices.EqualFunc(nodes, last, sameNode) {
 				select {
 				case ch <- nodes:
 					last = nodes
@@ -105,6 +115,15 @@ func (r *Resolver) Watch(ctx context.Context, service string) (<-chan []client.N
 		}
 	}()
 	return ch, nil
+}
+
+// LastError returns why the last lookup of service found no node, nil if
+// it found some (or none has ended yet): for client.DialService's error.
+func (r *Resolver) LastError(service string) error {
+	if err, ok := r.errs.Load(service); ok {
+		return err.(error)
+	}
+	return nil
 }
 
 // Lookup returns the nodes service names now, sorted by address.

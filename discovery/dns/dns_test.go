@@ -132,6 +132,14 @@ func TestScheme(t *testing.T) {
 	if _, err := client.DialService(ctx, "dns:///bad:service:name", client.ServiceOptions{}); err == nil {
 		t.Error("DialService took a malformed dns service")
 	}
+	// A name with no records: DialService gives up at its deadline and
+	// says why.
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	_, err = client.DialService(short, "dns://"+z.Addr()+"/none.test:"+port, client.ServiceOptions{})
+	if err == nil || !strings.Contains(err.Error(), "no such host") {
+		t.Errorf("DialService of a name with no records: %v; want the lookup's error", err)
+	}
 }
 
 // waitNodes waits until the cluster has n nodes.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -252,8 +253,9 @@ func TestDialServiceErrors(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	if _, err := client.DialService(ctx, "etcd://127.0.0.1:1/echo", client.ServiceOptions{}); err == nil {
-		t.Error("DialService to an etcd that is not there succeeded")
+	_, err := client.DialService(ctx, "etcd://127.0.0.1:1/echo", client.ServiceOptions{})
+	if err == nil || !strings.Contains(err.Error(), "etcd at 127.0.0.1:1 has not answered") || !strings.Contains(err.Error(), "-etcd-tls") {
+		t.Errorf("DialService to an etcd that is not there: %v; want it to say etcd has not answered, and what commonly keeps it", err)
 	}
 }
 

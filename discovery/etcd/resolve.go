@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,8 +19,9 @@ import (
 // "etcd://" targets, and may be given to client.DialService as
 // ServiceOptions.Resolver to share one etcd client among several services.
 type Resolver struct {
-	cli *clientv3.Client
-	own bool // built for a target: Close closes cli
+	cli      *clientv3.Client
+	own      bool     // built for a target: Close closes cli
+	answered sync.Map // prefix -> struct{}: etcd has answered a read of it
 }
 
 // NewResolver returns a Resolver reading services through cli, which stays
@@ -33,6 +35,18 @@ func (r *Resolver) Close() error {
 		return r.cli.Close()
 	}
 	return nil
+}
+
+// LastError says, of a service whose nodes etcd has not yet answered a
+// read for, that it has not, and what commonly keeps it from answering;
+// nil once it has: for client.DialService's error. (The etcd client retries
+// a failed connection quietly, and its reads wait: there is no error of
+// its own to give.)
+func (r *Resolver) LastError(service string) error {
+	if _, ok := r.answered.Load(Prefix + service + "/"); ok {
+		return nil
+	}
+	return fmt.Errorf("etcd at %s has not answered: is it reachable, and does it want TLS, a client certificate or a user (etcd.Config; rpcd's -etcd-tls, -etcd-cacert, -etcd-cert, -etcd-key, -etcd-user)?", strings.Join(r.cli.Endpoints(), ","))
 }
 
 // retryWait is how long Watch waits before reading the service again after
@@ -76,6 +90,9 @@ func (r *Resolver) follow(ctx context.Context, prefix string, out chan []client.
 	defer close(out)
 	for ctx.Err() == nil {
 		nodes, rev, err := r.read(ctx, prefix)
+		if err == nil {
+			r.answered.Store(prefix, struct{}{})
+		}
 		if err != nil {
 			select {
 			case <-time.After(retryWait):
