@@ -203,7 +203,7 @@ func (o Options) withDefaults() Options {
 
 // checkCompression refuses a compression the client cannot do.
 func checkCompression(c proto.Compression) error {
-	if c != proto.CompressionNone && !slices.Contains(compression.Supported, c) {
+	if c != proto.CompressionNone && !slices.Contains(compression.Supported(), c) {
 		return fmt.Errorf("rpcd: Options.Compression %v is not supported; want zstd or gzip", c)
 	}
 	return nil
@@ -216,7 +216,7 @@ func (o *Options) takes() []proto.Compression {
 		return nil
 	}
 	cs := []proto.Compression{o.Compression}
-	for _, c := range compression.Supported {
+	for _, c := range compression.Supported() {
 		if c != o.Compression {
 			cs = append(cs, c)
 		}

@@ -22,9 +22,13 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
-// Supported lists the compressions this package does, in rpcd's order of
-// preference: what a peer names in its Hello or Welcome.
-var Supported = []proto.Compression{proto.CompressionZstd, proto.CompressionGzip}
+// Supported returns the compressions this package does, in rpcd's order of
+// preference: what a peer names in its Hello or Welcome. (A function, not a
+// variable, so that no caller can change what every peer in the process
+// says.)
+func Supported() []proto.Compression {
+	return []proto.Compression{proto.CompressionZstd, proto.CompressionGzip}
+}
 
 // ErrTooLarge is Expand's error for a payload that expands past its limit.
 var ErrTooLarge = errors.New("rpcd: compressed payload expands past the limit")

@@ -14,7 +14,8 @@ import (
 // A compressed call is expanded before its route runs, into a pooled
 // buffer, so handlers never see the difference: on the event loop for an
 // inline route, on the pool for a Blocking one, where its reply is
-// compressed too.
+// compressed too (in the compression its task took from the connection
+// when it was dispatched: the pool never reads conn.zip).
 
 // welcome answers the Hello hello with the identity, and settles the
 // connection's compression from what the Hello names.
@@ -26,7 +27,7 @@ func (c *conn) welcome(out []byte, hello *proto.Frame, identity string) []byte {
 	if cs := proto.ParseCompressionList(takes); len(cs) > 0 {
 		c.zip = cs[0] // every compression the list parses to is one the server does
 	}
-	return proto.AppendWelcome(out, identity, compression.Supported...)
+	return proto.AppendWelcome(out, identity, compression.Supported()...)
 }
 
 // expand appends f's compressed payload, expanded, to dst, within the
@@ -46,9 +47,10 @@ func expandRefusal(err error) proto.Code {
 }
 
 // compressReply compresses the payload of the Response begun at
-// out[start:], with own's bytes after it, if it is large enough and
-// shrinks; it returns out and what is left of own to write after it.
-func (c *conn) compressReply(out []byte, start int, own []byte) ([]byte, []byte) {
+// out[start:], with own's bytes after it, with zip if it is large enough
+// and shrinks; it returns out and what is left of own to write after it.
+// The pool passes the zip its task was given: c.zip is the loop's.
+func (c *conn) compressReply(out []byte, start int, own []byte, zip proto.Compression) ([]byte, []byte) {
 	at := start + proto.HeaderSize // a Response has no route or metadata
 	if len(out)-at+len(own) < c.s.opts.CompressMin {
 		return out, own
@@ -57,10 +59,10 @@ func (c *conn) compressReply(out []byte, start int, own []byte) ([]byte, []byte)
 		out, own = append(out, own...), nil
 	}
 	bp := compression.GetBuffer()
-	z := compression.Append(*bp, out[at:], c.zip)
+	z := compression.Append(*bp, out[at:], zip)
 	if len(z) < len(out)-at {
 		out = append(out[:at], z...)
-		proto.SetCompression(out[start:], c.zip)
+		proto.SetCompression(out[start:], zip)
 	}
 	compression.PutBuffer(bp, z)
 	return out, nil

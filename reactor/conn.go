@@ -29,7 +29,7 @@ type conn struct {
 	goingAway bool   // GoAway sent: new calls are refused
 	authed    bool   // the handshake is done, or none is needed
 	identity  *handler.Identity
-	zip       proto.Compression // replies are compressed so, past Options.CompressMin; set by the Hello, read by the pool
+	zip       proto.Compression // replies are compressed so, past Options.CompressMin; set by the Hello
 
 	big       []byte       // a large frame being gathered (see bigFrame)
 	bigHeader proto.Header // its header, accepted
@@ -203,7 +203,7 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 		c.newInlineCall() // the handler took Done: contexts derived from call may outlive it
 	}
 	if c.zip != proto.CompressionNone && err == nil && !oneWay {
-		out, own = c.compressReply(out, start, own)
+		out, own = c.compressReply(out, start, own, c.zip)
 	}
 	switch {
 	case err == nil && !oneWay && proto.FinishFrameWith(out, start, len(own)) <= c.s.opts.Limits.MaxFrameSize:

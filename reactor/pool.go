@@ -24,6 +24,7 @@ type task struct {
 	payload int                        // offset of the payload in frame
 	zip     proto.Compression          // the payload's, expanded before the handler runs
 	room    int                        // what it may expand to
+	replyIn proto.Compression          // the reply's, past CompressMin: the connection's when dispatched
 	call    handler.Call
 }
 
@@ -51,7 +52,7 @@ func (c *conn) dispatch(rt *handler.Route, f *proto.Frame, out []byte, deadline 
 	t.frame = bytebufferpool.Get()
 	t.frame.B = append(append(t.frame.B[:0], f.Metadata...), f.Payload...)
 	t.payload = len(f.Metadata)
-	t.zip, t.room = f.Flags.Compression(), f.PayloadRoom(s.opts.Limits.MaxFrameSize)
+	t.zip, t.room, t.replyIn = f.Flags.Compression(), f.PayloadRoom(s.opts.Limits.MaxFrameSize), c.zip
 	t.call.Route, t.call.ID, t.call.Codec, t.call.Remote, t.call.Identity = rt.Name(), f.ID, f.Codec, c.remote, c.identity
 	t.call.Peer = c.peer // not Inline: a pool worker may wait for the peer
 	t.call.Metadata = proto.Metadata(t.frame.B[:len(f.Metadata):len(f.Metadata)])
@@ -89,8 +90,8 @@ func (t *task) run() {
 	if err == nil { // not cancelled while queued, and expanded
 		out, err = t.rt.Serve(&t.call, payload, out)
 	}
-	if c.zip != proto.CompressionNone && err == nil && !t.oneWay {
-		out, _ = c.compressReply(out, start, nil)
+	if t.replyIn != proto.CompressionNone && err == nil && !t.oneWay {
+		out, _ = c.compressReply(out, start, nil, t.replyIn)
 	}
 	out = c.finishReply(out, start, id, t.oneWay, err, 0)
 	if zbuf != nil {
@@ -118,7 +119,8 @@ func (t *task) run() {
 func (t *task) release() {
 	reusable := t.call.End()
 	bytebufferpool.Put(t.frame)
-	t.c, t.rt, t.oneWay, t.frame, t.payload, t.zip = nil, nil, false, nil, 0, proto.CompressionNone
+	t.c, t.rt, t.oneWay, t.frame, t.payload = nil, nil, false, nil, 0
+	t.zip, t.replyIn = proto.CompressionNone, proto.CompressionNone
 	if reusable { // else contexts derived from t.call may still look at it
 		t.call.Remote, t.call.Identity, t.call.Peer = nil, nil, nil
 		taskPool.Put(t)

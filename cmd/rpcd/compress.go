@@ -26,7 +26,7 @@ func compressionText(least int) string {
 	case least == 0:
 		least = 1 << 10 // the reactor's default
 	}
-	return string(proto.AppendCompressionList(nil, compression.Supported...)) + " from " + strconv.Itoa(least) + " B"
+	return string(proto.AppendCompressionList(nil, compression.Supported()...)) + " from " + strconv.Itoa(least) + " B"
 }
 
 // apply sets the client's compression; an unknown name is a usage error.
