@@ -15,6 +15,19 @@ import (
 //
 //	go test -run '^$' -bench Direct -cpu 1,2 ./reactor
 func BenchmarkDirect(b *testing.B) {
+	benchDirectRoutes(b, 32)
+}
+
+// BenchmarkDirectWake is BenchmarkDirect with a wake-up per request, as a
+// connection with one call at a time has: the cost of a wake-up shows, and
+// with -cpu 2 whatever the loops of two cores both write at every one.
+//
+//	go test -run '^$' -bench DirectWake -cpu 1,2 ./reactor
+func BenchmarkDirectWake(b *testing.B) {
+	benchDirectRoutes(b, 1)
+}
+
+func benchDirectRoutes(b *testing.B, batch int) {
 	for _, bc := range []struct {
 		name, route string
 		codec       proto.Codec
@@ -26,15 +39,14 @@ func BenchmarkDirect(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s, _ := newTestServer(b)
-			benchDirect(b, s, bc.route, bc.codec, bc.payload)
+			benchDirect(b, s, bc.route, bc.codec, bc.payload, batch)
 		})
 	}
 }
 
 // benchDirect runs calls to route straight through s's wake-up code, in
-// wake-ups of 32 requests, on every benchmark goroutine.
-func benchDirect(b *testing.B, s *Server, route string, codec proto.Codec, payload []byte) {
-	const batch = 32
+// wake-ups of batch requests, on every benchmark goroutine.
+func benchDirect(b *testing.B, s *Server, route string, codec proto.Codec, payload []byte, batch int) {
 	var in []byte
 	for i := 1; i <= batch; i++ {
 		in = proto.AppendFrame(in, proto.Header{Kind: proto.KindRequest, Codec: codec, ID: uint32(i)}, route, nil, payload)

@@ -54,6 +54,11 @@ type conn struct {
 
 	closed atomic.Bool
 
+	// Bytes read and written, for Server.Stats: the connection's own
+	// counters rather than the server's, so that event loops on different
+	// cores never write one cache line at every wake-up.
+	bytesIn, bytesOut atomic.Uint64
+
 	peer *Peer // the connection for handlers and server push; set once
 
 	streams streamTable // open streams (stream.go)
@@ -233,7 +238,7 @@ func (c *conn) writeOwn(out, own []byte) []byte {
 		c.s.log.Debug("rpcd: writing to a connection", "remote", c.remote, "err", err)
 		c.lost = true
 	}
-	c.s.stats.bytesOut.Add(uint64(len(out) + len(own)))
+	c.bytesOut.Add(uint64(len(out) + len(own)))
 	return out[:0]
 }
 

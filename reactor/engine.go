@@ -49,6 +49,8 @@ func (s *Server) forget(c *conn) {
 	}
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.stats.bytesIn.Add(c.bytesIn.Load()) // the closed connections' bytes
+	s.stats.bytesOut.Add(c.bytesOut.Load())
 	s.mu.Unlock()
 	s.nconns.Add(-1)
 }
@@ -82,7 +84,7 @@ func (s *Server) OnTraffic(gc gnet.Conn) (action gnet.Action) {
 		}
 	}()
 	if in := gc.InboundBuffered(); in > c.inboundLeft {
-		s.stats.bytesIn.Add(uint64(in - c.inboundLeft))
+		c.bytesIn.Add(uint64(in - c.inboundLeft))
 		c.lastRead.Store(s.clock.Load()) // bytes arrived since the last wake-up
 	}
 	bp := outPool.Get().(*[]byte)
@@ -91,7 +93,7 @@ func (s *Server) OnTraffic(gc gnet.Conn) (action gnet.Action) {
 		if _, err := gc.Write(out); err != nil {
 			action = gnet.Close
 		}
-		s.stats.bytesOut.Add(uint64(len(out)))
+		c.bytesOut.Add(uint64(len(out)))
 	}
 	if cap(out) <= 2*s.opts.Limits.MaxFrameSize { // let a huger buffer go
 		*bp = out[:0]
@@ -114,7 +116,7 @@ func (c *conn) service(in inbound, out []byte) ([]byte, gnet.Action) {
 	if c.s.draining.Load() && !c.goingAway {
 		out = c.goAway(out)
 	}
-	if c.wantPing.CompareAndSwap(true, false) {
+	if c.wantPing.Load() && c.wantPing.CompareAndSwap(true, false) { // a load first: no locked instruction per wake-up
 		out = proto.AppendPing(out, nil)
 	}
 	out = c.takeReplies(out)
@@ -353,7 +355,7 @@ func (c *conn) readBig(n int) {
 			return
 		}
 		c.big = c.big[:len(c.big)+m]
-		c.s.stats.bytesIn.Add(uint64(m))
+		c.bytesIn.Add(uint64(m))
 		c.lastRead.Store(c.s.clock.Load())
 	}
 }

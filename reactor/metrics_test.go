@@ -72,7 +72,7 @@ func BenchmarkDirectMetrics(b *testing.B) {
 			} else {
 				s, _ = newTestServer(b)
 			}
-			benchDirect(b, s, builtin.EchoPacket, proto.CodecRaw, make([]byte, 16))
+			benchDirect(b, s, builtin.EchoPacket, proto.CodecRaw, make([]byte, 16), 32)
 		})
 	}
 }

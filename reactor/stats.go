@@ -35,12 +35,15 @@ type Stats struct {
 	Errors [CodeSlots]uint64
 }
 
-// serverStats are the counters behind Stats. The loops add to them once
-// per wake-up or per event, never per call on a call that succeeds.
+// serverStats are the counters behind Stats. The loops add to them per
+// event (a connection opened or refused, a call failed), never per call on
+// a call that succeeds nor per wake-up: the bytes of an open connection are
+// counted on the connection (conn.bytesIn, conn.bytesOut), and bytesIn and
+// bytesOut here are those of the connections closed.
 type serverStats struct {
 	connsOpened   atomic.Uint64
 	connsRefused  atomic.Uint64
-	bytesIn       atomic.Uint64
+	bytesIn       atomic.Uint64 // under Server.mu, with the connection's removal
 	bytesOut      atomic.Uint64
 	slowConsumers atomic.Uint64
 	errors        [CodeSlots]atomic.Uint64
@@ -52,19 +55,25 @@ func (st *serverStats) callFailed(err error) { st.callRefused(handler.CodeOf(err
 // callRefused counts an Error frame that answers a call with code.
 func (st *serverStats) callRefused(code proto.Code) { st.errors[CodeSlot(code)].Add(1) }
 
-// Stats returns the server's counters now.
+// Stats returns the server's counters now. It adds up the bytes of every
+// open connection, so it costs a look at each.
 func (s *Server) Stats() Stats {
 	st := &s.stats
 	out := Stats{
 		Conns:         int(s.nconns.Load()),
 		ConnsOpened:   st.connsOpened.Load(),
 		ConnsRefused:  st.connsRefused.Load(),
-		BytesIn:       st.bytesIn.Load(),
-		BytesOut:      st.bytesOut.Load(),
 		SlowConsumers: st.slowConsumers.Load(),
 		Blocking:      int(s.inflight.Load()),
 		Draining:      s.draining.Load(),
 	}
+	s.mu.Lock()
+	out.BytesIn, out.BytesOut = st.bytesIn.Load(), st.bytesOut.Load()
+	for c := range s.conns {
+		out.BytesIn += c.bytesIn.Load()
+		out.BytesOut += c.bytesOut.Load()
+	}
+	s.mu.Unlock()
 	for i := range out.Errors {
 		out.Errors[i] = st.errors[i].Load()
 	}

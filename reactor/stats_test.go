@@ -83,14 +83,33 @@ func TestStatsCounts(t *testing.T) {
 		t.Fatalf("stats\n got %+v\nwant %+v", st, want)
 	}
 
+	// A second connection's bytes add to the first's, and both stay
+	// counted once the connections close.
+	r2 := dialRaw(t, s)
+	ping := proto.AppendPing(nil, []byte("ping"))
+	r2.send(ping)
+	if f, err := r2.next(); err != nil || f.Kind != proto.KindPong {
+		t.Fatalf("the Ping's answer: %v %v", f.Kind, err)
+	}
+	want.Conns, want.ConnsOpened = 2, 2
+	want.BytesIn += uint64(len(ping))
+	want.BytesOut += uint64(len(ping)) // a Pong is the Ping's frame, its kind changed
+	if st = waitStats(t, s, "the Pong's bytes", func(st reactor.Stats) bool { return st.BytesOut == want.BytesOut }); st != want {
+		t.Fatalf("stats with two connections\n got %+v\nwant %+v", st, want)
+	}
 	r.nc.Close()
-	waitStats(t, s, "the connection closed", func(st reactor.Stats) bool { return st.Conns == 0 })
+	r2.nc.Close()
+	st = waitStats(t, s, "the connections closed", func(st reactor.Stats) bool { return st.Conns == 0 })
+	want.Conns = 0
+	if st != want {
+		t.Fatalf("stats once the connections closed\n got %+v\nwant %+v", st, want)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st := s.Stats(); !st.Draining || s.Ready() || st.ConnsOpened != 1 {
+	if st := s.Stats(); !st.Draining || s.Ready() || st.ConnsOpened != 2 || st.BytesIn != want.BytesIn {
 		t.Fatalf("after Shutdown: ready %v, stats %+v", s.Ready(), st)
 	}
 }

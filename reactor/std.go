@@ -192,7 +192,7 @@ func (s *Server) serveStd(nc net.Conn) {
 		}
 		n, err := l.fill(maxBuf)
 		l.w += n
-		s.stats.bytesIn.Add(uint64(n))
+		c.bytesIn.Add(uint64(n))
 		if n > 0 {
 			c.lastRead.Store(s.clock.Load())
 		}
@@ -210,7 +210,7 @@ func (s *Server) serveStd(nc net.Conn) {
 func (c *conn) writeStd(out, own []byte) bool {
 	nc := c.std.nc
 	_ = nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
-	c.s.stats.bytesOut.Add(uint64(len(out) + len(own)))
+	c.bytesOut.Add(uint64(len(out) + len(own)))
 	_, err := nc.Write(out)
 	if err == nil && own != nil {
 		_, err = nc.Write(own)
