@@ -19,8 +19,9 @@
 // middleware's handler for that route (the registry wraps each route's
 // handler apart), so later calls reach them without a map lookup or
 // building a label. The counters are atomic integers (a call adds to
-// three of them, and one more as it starts) and a call reads the
-// monotonic clock twice; labels, cumulative buckets and percentiles are
+// three of them, and one more as it starts), kept in a shard per P so that
+// calls on different cores do not write one cache line, and a call reads
+// the monotonic clock twice; labels, cumulative buckets and percentiles are
 // made only when someone reads them: a Prometheus scrape, or Snapshot.
 // docs/operating.md has what this costs a call, measured.
 //

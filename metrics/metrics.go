@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -58,17 +59,37 @@ func NewClient() *Metrics {
 	return &Metrics{routes: make(map[string]*route), descs: clientDescs}
 }
 
-// route holds one route's counters. A call adds to started as it begins,
-// and to one code counter, one latency bucket and the latency sum as it
-// ends: a call is in flight while it is counted in started and not yet by
-// a code.
+// route holds one route's counters, split into shards: a call adds to
+// the shard of the P it runs on, so that the event loops and callers on
+// different cores do not take turns at one cache line (docs/operating.md,
+// "What counting costs"). A route has a shard per P, up to maxShards.
 type route struct {
-	name    string
+	name   string
+	shards []shard
+}
+
+// maxShards bounds a route's shards, and so its memory (1,280 bytes a
+// shard): Ps past it share shards.
+const maxShards = 16
+
+// shard is a share of one route's counters. A call adds to started as it
+// begins, and to one code counter, one latency bucket and the latency sum
+// as it ends: a call is in flight while it is counted in started and not
+// yet by a code (in any shard: a call may begin on one P and end on
+// another).
+type shard struct {
 	started atomic.Uint64
+	sum     atomic.Int64 // nanoseconds
 	codes   [CodeSlots]atomic.Uint64
 	buckets [NumBuckets]atomic.Uint64
-	sum     atomic.Int64 // nanoseconds
+	_       [shardPad]byte
 }
+
+// shardPad makes a shard a whole number of 128-byte blocks (a cache line
+// and the one the CPU fetches with it) with at least 128 bytes after the
+// counters, so that neighbouring shards share no line however the slice
+// is aligned.
+const shardPad = 128 + (128-(2+CodeSlots+NumBuckets)*8%128)%128
 
 // route returns the counters of the route named name, making them the
 // first time.
@@ -77,16 +98,30 @@ func (m *Metrics) route(name string) *route {
 	defer m.mu.Unlock()
 	r := m.routes[name]
 	if r == nil {
-		r = &route{name: strings.Clone(name)}
+		r = &route{name: strings.Clone(name), shards: make([]shard, min(runtime.GOMAXPROCS(0), maxShards))}
 		m.routes[r.name] = r
 	}
 	return r
 }
 
+// here returns the shard of the P the caller runs on. It is a hint of
+// locality, not a lock: the goroutine may move at once, and every counter
+// is atomic.
+func (r *route) here() *shard {
+	p := procPin()
+	procUnpin()
+	return &r.shards[uint(p)%uint(len(r.shards))]
+}
+
+// start counts a call begun.
+func (r *route) start() { r.here().started.Add(1) }
+
+// done counts a call ended with code after d.
 func (r *route) done(code proto.Code, d time.Duration) {
-	r.codes[CodeSlot(code)].Add(1)
-	r.buckets[bucketOf(int64(d))].Add(1)
-	r.sum.Add(int64(d))
+	s := r.here()
+	s.codes[CodeSlot(code)].Add(1)
+	s.buckets[bucketOf(int64(d))].Add(1)
+	s.sum.Add(int64(d))
 }
 
 // Middleware returns handler middleware that counts each call of every
@@ -121,7 +156,7 @@ func (h *counted) ServeRPC(ctx context.Context, req, reply []byte) ([]byte, erro
 		r = h.m.route(name)
 		h.r.Store(r)
 	}
-	r.started.Add(1)
+	r.start()
 	start := nanotime()
 	finished := false
 	defer func() {
@@ -149,7 +184,7 @@ func (m *Metrics) Interceptor() client.Interceptor {
 			r = m.route(info.Route)
 			m.byName.Store(r.name, r)
 		}
-		r.started.Add(1)
+		r.start()
 		start := nanotime()
 		out, err := next(ctx, req, reply)
 		r.done(handler.CodeOf(err), time.Duration(nanotime()-start))
@@ -166,6 +201,17 @@ func (m *Metrics) Interceptor() client.Interceptor {
 //
 //go:linkname nanotime runtime.nanotime
 func nanotime() int64
+
+// procPin and procUnpin keep the calling goroutine on its P between them
+// and return that P's number; sync.Pool finds its per-P shard so. The
+// runtime keeps them reachable by go:linkname for the packages that use
+// them so (go.dev/issue/67401 lists them).
+//
+//go:linkname procPin runtime.procPin
+func procPin() int
+
+//go:linkname procUnpin runtime.procUnpin
+func procUnpin()
 
 // RouteStats is a snapshot of one route's counters.
 type RouteStats struct {
@@ -202,16 +248,22 @@ func (m *Metrics) Snapshot() []RouteStats {
 	for i, r := range rs {
 		s := &out[i]
 		s.Route = r.name
-		// The ended calls first: started is read after, so that it is never
-		// behind them and InFlight never goes below 0.
-		for j := range s.Calls {
-			s.Calls[j] = r.codes[j].Load()
+		// The ended calls first, from every shard: started is read after,
+		// so that it is never behind them and InFlight never goes below 0.
+		var started uint64
+		for k := range r.shards {
+			sh := &r.shards[k]
+			for j := range s.Calls {
+				s.Calls[j] += sh.codes[j].Load()
+			}
+			for j := range s.Latency.Counts {
+				s.Latency.Counts[j] += sh.buckets[j].Load()
+			}
+			s.Latency.Sum += time.Duration(sh.sum.Load())
 		}
-		for j := range s.Latency.Counts {
-			s.Latency.Counts[j] = r.buckets[j].Load()
+		for k := range r.shards {
+			started += r.shards[k].started.Load()
 		}
-		s.Latency.Sum = time.Duration(r.sum.Load())
-		started := r.started.Load()
 		s.InFlight = started - min(started, s.Total())
 	}
 	return out
