@@ -142,11 +142,14 @@ func TestSharedContextSlots(t *testing.T) {
 
 	// Six contexts with three callers each: four get watched.
 	var cancelShared []context.CancelFunc
-	for range 6 {
+	for i := range 6 {
 		ctx, cancel := context.WithCancel(base)
 		cancelShared = append(cancelShared, cancel)
 		start(ctx, 3)
-		waitFor(t, func() bool { return client.Pending(c)%3 == 0 })
+		// All three in before the next context's: calls of two contexts
+		// taking turns would have neither watched. (Pending%3 == 0, which
+		// this waited for before, holds before any of the three is in.)
+		waitFor(t, func() bool { return client.Pending(c) == 3*(i+1) })
 	}
 	waitFor(t, func() bool { return client.WatchedContexts(c) == 4 })
 	time.Sleep(10 * time.Millisecond)
