@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,13 @@ func (c *Client) OpenStream(ctx context.Context, route string) (handler.Stream, 
 	h, md, err := c.header(ctx, proto.KindStreamOpen, proto.CodecRaw, route, nil)
 	if err != nil {
 		return nil, err
+	}
+	if takes := c.opts.takes(); len(takes) > 0 { // the server answers in its first StreamCredit
+		// First, so that a key of the caller's own does not stand in for it.
+		md = append(proto.AppendMetadata(nil, proto.MetaCompression, proto.AppendCompressionList(nil, takes...)), md...)
+		if len(md) > c.opts.Limits.MaxMetadata {
+			return nil, &handler.Error{Code: proto.CodeResourceExhausted, Message: "metadata exceeds the limit", Unprocessed: true}
+		}
 	}
 	w, err := c.pick()
 	if err == c.noConn && c.opts.WaitForReady {
@@ -110,8 +118,11 @@ func (w *wire) handleStream(f *proto.Frame) error {
 	}
 	switch f.Kind {
 	case proto.KindStreamData:
-		return st.OnData(f.Payload)
+		return st.OnData(f.Payload, f.Flags.Compression(), f.PayloadRoom(w.lim.MaxFrameSize))
 	case proto.KindStreamCredit:
+		if takes, ok := f.Metadata.Get(proto.MetaCompression); ok && st.AwaitsFirstCredit() {
+			w.settleStream(st, takes)
+		}
 		return st.OnCredit(f.StreamWindow())
 	case proto.KindStreamEnd:
 		return st.OnEnd()
@@ -158,6 +169,11 @@ func (w *wire) acceptStream(f *proto.Frame) error {
 	window := w.srv.window
 	st := stream.New(f.ID, false, (*wireLink)(w), call, window, int(f.StreamWindow()))
 	st.SetOnFinish(func() { call.Cancel(context.Canceled) })
+	credit := proto.AppendStreamCredit(nil, f.ID, uint32(window))
+	if takes, ok := f.Metadata.Get(proto.MetaCompression); ok && len(w.streamTakes) > 0 {
+		w.settleStream(st, takes)
+		credit = proto.AppendFirstStreamCredit(nil, f.ID, uint32(window), w.streamTakes...)
+	}
 	var deadline time.Time
 	if f.Deadline > 0 {
 		deadline = time.Now().Add(time.Duration(f.Deadline) * time.Millisecond)
@@ -169,7 +185,7 @@ func (w *wire) acceptStream(f *proto.Frame) error {
 	t.m[f.ID] = st
 	t.open.Store(int32(len(t.m)))
 	t.accepted++
-	w.enqueueAsync(proto.AppendStreamCredit(nil, f.ID, uint32(window)))
+	w.enqueueAsync(credit)
 	w.calls.wg.Add(1)
 	go func() {
 		defer w.calls.wg.Done()
@@ -181,6 +197,14 @@ func (w *wire) acceptStream(f *proto.Frame) error {
 		call.End()
 	}()
 	return nil
+}
+
+// settleStream has st's data compressed in Options.Compression if the
+// server's list, takes, names it (docs/protocol.md, "Compression").
+func (w *wire) settleStream(st *stream.Stream, takes []byte) {
+	if w.streamZip != proto.CompressionNone && slices.Contains(proto.ParseCompressionList(takes), w.streamZip) {
+		st.SetCompression(w.streamZip, w.zipMin)
+	}
 }
 
 func protocolError(msg string) error {
@@ -228,7 +252,7 @@ type wireLink wire
 
 // SendData appends a StreamData frame to the write queue, for the writer
 // goroutine; the credit the server granted bounds what it queues.
-func (l *wireLink) SendData(_ context.Context, id uint32, data []byte) error {
+func (l *wireLink) SendData(_ context.Context, id uint32, data []byte, zip proto.Compression) error {
 	w := (*wire)(l)
 	w.wmu.Lock()
 	if w.dead() {
@@ -242,7 +266,9 @@ func (l *wireLink) SendData(_ context.Context, id uint32, data []byte) error {
 		copy(grown, w.wbuf)
 		w.wbuf = grown
 	}
+	start := len(w.wbuf)
 	w.wbuf = proto.AppendStreamData(w.wbuf, id, data)
+	proto.SetCompression(w.wbuf[start:], zip)
 	if w.flushing {
 		w.wmu.Unlock()
 		return nil

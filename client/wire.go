@@ -41,6 +41,11 @@ type wire struct {
 
 	zip    proto.Compression // calls' payloads of zipMin bytes or more are compressed so
 	zipMin int
+	// Streams settle compression each on its own (stream.go): what the
+	// client compresses a stream's data in where the server names it
+	// (Options.Compression), and what it names (Options.takes).
+	streamZip   proto.Compression
+	streamTakes []proto.Compression
 
 	wmu      sync.Mutex
 	wbuf     []byte        // frames queued while a write is in progress
@@ -74,6 +79,9 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 		wsig:   make(chan struct{}, 1),
 		away:   make(chan struct{}),
 		done:   make(chan struct{}),
+
+		streamZip:   o.Compression,
+		streamTakes: o.takes(),
 	}
 	w.wg.Add(2)
 	var r io.Reader = nc

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"runtime"
 	"sync"
 
@@ -121,22 +122,34 @@ const zstdFloor = 8 << 20
 
 // expandZstd expands src, refusing at once a frame whose header says it
 // holds more than limit bytes; a frame that does not say is stopped by the
-// decoder's bound, max(limit, zstdFloor), and checked by Expand.
+// decoder's bound, limit rounded up to a power of two and at least
+// zstdFloor, and checked by Expand.
 func expandZstd(dst, src []byte, limit int) ([]byte, error) {
 	var h zstd.Header
 	if h.Decode(src) == nil && h.HasFCS && h.FrameContentSize > uint64(limit) {
 		return dst, ErrTooLarge
 	}
-	dst, err := zstdDecoder(max(limit, zstdFloor)).DecodeAll(src, dst)
+	dst, err := zstdDecoder(decoderBound(limit)).DecodeAll(src, dst)
 	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
 		err = ErrTooLarge
 	}
 	return dst, err
 }
 
+// decoderBound is the bound of the decoder that expands a payload limited
+// to limit bytes: limit rounded up to a power of two, and at least
+// zstdFloor, so that the limits a stream's window makes (what is left of
+// it, any number) share a few decoders.
+func decoderBound(limit int) int {
+	if limit <= zstdFloor {
+		return zstdFloor
+	}
+	return 1 << bits.Len(uint(limit-1))
+}
+
 // zstdDecs holds a decoder per bound: a zstd decoder's bound on what it
-// writes is an option fixed when it is made, and a process has a limit or
-// two (a server's frame size, a client's).
+// writes is an option fixed when it is made, and decoderBound leaves a
+// process a few (a server's frame size, a client's, large stream windows).
 var zstdDecs sync.Map // int -> *zstd.Decoder
 
 func zstdDecoder(limit int) *zstd.Decoder {

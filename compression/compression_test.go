@@ -228,3 +228,29 @@ func BenchmarkCompression(b *testing.B) {
 		})
 	}
 }
+
+// TestDecoderBounds: limits share a few zstd decoders: every limit up to
+// zstdFloor takes the floor's, larger ones the next power of two, so the
+// limits a large stream window makes (what is left of it: any number) do
+// not make a decoder each.
+func TestDecoderBounds(t *testing.T) {
+	for _, c := range []struct{ limit, bound int }{
+		{0, zstdFloor}, {1, zstdFloor}, {zstdFloor, zstdFloor},
+		{zstdFloor + 1, 2 * zstdFloor}, {3 * zstdFloor, 4 * zstdFloor}, {1 << 30, 1 << 30},
+	} {
+		if got := decoderBound(c.limit); got != c.bound {
+			t.Errorf("decoderBound(%d) = %d, want %d", c.limit, got, c.bound)
+		}
+	}
+	src := Append(nil, []byte("a payload a stream sends"), proto.CompressionZstd)
+	for limit := zstdFloor; limit < 64<<20; limit += 1<<20 + 12345 {
+		if _, err := Expand(nil, src, proto.CompressionZstd, limit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	zstdDecs.Range(func(any, any) bool { n++; return true })
+	if n > 5 { // 8, 16, 32 and 64 MiB, and whatever other tests made
+		t.Fatalf("%d zstd decoders after 56 limits from 8 to 64 MiB", n)
+	}
+}

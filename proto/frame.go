@@ -141,7 +141,7 @@ var kindRules = [256]kindRule{
 	// Streams: a StreamOpen and a StreamCredit carry 4 bytes (a window), a
 	// StreamEnd none, a StreamReset an error body.
 	KindStreamOpen:   {valid: true, route: true, deadline: true, anyCodec: true, minPayload: 4, maxPayload: 5},
-	KindStreamData:   {valid: true},
+	KindStreamData:   {valid: true, flags: FlagsCompression},
 	KindStreamCredit: {valid: true, minPayload: 4, maxPayload: 5},
 	KindStreamEnd:    {valid: true, maxPayload: 1},
 	KindStreamReset:  {valid: true, flags: FlagUnprocessed, minPayload: 2},

@@ -47,6 +47,21 @@ func AppendStreamCredit(dst []byte, id uint32, n uint32) []byte {
 	return binary.BigEndian.AppendUint32(dst, n)
 }
 
+// AppendFirstStreamCredit appends the acceptor's first StreamCredit on
+// stream id, granting n bytes and naming in its metadata (rpcd-compression)
+// the compressions the acceptor takes on the stream's StreamData: its
+// answer to a StreamOpen that named its own (docs/protocol.md,
+// "Compression"). With none, it is AppendStreamCredit.
+func AppendFirstStreamCredit(dst []byte, id uint32, n uint32, takes ...Compression) []byte {
+	if len(takes) == 0 {
+		return AppendStreamCredit(dst, id, n)
+	}
+	var w [4]byte
+	binary.BigEndian.PutUint32(w[:], n)
+	md := AppendMetadata(nil, MetaCompression, AppendCompressionList(nil, takes...))
+	return AppendFrame(dst, Header{Kind: KindStreamCredit, ID: id}, "", md, w[:])
+}
+
 // AppendStreamEnd appends a StreamEnd frame: no more data from the sender
 // on stream id.
 func AppendStreamEnd(dst []byte, id uint32) []byte {

@@ -115,11 +115,21 @@ func (v *vector) encodeStream(t *testing.T, k Kind) []byte {
 		if f["codec"] == "json" {
 			codec = CodecJSON
 		}
-		return AppendStreamOpen(nil, id, f["route"], codec, uint32(num(t, f["deadline"])), nil, uint32(num(t, f["window"])))
+		var md Metadata
+		for _, m := range v.meta {
+			key, val, _ := strings.Cut(m, "=")
+			md = AppendMetadata(md, key, []byte(val))
+		}
+		return AppendStreamOpen(nil, id, f["route"], codec, uint32(num(t, f["deadline"])), md, uint32(num(t, f["window"])))
 	case KindStreamData:
-		return AppendStreamData(nil, id, []byte(f["payload"]))
+		b := AppendStreamData(nil, id, v.payload(t))
+		if c, ok := ParseCompression(f["flags"]); ok {
+			SetCompression(b, c)
+		}
+		return b
 	case KindStreamCredit:
-		return AppendStreamCredit(nil, id, uint32(num(t, f["window"])))
+		_, takes := v.handshakeMeta()
+		return AppendFirstStreamCredit(nil, id, uint32(num(t, f["window"])), takes...)
 	case KindStreamEnd:
 		return AppendStreamEnd(nil, id)
 	case KindStreamReset:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -367,5 +368,185 @@ func TestHelloAfterBlockingCall(t *testing.T) {
 		default:
 			t.Fatalf("unexpected %v", f.Kind)
 		}
+	}
+}
+
+// TestStreamCompression: a stream's data travels compressed both ways
+// when its opener names compressions in the StreamOpen and the acceptor
+// answers with its own in the first StreamCredit; each end expands what
+// it reads, so both see the stream's bytes as written. A client that names
+// none, or a server with compression off, sends and gets every byte as it
+// is; data that does not shrink goes as it is too. Streams the server
+// opens to a client that takes compression are compressed the same way.
+func TestStreamCompression(t *testing.T) {
+	const size = 1 << 20
+	doc := compressible(size, 5)
+	for _, tc := range []struct {
+		name   string
+		zip    proto.Compression // the client's
+		min    int               // the server's CompressMin
+		data   []byte
+		shrink bool // the bytes on the wire are under a quarter of the stream's, each way
+	}{
+		{"zstd", proto.CompressionZstd, 0, doc, true},
+		{"gzip", proto.CompressionGzip, 0, doc, true},
+		{"client off", proto.CompressionNone, 0, doc, false},
+		{"server off", proto.CompressionZstd, -1, doc, false},
+		{"noise", proto.CompressionZstd, 0, noise(size), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, streamRoutes(nil), reactor.Options{CompressMin: tc.min})
+			c := dial(t, s, client.Options{Compression: tc.zip})
+			in, out := s.Stats().BytesIn, s.Stats().BytesOut
+			if tc.zip != proto.CompressionNone {
+				out = welcomed(t, s) // a client that takes none sends no Hello
+			}
+			st, err := c.OpenStream(ctxT(t), "Echo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			echoed := make(chan []byte, 1)
+			go func() { b, _ := readAll(st); echoed <- b }()
+			if _, err := st.Write(tc.data); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			if got := <-echoed; !bytes.Equal(got, tc.data) {
+				t.Fatalf("echoed %d bytes, equal %v; want the %d written", len(got), bytes.Equal(got, tc.data), len(tc.data))
+			}
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			dIn := s.Stats().BytesIn - in
+			if tc.shrink {
+				dOut := sentSince(t, s, out, 1)
+				if dIn > size/4 || dOut > size/4 {
+					t.Fatalf("%d bytes in, %d out for a %d-byte echo: not compressed", dIn, dOut, size)
+				}
+			} else {
+				dOut := sentSince(t, s, out, size) // times out if compressed
+				if dIn < size || dOut < size {
+					t.Fatalf("%d bytes in, %d out for a %d-byte echo: compressed", dIn, dOut, size)
+				}
+			}
+		})
+	}
+
+	t.Run("from the server", func(t *testing.T) {
+		clientReg := handler.NewRegistry()
+		clientReg.HandleStream("Client/Echo", func(ctx context.Context, s handler.Stream) error {
+			_, err := io.Copy(s, s)
+			return err
+		})
+		reg := handler.NewRegistry()
+		reg.HandleFunc("Ask/Echo", func(ctx context.Context, req, reply []byte) ([]byte, error) {
+			st, err := handler.CallFrom(ctx).Peer.(handler.StreamOpener).OpenStream(ctx, "Client/Echo")
+			if err != nil {
+				return reply, err
+			}
+			echoed := make(chan []byte, 1)
+			go func() { b, _ := io.ReadAll(st); echoed <- b }()
+			if _, err := st.Write(doc); err != nil {
+				return reply, err
+			}
+			st.CloseSend()
+			if got := <-echoed; !bytes.Equal(got, doc) {
+				return reply, fmt.Errorf("the client echoed %d bytes, not the %d sent", len(got), len(doc))
+			}
+			return append(reply, "ok"...), st.Close()
+		}, handler.Blocking())
+		s := start(t, reg, reactor.Options{})
+		c := dial(t, s, client.Options{Handler: clientReg, Compression: proto.CompressionGzip})
+		in, out := s.Stats().BytesIn, welcomed(t, s)
+		if got, err := c.CallRaw(ctxT(t), "Ask/Echo", nil, nil); err != nil || string(got) != "ok" {
+			t.Fatalf("%q, %v", got, err)
+		}
+		if dIn, dOut := s.Stats().BytesIn-in, sentSince(t, s, out, 1); dIn > size/4 || dOut > size/4 {
+			t.Fatalf("%d bytes in, %d out for a %d-byte echo from the server: not compressed", dIn, dOut, size)
+		}
+	})
+}
+
+// TestStreamCompressionRaw: the frames of a compressed stream as a client
+// of its own sends them. The server answers a StreamOpen that names
+// compressions with its list in the first StreamCredit, and one that names
+// none without; it expands compressed StreamData even on a stream that
+// named none; data that does not expand resets that stream with
+// InvalidArgument and leaves the connection serving; data that expands
+// past the window granted ends the connection.
+func TestStreamCompressionRaw(t *testing.T) {
+	s := start(t, streamRoutes(nil), reactor.Options{})
+	r := dialRaw(t, s)
+	doc := compressible(4000, 9)
+	gz := compression.Append(nil, doc, proto.CompressionGzip)
+	md := proto.AppendMetadata(nil, proto.MetaCompression, []byte("brotli,gzip"))
+	r.send(proto.AppendStreamOpen(nil, 1, "File/Sum", proto.CodecRaw, 0, md, 100))
+	f, err := r.next()
+	if err != nil || f.Kind != proto.KindStreamCredit || f.ID != 1 {
+		t.Fatalf("got %v id %d (%v), want StreamCredit 1", f.Kind, f.ID, err)
+	}
+	if takes, _ := f.Metadata.Get(proto.MetaCompression); string(takes) != "zstd,gzip" {
+		t.Fatalf("the first StreamCredit names %q, want zstd,gzip", takes)
+	}
+	data := proto.AppendStreamData(nil, 1, gz)
+	proto.SetCompression(data, proto.CompressionGzip)
+	r.send(append(data, proto.AppendStreamEnd(nil, 1)...))
+	var sum []byte
+	for {
+		f, err := r.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Kind == proto.KindStreamData {
+			if f.Flags.Compression() != proto.CompressionNone {
+				t.Fatal("a 64-byte sum came compressed") // under CompressMin
+			}
+			sum = append(sum, f.Payload...)
+		}
+		if f.Kind == proto.KindStreamReset {
+			break
+		}
+	}
+	if want := sumOf(bytes.NewReader(doc)); string(sum) != want {
+		t.Fatalf("sum %s, want %s of the bytes expanded", sum, want)
+	}
+
+	// A stream that names none: answered without a list, and what it
+	// sends compressed is expanded all the same.
+	r.send(proto.AppendStreamOpen(nil, 3, "File/Sum", proto.CodecRaw, 0, nil, 100))
+	if f, _ = r.next(); f.Kind != proto.KindStreamCredit || len(f.Metadata) != 0 {
+		t.Fatalf("got %v with metadata %q, want a bare StreamCredit", f.Kind, f.Metadata)
+	}
+	// Bad data: stream 3 is reset, the connection goes on.
+	bad := proto.AppendStreamData(nil, 3, []byte("not gzip"))
+	proto.SetCompression(bad, proto.CompressionGzip)
+	r.send(bad)
+	if f, _ = r.next(); f.Kind != proto.KindStreamReset || f.ID != 3 {
+		t.Fatalf("got %v id %d, want StreamReset 3", f.Kind, f.ID)
+	} else if code, msg := f.ErrorBody(); code != proto.CodeInvalidArgument {
+		t.Fatalf("reset %v %q, want InvalidArgument", code, msg)
+	}
+	r.send(proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 7}, "Bytes/Echo", nil, []byte("still here")))
+	if f, _ = r.next(); f.Kind != proto.KindResponse || string(f.Payload) != "still here" {
+		t.Fatalf("got %v %q, want the echo", f.Kind, f.Payload)
+	}
+
+	// Past the window: 4,000 bytes expanded where the server granted its
+	// window (256 KiB by default) less what came: send more than that.
+	r.send(proto.AppendStreamOpen(nil, 5, "File/Sum", proto.CodecRaw, 0, md, 100))
+	if f, _ = r.next(); f.Kind != proto.KindStreamCredit {
+		t.Fatalf("got %v, want StreamCredit", f.Kind)
+	}
+	window := int(f.StreamWindow())
+	big := compression.Append(nil, compressible(window+1, 3), proto.CompressionZstd)
+	over := proto.AppendStreamData(nil, 5, big)
+	proto.SetCompression(over, proto.CompressionZstd)
+	r.send(over)
+	if f, _ = r.next(); f.Kind != proto.KindGoAway {
+		t.Fatalf("got %v, want GoAway for data expanding past the window", f.Kind)
+	} else if _, code, msg := f.GoAwayBody(); !strings.Contains(string(msg), "window") {
+		t.Fatalf("GoAway %v %q, want it to name the window", code, msg)
 	}
 }

@@ -253,10 +253,23 @@ func liveCheck(in, got []byte, end liveEnd) error {
 				streams[f.ID] = &liveStream{}
 			}
 		case proto.KindStreamData:
-			if st != nil {
-				st.sent += len(f.Payload)
-				streamMaybe = streamMaybe || st.ended || st.sent > liveStreamWindow
+			if st == nil {
+				break
 			}
+			streamMaybe = streamMaybe || st.ended
+			data := f.Payload
+			if z := f.Flags.Compression(); z != proto.CompressionNone {
+				var err error
+				data, err = compression.Expand(nil, f.Payload, z, liveStreamWindow)
+				if errors.Is(err, compression.ErrTooLarge) {
+					streamMaybe = true // past the window, unless the handler read and granted more
+				} else if err != nil && !st.ended {
+					delete(streams, f.ID) // the server resets the stream: later frames of it are dropped
+					break
+				}
+			}
+			st.sent += len(data)
+			streamMaybe = streamMaybe || st.sent > liveStreamWindow
 		case proto.KindStreamEnd:
 			if st != nil {
 				streamMaybe = streamMaybe || st.ended
@@ -456,6 +469,11 @@ func liveSeeds() [][]byte {
 		h := proto.Header{Kind: proto.KindRequest, ID: id, Flags: proto.Flags(0).WithCompression(c)}
 		return proto.AppendFrame(nil, h, builtin.EchoPacket, nil, compression.Append(nil, []byte(payload), c))
 	}
+	streamData := func(id uint32, c proto.Compression, payload []byte) []byte {
+		b := proto.AppendStreamData(nil, id, payload)
+		proto.SetCompression(b, c)
+		return b
+	}
 	// header returns a bare header with the given fields.
 	header := func(kind proto.Kind, flags proto.Flags, routeLen uint16, id uint32, mdLen uint16, payloadLen uint32) []byte {
 		h := proto.AppendFrame(nil, proto.Header{Kind: kind, Flags: flags, ID: id}, "", nil, nil)
@@ -514,6 +532,17 @@ func liveSeeds() [][]byte {
 		cat(proto.AppendStreamOpen(nil, 5, builtin.StreamSink, proto.CodecRaw, 0, nil, 0),
 			proto.AppendStreamData(nil, 5, make([]byte, 300<<10))),
 		proto.AppendStreamOpen(nil, 2, builtin.StreamSink, proto.CodecRaw, 0, nil, 0),
+		// Compressed streams: one that names compressions and sends its
+		// data gzipped, data that does not expand, data that expands past
+		// the window.
+		cat(proto.AppendStreamOpen(nil, 11, builtin.StreamSink, proto.CodecRaw, 0,
+			proto.AppendMetadata(nil, proto.MetaCompression, []byte("zstd,gzip")), 1024),
+			streamData(11, proto.CompressionGzip, compression.Append(nil, bytes.Repeat([]byte("log "), 500), proto.CompressionGzip)),
+			proto.AppendStreamEnd(nil, 11), echo),
+		cat(proto.AppendStreamOpen(nil, 13, builtin.StreamSink, proto.CodecRaw, 0, nil, 0),
+			streamData(13, proto.CompressionZstd, []byte("not zstd")), proto.AppendStreamData(nil, 13, []byte("late")), echo),
+		cat(proto.AppendStreamOpen(nil, 15, builtin.StreamSink, proto.CodecRaw, 0, nil, 0),
+			streamData(15, proto.CompressionZstd, compression.Append(nil, make([]byte, 300<<10), proto.CompressionZstd))),
 		// Garbage.
 		[]byte("GET / HTTP/1.1\r\nHost: rpcd\r\n\r\n"),
 		make([]byte, proto.HeaderSize),

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/stream"
 	"github.com/rpcd/rpcd/proto"
@@ -88,8 +89,11 @@ func (c *conn) handleStream(f *proto.Frame, out []byte) ([]byte, *ending) {
 	var err error
 	switch f.Kind {
 	case proto.KindStreamData:
-		err = st.OnData(f.Payload)
+		err = st.OnData(f.Payload, f.Flags.Compression(), f.PayloadRoom(c.s.opts.Limits.MaxFrameSize))
 	case proto.KindStreamCredit:
+		if takes, ok := f.Metadata.Get(proto.MetaCompression); ok && st.AwaitsFirstCredit() {
+			c.settleStream(st, takes)
+		}
 		err = st.OnCredit(f.StreamWindow())
 	case proto.KindStreamEnd:
 		err = st.OnEnd()
@@ -138,6 +142,11 @@ func (c *conn) acceptStream(f *proto.Frame, out []byte) ([]byte, *ending) {
 	window := c.s.opts.StreamWindow
 	st := stream.New(f.ID, false, (*connLink)(c), call, window, int(f.StreamWindow()))
 	st.SetOnFinish(func() { call.Cancel(context.Canceled) })
+	var takes []proto.Compression
+	if theirs, ok := f.Metadata.Get(proto.MetaCompression); ok && c.s.opts.CompressMin >= 0 {
+		c.settleStream(st, theirs)
+		takes = compression.Supported()
+	}
 	var deadline time.Time
 	if f.Deadline > 0 {
 		deadline = time.Now().Add(time.Duration(f.Deadline) * time.Millisecond)
@@ -150,7 +159,17 @@ func (c *conn) acceptStream(f *proto.Frame, out []byte) ([]byte, *ending) {
 	t.open.Add(1)
 	t.accepted++
 	go c.runStream(rt, call, st)
-	return proto.AppendStreamCredit(out, f.ID, uint32(window)), nil
+	return proto.AppendFirstStreamCredit(out, f.ID, uint32(window), takes...), nil
+}
+
+// settleStream has st's data compressed in the first compression of the
+// client's list, takes, unless the server's compression is off
+// (docs/protocol.md, "Compression"). The list names only compressions the
+// server does: ParseCompressionList skips the others.
+func (c *conn) settleStream(st *stream.Stream, takes []byte) {
+	if cs := proto.ParseCompressionList(takes); len(cs) > 0 && c.s.opts.CompressMin >= 0 {
+		st.SetCompression(cs[0], c.s.opts.CompressMin)
+	}
 }
 
 // runStream runs a stream's handler and sends its outcome.
@@ -225,6 +244,10 @@ func (p *Peer) OpenStream(ctx context.Context, route string) (handler.Stream, er
 	}
 	id := t.nextServerID()
 	st := stream.New(id, true, (*connLink)(c), ctx, window, 0)
+	var md proto.Metadata
+	if c.s.opts.CompressMin >= 0 { // a client that takes some answers in its first StreamCredit
+		md = proto.AppendMetadata(nil, proto.MetaCompression, proto.AppendCompressionList(nil, compression.Supported()...))
+	}
 	if t.m == nil {
 		t.m = make(map[uint32]*stream.Stream)
 	}
@@ -232,7 +255,7 @@ func (p *Peer) OpenStream(ctx context.Context, route string) (handler.Stream, er
 	t.open.Add(1)
 	t.opened++
 	// Under t.mu, so that no reset of this stream can go out before it.
-	err = (*connLink)(c).SendControl(proto.AppendStreamOpen(nil, id, route, proto.CodecRaw, h.Deadline, nil, uint32(window)))
+	err = (*connLink)(c).SendControl(proto.AppendStreamOpen(nil, id, route, proto.CodecRaw, h.Deadline, md, uint32(window)))
 	if err != nil {
 		t.forgetLocked(st)
 	}
@@ -263,7 +286,7 @@ type connLink conn
 // SendData queues a StreamData frame in the outbox, waiting while the
 // outbox holds more than half of MaxOutbound (the client is not reading
 // its socket fast enough) until ctx ends.
-func (l *connLink) SendData(ctx context.Context, id uint32, data []byte) error {
+func (l *connLink) SendData(ctx context.Context, id uint32, data []byte, zip proto.Compression) error {
 	c := (*conn)(l)
 	n := proto.HeaderSize + len(data)
 	for {
@@ -286,7 +309,9 @@ func (l *connLink) SendData(ctx context.Context, id uint32, data []byte) error {
 			return ctx.Err()
 		}
 	}
+	start := len(c.replies)
 	c.replies = proto.AppendStreamData(c.replies, id, data)
+	proto.SetCompression(c.replies[start:], zip)
 	c.unlockAndWake()
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -28,8 +29,10 @@ const (
 // Link is the connection a stream's frames go out on.
 type Link interface {
 	// SendData queues a StreamData frame with data on stream id, copying
-	// data. It may wait for room on the connection until ctx is done.
-	SendData(ctx context.Context, id uint32, data []byte) error
+	// data, compressed with zip (CompressionNone: data is the stream's
+	// bytes as they are). It may wait for room on the connection until ctx
+	// is done.
+	SendData(ctx context.Context, id uint32, data []byte, zip proto.Compression) error
 	// SendControl queues a small frame (StreamCredit, StreamEnd,
 	// StreamReset) that is already encoded; it never waits.
 	SendControl(frame []byte) error
@@ -51,12 +54,15 @@ type Stream struct {
 	onFinish func()
 
 	mu       sync.Mutex
-	buf      ring // bytes received and not read
-	granted  int  // bytes the other end may still send
-	unacked  int  // bytes read and not yet granted back
-	recvEnd  bool // the other end's StreamEnd arrived
-	credit   int  // bytes this end may send
-	sendEnd  bool // this end sent StreamEnd
+	buf      ring              // bytes received and not read
+	granted  int               // bytes the other end may still send
+	unacked  int               // bytes read and not yet granted back
+	recvEnd  bool              // the other end's StreamEnd arrived
+	credit   int               // bytes this end may send
+	sendEnd  bool              // this end sent StreamEnd
+	zip      proto.Compression // what this end's StreamData of zipMin bytes or more go compressed in
+	zipMin   int
+	credited bool // a StreamCredit has arrived
 	finished bool
 	err      error // why it finished; nil for a clean end (code 0)
 
@@ -105,6 +111,16 @@ func (s *Stream) Watch() {
 	}
 }
 
+// SetCompression has Write send the stream's bytes compressed with c, in
+// StreamData of min bytes or more that shrink: the other end has named c
+// (docs/protocol.md, "Compression"). CompressionNone sends them as they
+// are.
+func (s *Stream) SetCompression(c proto.Compression, min int) {
+	s.mu.Lock()
+	s.zip, s.zipMin = c, min
+	s.mu.Unlock()
+}
+
 // ID is the stream id.
 func (s *Stream) ID() uint32 { return s.id }
 
@@ -130,10 +146,23 @@ var ErrProtocol = proto.ErrProtocol
 
 // OnData takes a StreamData payload from the connection's reader, copying
 // it. More than the window granted is a protocol error, as is data after
-// the other end's StreamEnd.
-func (s *Stream) OnData(p []byte) error {
+// the other end's StreamEnd. A payload compressed with zip is expanded
+// first, and what it expands to is what counts against the window; room
+// is what the frame's payload may expand to under the receiver's frame
+// limit (proto.Header.PayloadRoom). One that does not expand resets the
+// stream with InvalidArgument: its bytes are lost, the connection is not.
+func (s *Stream) OnData(p []byte, zip proto.Compression, room int) error {
+	if zip != proto.CompressionNone {
+		return s.onCompressed(p, zip, room)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.takeLocked(p)
+}
+
+// takeLocked adds p, the stream's bytes, to what is unread; with s.mu
+// held.
+func (s *Stream) takeLocked(p []byte) error {
 	switch {
 	case s.finished:
 		return nil // in flight when this end finished it
@@ -151,10 +180,54 @@ func (s *Stream) OnData(p []byte) error {
 	return nil
 }
 
+// onCompressed expands a compressed StreamData payload into a pooled
+// buffer, bounded by the window granted and the frame's room, and takes
+// what it expands to. It expands outside the lock: only this, the
+// connection's one reader, lowers granted, so the bound read under the
+// lock still holds.
+func (s *Stream) onCompressed(p []byte, zip proto.Compression, room int) error {
+	s.mu.Lock()
+	switch {
+	case s.finished:
+		s.mu.Unlock()
+		return nil
+	case s.recvEnd: // as for data that is not compressed, before looking at it
+		s.mu.Unlock()
+		return protoErr("stream data after the sender's StreamEnd")
+	}
+	limit := min(s.granted, room)
+	s.mu.Unlock()
+	bp := compression.GetBuffer()
+	b, err := compression.Expand((*bp)[:0], p, zip, limit)
+	defer func() { compression.PutBuffer(bp, b) }()
+	switch {
+	case errors.Is(err, compression.ErrTooLarge):
+		return protoErr("compressed stream data expands beyond the window granted or the frame limit")
+	case err != nil:
+		msg := "stream data does not expand: " + err.Error()
+		s.Reset(proto.CodeInvalidArgument, msg, &handler.Error{Code: proto.CodeInvalidArgument, Message: msg})
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.takeLocked(b)
+}
+
+// AwaitsFirstCredit reports whether this end opened the stream and no
+// StreamCredit has arrived yet: the next is the acceptor's first, the one
+// whose metadata may name the compressions it takes. Only the
+// connection's reader, which calls OnCredit, may rely on the answer.
+func (s *Stream) AwaitsFirstCredit() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opener && !s.credited
+}
+
 // OnCredit takes a StreamCredit grant.
 func (s *Stream) OnCredit(n uint32) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.credited = true
 	if s.finished {
 		return nil
 	}
@@ -304,14 +377,34 @@ func (s *Stream) Write(p []byte) (int, error) {
 		}
 		n := min(len(p), s.credit, MaxChunk)
 		s.credit -= n
+		zip := s.zip
+		if n < s.zipMin {
+			zip = proto.CompressionNone
+		}
 		s.mu.Unlock()
-		if err := s.link.SendData(s.ctx, s.id, p[:n]); err != nil {
+		if err := s.send(p[:n], zip); err != nil {
 			return written, s.failed(err)
 		}
 		written += n
 		p = p[n:]
 	}
 	return written, nil
+}
+
+// send sends data, the stream's bytes, in one StreamData: compressed with
+// zip if it shrinks so, else as it is. The credit counts the bytes as they
+// are.
+func (s *Stream) send(data []byte, zip proto.Compression) error {
+	if zip == proto.CompressionNone {
+		return s.link.SendData(s.ctx, s.id, data, zip)
+	}
+	bp := compression.GetBuffer()
+	z := compression.Append((*bp)[:0], data, zip)
+	defer func() { compression.PutBuffer(bp, z) }()
+	if len(z) >= len(data) {
+		return s.link.SendData(s.ctx, s.id, data, proto.CompressionNone)
+	}
+	return s.link.SendData(s.ctx, s.id, z, zip)
 }
 
 var errWriteAfterEnd = &handler.Error{Code: proto.CodeFailedPrecondition, Message: "stream: write after CloseSend"}

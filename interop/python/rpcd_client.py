@@ -5,7 +5,10 @@ with optional metadata and deadline, cuts frames out of a socket stream however 
 bytes arrive, matches replies by call id, and raises RpcError for Error frames.
 Opens streams ("Streams"): odd ids, credit-based flow control both ways, half-close
 and the final StreamReset. Optionally sends a Hello naming gzip ("Compression"), then
-gzips calls of 1 KiB or more and expands gzipped replies.
+gzips calls of 1 KiB or more and expands gzipped replies. A stream opened with
+compression=("gzip",) names gzip in its StreamOpen, reads the server's list from its
+first StreamCredit, then gzips StreamData of 1 KiB or more and expands gzipped
+StreamData, counting flow control by the bytes once expanded ("Compression", "Streams").
 """
 
 import gzip
@@ -24,16 +27,17 @@ REQUEST, RESPONSE, ERROR, ONEWAY, CANCEL, PING, PONG, GOAWAY = range(1, 9)
 STREAM_OPEN, STREAM_DATA, STREAM_CREDIT, STREAM_END, STREAM_RESET = range(0x18, 0x1D)
 HELLO, WELCOME = 0x10, 0x11
 FLAG_UNPROCESSED = 0x01
-# Flags: the two bits 0x06 say how a Request's, Response's or OneWay's payload is
-# compressed: 0 not at all, gzip 0x02, Zstandard 0x04; 0x06 is reserved ("Flags").
-# Bits 0x08-0x80 are reserved.
+# Flags: the two bits 0x06 say how a Request's, Response's, OneWay's or StreamData's
+# payload is compressed: 0 not at all, gzip 0x02, Zstandard 0x04; 0x06 is reserved
+# ("Flags"). Bits 0x08-0x80 are reserved.
 COMPRESSION_MASK, FLAG_GZIP, FLAG_ZSTD, FLAGS_RESERVED = 0x06, 0x02, 0x04, 0xF8
-COMPRESSIBLE_KINDS = (REQUEST, RESPONSE, ONEWAY)
-# "Compression": the handshake's metadata key, and the compressions this client can
-# expand and send, by name (Python's standard library has no Zstandard).
+COMPRESSIBLE_KINDS = (REQUEST, RESPONSE, ONEWAY, STREAM_DATA)
+# "Compression": the metadata key of the handshake (and of a stream's StreamOpen and
+# first StreamCredit), and the compressions this client can expand and send, by name
+# (Python's standard library has no Zstandard).
 MD_COMPRESSION, MD_AUTH_METHOD = "rpcd-compression", "rpcd-auth-method"
 COMPRESSIONS = {"gzip": FLAG_GZIP}
-COMPRESS_MIN = 1024  # calls of 1 KiB or more are compressed, when that makes them smaller
+COMPRESS_MIN = 1024  # calls and StreamData of 1 KiB or more are compressed, when that makes them smaller
 MAX_HELLO = 4096     # Hello and Welcome payloads ("Limits")
 CODEC_RAW, CODEC_JSON = 0x00, 0x01
 # Default limits ("Limits"): whole frame incl. header, route, metadata; Ping payload.
@@ -159,7 +163,8 @@ def parse_compressions(value: Optional[bytes]) -> List[str]:
 
 def gzip_payload(payload: bytes) -> Optional[bytes]:
     """The payload gzipped, or None when it stays as it is: under COMPRESS_MIN, or no
-    smaller compressed ("Compression": rpcd's rule, which a client follows too)."""
+    smaller compressed ("Compression": rpcd's rule, for calls and StreamData alike,
+    which a client follows too)."""
     if len(payload) < COMPRESS_MIN:
         return None
     packed = gzip.compress(payload)
@@ -374,16 +379,27 @@ class Client:
         return f
 
     def open_stream(self, route: str, window: int = 65536,
-                    metadata: Optional[Metadata] = None, deadline_ms: int = 0) -> "Stream":
-        """StreamOpen with the next odd id, granting the server `window` bytes."""
+                    metadata: Optional[Metadata] = None, deadline_ms: int = 0,
+                    compression: Sequence[str] = ()) -> "Stream":
+        """StreamOpen with the next odd id, granting the server `window` bytes.
+        compression names the compressions this end takes for the stream's data, e.g.
+        ("gzip",): it goes in the StreamOpen's metadata under rpcd-compression, and the
+        server's first StreamCredit says which it takes ("Compression", Streams). The
+        handshake's lists speak of calls alone: a stream settles its own."""
         if self.goaway:
             raise self.goaway
+        unknown = [n for n in compression if n not in COMPRESSIONS]
+        if unknown:  # naming one is a promise to expand it
+            raise ValueError("this client cannot expand %s" % ", ".join(unknown))
+        md = list(metadata or ())
+        if compression:  # the first entry: a reader takes a key's first value
+            md.insert(0, (MD_COMPRESSION, ",".join(compression).encode("ascii")))
         sid = self.next_stream
         self.next_stream = (self.next_stream + 2) & 0xFFFFFFFF or 1
-        st = Stream(self, sid, window)
+        st = Stream(self, sid, window, compression)
         self.streams[sid] = st
         self.send_raw(encode_frame(STREAM_OPEN, sid, route, struct.pack(">I", window),
-                                   deadline_ms=deadline_ms, metadata=metadata))
+                                   deadline_ms=deadline_ms, metadata=md))
         return st
 
     def wait(self, call_id: int) -> Frame:
@@ -433,26 +449,69 @@ class Client:
 
 class Stream:
     """One stream this client opened. Data received is kept whole (read()), and
-    credit for it is granted back as it arrives, a quarter window at a time."""
+    credit for it is granted back as it arrives, a quarter window at a time.
+    Flow control counts the stream's bytes as expanded: a compressed StreamData
+    counts the length it expands to, both ways ("Compression", "Streams")."""
 
-    CHUNK = 32 * 1024  # StreamData payload this client sends at most
+    CHUNK = 32 * 1024  # StreamData payload this client sends at most (before compression)
 
-    def __init__(self, client: Client, sid: int, window: int):
+    def __init__(self, client: Client, sid: int, window: int,
+                 compression: Sequence[str] = ()):
         self.client, self.sid, self.window = client, sid, window
         self.credit = 0              # bytes we may send: none before the first StreamCredit
-        self.granted = window        # bytes the server may still send us
+        self.granted = window        # bytes the server may still send us (expanded)
         self.unacked = 0             # bytes received and not yet granted back
         self.data = bytearray()
         self.ended = False           # the server's StreamEnd arrived
         self.reset: Optional[Tuple[int, str, bool]] = None  # the final StreamReset
+        self.compressions = tuple(compression)  # what this end named in its StreamOpen
+        self.first_credit: Optional[Frame] = None  # the server's first StreamCredit
+        self.peer_compressions: List[str] = []  # what that StreamCredit names, in its order
+        self.compression = 0         # flag bits our StreamData goes with; 0: none
+        # StreamData frames, and how many of them were gzipped, each way.
+        self.frames_in = self.gzip_frames_in = self.frames_out = self.gzip_frames_out = 0
+        self.wire_in = self.wire_out = 0  # StreamData payload bytes as on the wire
+
+    def _expand(self, f: Frame) -> Optional[bytes]:
+        """A StreamData's bytes, expanded if it came compressed. Its expanded length
+        may not pass the credit granted, nor the frame limit less the header (and its
+        metadata: the limit applies to the frame as if uncompressed): past either it
+        is a protocol error. One that does not expand (not valid data, empty, or a
+        compression this client cannot do) finishes the stream: StreamReset
+        InvalidArgument, and this end fails with the same error; returns None."""
+        comp = f.flags & COMPRESSION_MASK
+        if not comp:
+            return f.payload
+        room = MAX_FRAME - HEADER.size - len(encode_metadata(f.metadata))
+        try:
+            if comp != FLAG_GZIP:
+                raise ValueError("compression 0x%02x not supported" % comp)
+            return gunzip(f.payload, min(self.granted, room))
+        except OverflowError as e:
+            raise ProtocolError("compressed StreamData %s: past the %s" % (
+                e, "window granted" if self.granted <= room else "frame limit")) from e
+        except ValueError as e:
+            msg = "stream data does not expand: %s" % e
+            self.client.send_raw(encode_frame(STREAM_RESET, self.sid, payload=struct.pack(
+                ">H", INVALID_ARGUMENT) + msg.encode("utf-8")))
+            self.reset = (INVALID_ARGUMENT, msg, False)
+            del self.client.streams[self.sid]  # finished for us: the id is free
+            return None
 
     def on_frame(self, f: Frame) -> None:
         if f.kind == STREAM_DATA:
-            if len(f.payload) > self.granted:
+            self.frames_in += 1
+            self.wire_in += len(f.payload)
+            if f.flags & COMPRESSION_MASK:
+                self.gzip_frames_in += 1
+            elif len(f.payload) > self.granted:
                 raise ProtocolError("server sent past the window")
-            self.granted -= len(f.payload)
-            self.data += f.payload
-            self.unacked += len(f.payload)
+            data = self._expand(f)
+            if data is None:
+                return
+            self.granted -= len(data)
+            self.data += data
+            self.unacked += len(data)
             if self.unacked >= self.window // 4 and not self.ended:
                 self.client.send_raw(encode_frame(STREAM_CREDIT, self.sid,
                                                   payload=struct.pack(">I", self.unacked)))
@@ -460,6 +519,17 @@ class Stream:
         elif f.kind == STREAM_CREDIT:
             (n,) = struct.unpack(">I", f.payload)
             self.credit += n
+            if self.first_credit is None:
+                # The acceptor's list, in its first StreamCredit only; without the
+                # key it takes none. Our data goes in the first compression of its
+                # list that this end named (and can send).
+                self.first_credit = f
+                if self.compressions:
+                    self.peer_compressions = parse_compressions(
+                        first_value(f.metadata, MD_COMPRESSION))
+                    ours = [COMPRESSIONS[n] for n in self.peer_compressions
+                            if n in self.compressions]
+                    self.compression = ours[0] if ours else 0
         elif f.kind == STREAM_END:
             self.ended = True
         elif f.kind == STREAM_RESET:
@@ -472,8 +542,22 @@ class Stream:
         if code:
             raise RpcError(code, msg, unprocessed)
 
+    def data_frame(self, chunk: bytes) -> bytes:
+        """A StreamData of chunk, gzipped when the server named gzip and it is 1 KiB
+        or more and shrinks so; it counts len(chunk) against the credit either way."""
+        flags, packed = 0, None
+        if self.compression == FLAG_GZIP:
+            packed = gzip_payload(chunk)
+        if packed is not None:
+            flags, chunk = FLAG_GZIP, packed
+            self.gzip_frames_out += 1
+        self.frames_out += 1
+        self.wire_out += len(chunk)
+        return encode_frame(STREAM_DATA, self.sid, payload=chunk, flags=flags)
+
     def write(self, data: bytes) -> None:
-        """Send data in StreamData frames, never past the credit granted."""
+        """Send data in StreamData frames, never past the credit granted (counted by
+        the bytes before compression)."""
         view = memoryview(data)
         while view:
             while self.credit == 0 and self.reset is None:
@@ -482,7 +566,7 @@ class Stream:
                 self._fail()
                 raise EOFError("the handler returned before reading everything")
             n = min(len(view), self.credit, self.CHUNK)
-            self.client.send_raw(encode_frame(STREAM_DATA, self.sid, payload=bytes(view[:n])))
+            self.client.send_raw(self.data_frame(bytes(view[:n])))
             self.credit -= n
             view = view[n:]
 

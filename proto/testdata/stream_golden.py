@@ -18,6 +18,39 @@ vs = [
  ("stream-reset", "StreamReset", dict(id=2, flags="Unprocessed", code=5, message="no stream route"),
    frame(0x1c, 2, struct.pack(">H", 5) + b"no stream route", flags=1)),
 ]
+# Compressed streams (docs/protocol.md, "Compression"): the opener names what it takes in the
+# StreamOpen's metadata, the acceptor in its first StreamCredit's, and StreamData carries the
+# compression in flag bits 0x06 (gzip: 0x02), its payload as Python's gzip writes it with mtime=0.
+import gzip
+def meta(key, val):
+    return struct.pack(">B", len(key)) + key + struct.pack(">H", len(val)) + val
+takes = meta(b"rpcd-compression", b"zstd,gzip")
+text = b"log line 1; log line 2; log line 3; log line 4"
+packed = gzip.compress(text, mtime=0)
+zvs = [
+ ("stream-open-compression", "StreamOpen", dict(id=1, route="File/Upload", window=262144),
+   ["rpcd-compression=zstd,gzip"], frame(0x18, 1, struct.pack(">I", 262144), route=b"File/Upload", md=takes)),
+ ("stream-credit-compression", "StreamCredit", dict(id=1, window=262144),
+   ["rpcd-compression=zstd,gzip"], frame(0x1a, 1, struct.pack(">I", 262144), md=takes)),
+ ("stream-data-gzip", "StreamData", dict(id=1, flags="gzip", payloadhex=" ".join("%02x" % x for x in packed),
+   expands=text.decode()), [], frame(0x19, 1, packed, flags=0x02)),
+]
+import sys
+if len(sys.argv) > 1 and sys.argv[1] == "compression":
+    for name, kind, f, md, b in zvs:
+        print("name: " + name); print("kind: " + kind)
+        for k, v in f.items(): print("%s: %s" % (k, v))
+        for m in md: print("meta: " + m)
+        for l in hexlines(b): print("hex: " + l)
+        print()
+    print("=====DOC")
+    for name, kind, f, md, b in zvs:
+        print(name)
+        print("```")
+        for i in range(0,len(b),16):
+            c=b[i:i+16]; print("  ".join(" ".join("%02x"%x for x in c[j:j+4]) for j in range(0,len(c),4)))
+        print("```")
+    sys.exit(0)
 for name, kind, f, b in vs:
     print("name: " + name); print("kind: " + kind)
     for k, v in f.items(): print("%s: %s" % (k, v))
