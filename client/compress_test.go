@@ -1,10 +1,14 @@
 package client_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -116,5 +120,98 @@ func TestCompressionOption(t *testing.T) {
 	_, err = client.DialService(context.Background(), "static://127.0.0.1:1/svc", client.ServiceOptions{Options: client.Options{Compression: 3}})
 	if err == nil || !strings.Contains(err.Error(), "Compression") {
 		t.Fatalf("DialService with compression 3: %v", err)
+	}
+}
+
+// TestCompressedMessagesPeer plays a server to see a subscriber's side of
+// compressed Messages: a client with a compression names it in its
+// Subscribe; a compressed Message is expanded, on a channel and in a
+// function; one that does not expand is dropped and counted, and the
+// subscription goes on.
+func TestCompressedMessagesPeer(t *testing.T) {
+	doc := bytes.Repeat([]byte("a message much like the last one; "), 100)
+	message := func(sid uint32, payload []byte, zip proto.Compression) []byte {
+		m := proto.AppendMessage(nil, sid, []byte("news.today"), proto.CodecRaw, payload)
+		proto.SetCompression(m, zip)
+		return m
+	}
+	served := make(chan error, 1)
+	addr := fakeServer(t, func(nc net.Conn) {
+		br := bufio.NewReader(nc)
+		next := func() (proto.Frame, error) {
+			hdr, err := br.Peek(proto.HeaderSize)
+			if err != nil {
+				return proto.Frame{}, err
+			}
+			h, err := proto.DecodeHeader(hdr, nil)
+			if err != nil {
+				return proto.Frame{}, err
+			}
+			b := make([]byte, h.Len())
+			if _, err := io.ReadFull(br, b); err != nil {
+				return proto.Frame{}, err
+			}
+			f, _, err := proto.Decode(b, nil)
+			return f, err
+		}
+		served <- func() error {
+			if f, err := next(); err != nil || f.Kind != proto.KindHello {
+				return fmt.Errorf("want a Hello: %v %v", f.Kind, err)
+			}
+			nc.Write(proto.AppendWelcome(nil, "", proto.CompressionZstd, proto.CompressionGzip))
+			for range 2 { // a Subscribe and the call after it, each time
+				sub, err := next()
+				if err != nil || sub.Kind != proto.KindSubscribe {
+					return fmt.Errorf("want a Subscribe: %v %v", sub.Kind, err)
+				}
+				if takes, _ := sub.Metadata.Get(proto.MetaCompression); string(takes) != "zstd,gzip" {
+					return fmt.Errorf("the Subscribe names %q, want zstd,gzip", takes)
+				}
+				call, err := next()
+				if err != nil || call.Kind != proto.KindRequest {
+					return fmt.Errorf("want the call after the Subscribe: %v %v", call.Kind, err)
+				}
+				nc.Write(proto.AppendFrame(nil, proto.Header{Kind: proto.KindResponse, ID: call.ID}, "", nil, nil))
+				nc.Write(slices.Concat(
+					message(sub.ID, []byte("not zstd at all"), proto.CompressionZstd),
+					message(sub.ID, compression.Append(nil, doc, proto.CompressionZstd), proto.CompressionZstd),
+					message(sub.ID, compression.Append(nil, doc, proto.CompressionGzip), proto.CompressionGzip),
+					message(sub.ID, []byte("plain"), proto.CompressionNone)))
+			}
+			_, err := next() // until the client goes
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return err
+		}()
+	})
+	c, err := client.Dial(context.Background(), addr, client.Options{Compression: proto.CompressionZstd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan client.Message, 8)
+	onCh, err := c.Subscribe(context.Background(), "news.>", ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFn := make(chan []byte, 8)
+	onFn, err := c.SubscribeFunc(context.Background(), "news.>", func(m client.Message) { inFn <- bytes.Clone(m.Payload) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range [][]byte{doc, doc, []byte("plain")} {
+		if m := <-ch; !bytes.Equal(m.Payload, want) {
+			t.Fatalf("on the channel: %d bytes, want %d", len(m.Payload), len(want))
+		}
+		if got := <-inFn; !bytes.Equal(got, want) {
+			t.Fatalf("in the function: %d bytes, want %d", len(got), len(want))
+		}
+	}
+	if a, b := onCh.Dropped(), onFn.Dropped(); a != 1 || b != 1 {
+		t.Fatalf("dropped %d and %d, want the one that does not expand each", a, b)
+	}
+	c.Close()
+	if err := <-served; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -93,7 +94,7 @@ func (c *Client) subscribe(ctx context.Context, sub *Subscription) (*Subscriptio
 	t.n.Store(int32(len(t.subs)))
 	t.mu.Unlock()
 
-	w.enqueueAsync(proto.AppendSubscribe(nil, sub.sid, pattern))
+	w.enqueueAsync(proto.AppendSubscribe(nil, sub.sid, pattern, c.opts.takes()...))
 	// Frames are taken in order: once a call sent after the Subscribe is
 	// answered (whatever the answer), the server has acted on it, and a
 	// refusal (an Unsubscribe) has arrived before.
@@ -145,7 +146,8 @@ const pingRoute = "Sys/Ping"
 // Pattern is the pattern the subscription was made for.
 func (s *Subscription) Pattern() string { return s.pattern }
 
-// Dropped is the number of messages the channel had no room for.
+// Dropped is the number of messages dropped: those the channel had no room
+// for, and compressed ones that did not expand.
 func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
 
 // Done is closed when the subscription ends: Unsubscribe, the server ending
@@ -221,7 +223,7 @@ func (t *subTable) all() []*Subscription {
 func (c *Client) resubscribe(w *wire) {
 	var frames []byte
 	for _, s := range c.subs.all() {
-		frames = proto.AppendSubscribe(frames, s.sid, s.pattern)
+		frames = proto.AppendSubscribe(frames, s.sid, s.pattern, c.opts.takes()...)
 	}
 	if len(frames) > 0 {
 		w.enqueueAsync(frames)
@@ -238,8 +240,11 @@ func (c *Client) endSubscriptions(err error) {
 }
 
 // deliver hands a Message frame to its subscription, on the reader
-// goroutine: never waiting, copying the payload.
-func (t *subTable) deliver(f *proto.Frame) {
+// goroutine: never waiting, copying the payload, expanded if it came
+// compressed (within the room its frame has under maxFrame). A payload
+// that does not expand is dropped and counted as a message that did not
+// fit.
+func (t *subTable) deliver(f *proto.Frame, maxFrame int) {
 	s := t.get(f.ID)
 	if s == nil {
 		return // unsubscribed while it was on its way
@@ -247,12 +252,33 @@ func (t *subTable) deliver(f *proto.Frame) {
 	if s.topic != string(f.Route) { // compares without converting
 		s.topic = string(f.Route)
 	}
+	payload, zip := f.Payload, f.Flags.Compression()
 	if s.fn != nil {
-		s.fn(Message{Topic: s.topic, Codec: f.Codec, Payload: f.Payload})
+		if zip != proto.CompressionNone {
+			bp := compression.GetBuffer()
+			b, err := compression.Expand((*bp)[:0], payload, zip, f.PayloadRoom(maxFrame))
+			defer func() { compression.PutBuffer(bp, b) }()
+			if err != nil {
+				s.dropped.Add(1)
+				return
+			}
+			payload = b
+		}
+		s.fn(Message{Topic: s.topic, Codec: f.Codec, Payload: payload})
 		return
 	}
+	if zip != proto.CompressionNone {
+		b, err := compression.Expand(nil, payload, zip, f.PayloadRoom(maxFrame))
+		if err != nil {
+			s.dropped.Add(1)
+			return
+		}
+		payload = b
+	} else {
+		payload = append([]byte(nil), payload...)
+	}
 	select {
-	case s.ch <- Message{Topic: s.topic, Codec: f.Codec, Payload: append([]byte(nil), f.Payload...)}:
+	case s.ch <- Message{Topic: s.topic, Codec: f.Codec, Payload: payload}:
 	default:
 		s.dropped.Add(1)
 	}

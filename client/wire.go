@@ -459,7 +459,7 @@ func (w *wire) handle(f *proto.Frame) {
 			w.fail(err)
 		}
 	case proto.KindMessage:
-		w.srv.subs.deliver(f)
+		w.srv.subs.deliver(f, w.lim.MaxFrameSize)
 	case proto.KindUnsubscribe:
 		w.srv.subs.ended(f)
 	case proto.KindPong:

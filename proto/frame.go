@@ -133,7 +133,7 @@ var kindRules = [256]kindRule{
 	KindSubscribe:   {valid: true, route: true, maxPayload: 1},
 	KindUnsubscribe: {valid: true},
 	KindPublish:     {valid: true, route: true, anyCodec: true, zeroID: true},
-	KindMessage:     {valid: true, route: true, anyCodec: true},
+	KindMessage:     {valid: true, route: true, anyCodec: true, flags: FlagsCompression},
 
 	KindHello:   {valid: true, zeroID: true, maxPayload: MaxHelloPayload + 1},
 	KindWelcome: {valid: true, zeroID: true, maxPayload: MaxHelloPayload + 1},

@@ -115,6 +115,9 @@ func (v *vector) encode(t *testing.T) []byte {
 		return AppendWelcome(nil, f["payload"], takes...)
 	case KindPong:
 		return AppendPong(nil, []byte(f["payload"]))
+	case KindSubscribe:
+		_, takes := v.handshakeMeta()
+		return AppendSubscribe(nil, uint32(num(t, f["id"])), f["route"], takes...)
 	}
 	var md Metadata
 	for _, m := range v.meta {

@@ -91,8 +91,16 @@ func cutToken(b []byte) (tok, rest []byte, more bool) {
 
 // AppendSubscribe appends a Subscribe frame: subscription id sid (1 or
 // more, chosen by the client) for pattern.
-func AppendSubscribe(dst []byte, sid uint32, pattern string) []byte {
-	return AppendFrame(dst, Header{Kind: KindSubscribe, ID: sid}, pattern, nil, nil)
+//
+// takes names the compressions the subscriber takes on the subscription's
+// Messages (metadata rpcd-compression, if any; docs/protocol.md,
+// "Compression").
+func AppendSubscribe(dst []byte, sid uint32, pattern string, takes ...Compression) []byte {
+	var md Metadata
+	if len(takes) > 0 {
+		md = AppendMetadata(nil, MetaCompression, AppendCompressionList(nil, takes...))
+	}
+	return AppendFrame(dst, Header{Kind: KindSubscribe, ID: sid}, pattern, md, nil)
 }
 
 // AppendUnsubscribe appends an Unsubscribe frame ending subscription sid.

@@ -21,7 +21,7 @@ const (
 	MaxPingPayload      = 64      // payload bytes of a Ping or Pong
 	MaxHelloPayload     = 4096    // payload bytes of a Hello or Welcome
 	MetaAuthMethod      = "rpcd-auth-method"
-	MetaCompression     = "rpcd-compression" // on a Hello or Welcome: the compressions its sender takes on calls; on a StreamOpen or an acceptor's first StreamCredit: on the stream's StreamData
+	MetaCompression     = "rpcd-compression" // on a Hello or Welcome: the compressions its sender takes on calls; on a StreamOpen or an acceptor's first StreamCredit: on the stream's StreamData; on a Subscribe: on the subscription's Messages
 )
 
 // Kind says what a frame is.
@@ -99,7 +99,8 @@ const (
 	FlagUnprocessed Flags = 0x01
 
 	// FlagsCompression, bits 1 and 2, hold the Compression of the payload
-	// of a Request, Response, OneWay or StreamData (Flags.Compression).
+	// of a Request, Response, OneWay, Message or StreamData
+	// (Flags.Compression).
 	FlagsCompression Flags = 0x06
 
 	flagsDefined = FlagUnprocessed | FlagsCompression

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/client"
@@ -548,5 +549,108 @@ func TestStreamCompressionRaw(t *testing.T) {
 		t.Fatalf("got %v, want GoAway for data expanding past the window", f.Kind)
 	} else if _, code, msg := f.GoAwayBody(); !strings.Contains(string(msg), "window") {
 		t.Fatalf("GoAway %v %q, want it to name the window", code, msg)
+	}
+}
+
+// TestPubSubCompression: a subscription whose Subscribe names compressions
+// gets its Messages' payloads compressed, compressed once per publish and
+// compression however many subscribers take it; others get them as they
+// are, from the same publish. Every subscriber reads the payload as
+// published, on a channel or in a function, from a client's publish (fanned
+// out by the event loop) or the server's (Server.Publish). A server with
+// compression off, a payload under CompressMin, or one that does not
+// shrink goes as it is.
+func TestPubSubCompression(t *testing.T) {
+	const size = 64 << 10
+	doc := compressible(size, 11)
+	for _, tc := range []struct {
+		name    string
+		min     int // the server's CompressMin
+		payload []byte
+		shrink  bool // compressed for the subscribers that ask
+	}{
+		{"compressed", 0, doc, true},
+		{"server off", -1, doc, false},
+		{"small", 0, doc[:500], false},
+		{"noise", 0, noise(size), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, builtinRegistry(), reactor.Options{CompressMin: tc.min})
+			type subscriber struct {
+				zip proto.Compression
+				fn  bool                // SubscribeFunc instead of a channel
+				ch  chan client.Message // Subscribe's
+				got chan []byte         // SubscribeFunc's function's copies
+				c   *client.Client
+			}
+			subs := []*subscriber{
+				{zip: proto.CompressionZstd}, {zip: proto.CompressionZstd, fn: true},
+				{zip: proto.CompressionGzip}, {zip: proto.CompressionNone}, {zip: proto.CompressionNone, fn: true},
+			}
+			for _, sub := range subs {
+				sub.got = make(chan []byte, 4)
+				sub.c = dial(t, s, client.Options{Compression: sub.zip})
+				var err error
+				if sub.fn {
+					_, err = sub.c.SubscribeFunc(ctxT(t), "docs.>", func(m client.Message) { sub.got <- bytes.Clone(m.Payload) })
+				} else {
+					sub.ch = make(chan client.Message, 4)
+					_, err = sub.c.Subscribe(ctxT(t), "docs.>", sub.ch)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			pub := dial(t, s, client.Options{})
+			if err := pub.PublishRaw(ctxT(t), "docs.client", tc.payload); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Publish("docs.server", proto.CodecRaw, tc.payload); err != nil {
+				t.Fatal(err)
+			}
+			for i, sub := range subs {
+				for range 2 {
+					var got []byte
+					select {
+					case got = <-sub.got:
+					case m := <-sub.ch:
+						got = m.Payload
+					case <-time.After(10 * time.Second):
+						t.Fatalf("subscriber %d (%v): no message", i, sub.zip)
+					}
+					if !bytes.Equal(got, tc.payload) {
+						t.Fatalf("subscriber %d (%v) got %d bytes, not the %d published", i, sub.zip, len(got), len(tc.payload))
+					}
+				}
+			}
+			if st := s.PubSubStats(); st.Delivered != 2*uint64(len(subs)) || st.Dropped != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+
+			// The bytes: a publish to one subscriber of each kind alone.
+			for _, zip := range []proto.Compression{proto.CompressionZstd, proto.CompressionNone} {
+				c := dial(t, s, client.Options{Compression: zip})
+				ch := make(chan client.Message, 1)
+				if _, err := c.Subscribe(ctxT(t), "alone", ch); err != nil {
+					t.Fatal(err)
+				}
+				out := s.Stats().BytesOut
+				if _, err := s.Publish("alone", proto.CodecRaw, tc.payload); err != nil {
+					t.Fatal(err)
+				}
+				if m := <-ch; !bytes.Equal(m.Payload, tc.payload) {
+					t.Fatalf("%v: the message alone is not what was published", zip)
+				}
+				n := len(tc.payload)
+				if zip != proto.CompressionNone && tc.shrink {
+					if sent := sentSince(t, s, out, 1); sent > uint64(n)/4 {
+						t.Fatalf("%v: %d bytes out for a %d-byte message: not compressed", zip, sent, n)
+					}
+				} else {
+					sentSince(t, s, out, uint64(n)) // times out if compressed
+				}
+				c.Close()
+			}
+		})
 	}
 }

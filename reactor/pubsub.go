@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -47,6 +48,7 @@ type subscription struct {
 	c       *conn
 	sid     uint32
 	pattern string
+	zip     proto.Compression // its Messages' payloads of CompressMin bytes or more go compressed so
 }
 
 // subIndex holds a server's subscriptions by pattern.
@@ -226,22 +228,64 @@ func (s *Server) publish(topic []byte, codec proto.Codec, payload []byte, fan *f
 	s.pubsub.published.Add(1)
 	mp := matches.Get().(*[]*subscription)
 	subs := s.subs.match(topic, (*mp)[:0])
+	var packed packedPayload
 	n := 0
 	for _, sub := range subs {
 		if sub.c.closed.Load() {
 			continue
 		}
+		body, zip := payload, proto.CompressionNone
+		if sub.zip != proto.CompressionNone && len(payload) >= s.opts.CompressMin {
+			body, zip = packed.get(payload, sub.zip)
+		}
 		if fan != nil {
-			fan.add(sub.c, sub.sid, topic, codec, payload)
+			fan.add(sub.c, sub.sid, topic, codec, body, zip)
 		} else {
-			sub.c.deliver(proto.AppendMessage(nil, sub.sid, topic, codec, payload), 1)
+			m := proto.AppendMessage(nil, sub.sid, topic, codec, body)
+			proto.SetCompression(m, zip)
+			sub.c.deliver(m, 1)
 		}
 		n++
 	}
+	packed.release()
 	clear(subs)
 	*mp = subs[:0]
 	matches.Put(mp)
 	return n
+}
+
+// packedPayload is a publish's payload compressed, once per compression
+// whatever the number of subscribers that take it, in pooled buffers that
+// live until the publish has queued its Messages.
+type packedPayload struct {
+	tried [4]bool // by compression
+	bufs  [4]*[]byte
+	raw   [4][]byte // what compressing wrote, for PutBuffer
+	ok    [4]bool   // it made the payload smaller: the Messages carry it
+}
+
+// get returns the payload compressed with zip if that makes it smaller,
+// else the payload as it is and CompressionNone.
+func (p *packedPayload) get(payload []byte, zip proto.Compression) ([]byte, proto.Compression) {
+	if !p.tried[zip] {
+		p.tried[zip] = true
+		p.bufs[zip] = compression.GetBuffer()
+		p.raw[zip] = compression.Append((*p.bufs[zip])[:0], payload, zip)
+		p.ok[zip] = len(p.raw[zip]) < len(payload)
+	}
+	if !p.ok[zip] {
+		return payload, proto.CompressionNone
+	}
+	return p.raw[zip], zip
+}
+
+// release gives the buffers back.
+func (p *packedPayload) release() {
+	for i, bp := range p.bufs {
+		if bp != nil {
+			compression.PutBuffer(bp, p.raw[i])
+		}
+	}
 }
 
 // fanout gathers the Messages a publishing connection's wake-up makes, by
@@ -262,7 +306,7 @@ type fanBatch struct {
 	n      int
 }
 
-func (f *fanout) add(c *conn, sid uint32, topic []byte, codec proto.Codec, payload []byte) {
+func (f *fanout) add(c *conn, sid uint32, topic []byte, codec proto.Codec, payload []byte, zip proto.Compression) {
 	b := f.to[c]
 	if b == nil {
 		if f.to == nil {
@@ -276,7 +320,9 @@ func (f *fanout) add(c *conn, sid uint32, topic []byte, codec proto.Codec, paylo
 		f.to[c] = b
 		f.order = append(f.order, c)
 	}
+	start := len(b.frames)
 	b.frames = proto.AppendMessage(b.frames, sid, topic, codec, payload)
+	proto.SetCompression(b.frames[start:], zip)
 	b.n++
 }
 
@@ -332,6 +378,11 @@ func (c *conn) subscribe(f *proto.Frame, out []byte) ([]byte, *ending) {
 		return proto.AppendUnsubscribe(out, f.ID, proto.CodeResourceExhausted, "too many subscriptions on this connection"), nil
 	}
 	sub := &subscription{c: c, sid: f.ID, pattern: string(f.Route)}
+	if takes, ok := f.Metadata.Get(proto.MetaCompression); ok && c.s.opts.CompressMin >= 0 {
+		if cs := proto.ParseCompressionList(takes); len(cs) > 0 {
+			sub.zip = cs[0] // every compression the list parses to is one the server does
+		}
+	}
 	if c.subs == nil {
 		c.subs = make(map[uint32]*subscription)
 	}

@@ -37,7 +37,8 @@ Ctrl-C, or until it has printed -n messages. If the connection drops, the
 client reconnects and subscribes again by itself; messages published in
 between are not delivered.`,
 	example: `rpcd sub 'orders.>'
-rpcd sub -n 1 orders.eu.created`,
+rpcd sub -n 1 orders.eu.created
+rpcd sub -compress zstd 'logs.>'`,
 	setup: setupSub,
 }
 
@@ -100,6 +101,8 @@ type subFlags struct {
 func setupSub(fs *flag.FlagSet) func(*cli, []string) error {
 	f := &subFlags{}
 	f.define(fs)
+	f.compress.define(fs)
+	fs.Lookup("compress").Usage = "ask for the messages' payloads of 1 KiB or more compressed in `zstd` or gzip, where the server takes it (docs/protocol.md, \"Compression\"); they print as published"
 	fs.IntVar(&f.n, "n", 0, "exit after `N` messages; 0 means run until Ctrl-C")
 	return func(c *cli, args []string) error { return c.sub(f, args) }
 }

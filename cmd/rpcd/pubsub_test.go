@@ -51,6 +51,43 @@ func TestProcessPubSub(t *testing.T) {
 	}
 }
 
+// TestProcessSubCompressed: `rpcd sub -compress zstd` prints a message
+// that came compressed as it was published.
+func TestProcessSubCompressed(t *testing.T) {
+	d := startServe(t)
+	sub := exec.Command(rpcdBin, "sub", "-addr", d.addr, "-n", "1", "-compress", "zstd", "logs.>")
+	var out bytes.Buffer
+	var errs syncBuffer
+	sub.Stdout, sub.Stderr = &out, &errs
+	if err := sub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sub.Wait() }()
+	defer sub.Process.Kill()
+	for i := 0; !strings.Contains(errs.String(), "sub: subscribed to logs.>"); i++ {
+		if i == 1000 {
+			t.Fatalf("sub did not subscribe; stderr:\n%s", errs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	line := strings.Repeat("GET /index.html 200; ", 200) // 4,200 bytes: compressed
+	if r := rpcd(t, "", "pub", "-addr", d.addr, "-raw", "logs.web", line); r.code != 0 {
+		t.Fatalf("pub: exit %d\n%s", r.code, r.stderr)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("sub: %v\n%s", err, errs.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("sub did not exit after its message; stdout:\n%s", out.String())
+	}
+	if want := "logs.web " + line + "\n"; out.String() != want {
+		t.Fatalf("sub printed %d bytes, want the %d published", out.Len(), len(want))
+	}
+}
+
 func TestPubSubUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"pub", "orders.*", "1"},
@@ -58,6 +95,7 @@ func TestPubSubUsage(t *testing.T) {
 		{"pub", "orders"},
 		{"sub", "orders..x"},
 		{"sub", "-n", "-1", "orders"},
+		{"sub", "-compress", "brotli", "orders"},
 		{"sub"},
 	} {
 		if r := rpcd(t, "", args...); r.code != 2 {

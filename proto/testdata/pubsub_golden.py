@@ -27,6 +27,40 @@ vs = [
    frame(UNSUBSCRIBE, 2, struct.pack(">H", 8) + b"too many subscriptions"),
    'Unsubscribe id=2 code=ResourceExhausted message="too many subscriptions" (from the server)'),
 ]
+# Compressed Messages (docs/protocol.md, "Compression"): a Subscribe naming what its
+# subscriber takes, and a Message whose payload is gzip as Python writes it with mtime=0.
+# Run: python3 proto/testdata/pubsub_golden.py compression
+import gzip, sys
+def meta(key, val):
+    return struct.pack(">B", len(key)) + key + struct.pack(">H", len(val)) + val
+body = b'{"id":42,"items":["a","a","a","a","a","a","a","a"]}'
+packed = gzip.compress(body, mtime=0)
+zvs = [
+ ("subscribe-compression", "Subscribe", dict(id=1, route="orders.>"), ["rpcd-compression=zstd,gzip"],
+   frame(SUBSCRIBE, 1, route=b"orders.>", md=meta(b"rpcd-compression", b"zstd,gzip")),
+   'Subscribe id=1 route="orders.>" metadata={rpcd-compression: zstd,gzip}`: a subscriber that takes compressed Messages (see "Compression")'),
+ ("message-gzip", "Message", dict(id=1, codec="json", flags="gzip", route="orders.eu.created",
+   payloadhex=" ".join("%02x" % x for x in packed), expands=body.decode()), [],
+   frame(MESSAGE, 1, packed, route=b"orders.eu.created", codec=JSON, flags=0x02),
+   'Message id=1 flags=gzip route="orders.eu.created" codec=JSON`, its payload `%s` compressed with gzip (%d bytes, as Python\'s `gzip.compress(data, mtime=0)` writes them)' % (body.decode(), len(packed))),
+]
+if len(sys.argv) > 1 and sys.argv[1] == "compression":
+    for name, kind, f, md, b, _ in zvs:
+        print("name: " + name); print("kind: " + kind)
+        for k, v in f.items(): print("%s: %s" % (k, v))
+        for m in md: print("meta: " + m)
+        for l in hexlines(b): print("hex: " + l)
+        print()
+    print("=====DOC")
+    for name, kind, f, md, b, desc in zvs:
+        print("`" + desc + ":")
+        print()
+        print("```")
+        for i in range(0, len(b), 16):
+            c = b[i:i+16]; print("  ".join(" ".join("%02x" % x for x in c[j:j+4]) for j in range(0, len(c), 4)))
+        print("```")
+        print()
+    sys.exit(0)
 for name, kind, f, b, _ in vs:
     print("name: " + name); print("kind: " + kind)
     for k, v in f.items(): print("%s: %s" % (k, v))
