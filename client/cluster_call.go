@@ -97,7 +97,7 @@ func (k *Cluster) do(ctx context.Context, codec proto.Codec, route string, paylo
 	if err != nil {
 		return err
 	}
-	if k.opts.Hedge.Delay > 0 && k.opts.Idempotent != nil && k.opts.Idempotent(route) {
+	if k.hedged(route) {
 		return k.hedge(ctx, h, route, md, payload, cl)
 	}
 	var s sending
@@ -191,6 +191,20 @@ func (k *Cluster) goCall(ctx context.Context, codec proto.Codec, route string, p
 		f.complete(err)
 		return
 	}
+	if k.hedged(route) {
+		// A goroutine waits out the delay and takes the first reply, as
+		// Call does; payload is the future's own (resends).
+		go func() {
+			cl := getCall()
+			err := k.hedge(ctx, h, route, md, payload, cl)
+			if err == nil {
+				f.reply = cl.reply
+			}
+			putCall(cl) // which drops cl.reply, now f's
+			f.complete(err)
+		}()
+		return
+	}
 	if k.resends() {
 		f.k, f.ctx, f.h, f.md, f.payload = k, ctx, h, md, payload
 	}
@@ -214,7 +228,14 @@ func (k *Cluster) goOn(n *node, ctx context.Context, h proto.Header, route strin
 func (k *Cluster) codec() handler.Codec     { return k.opts.Codec }
 func (k *Cluster) interceptor() Interceptor { return k.icpt }
 
-func (k *Cluster) resends() bool { return k.opts.resends() }
+// resends reports whether a call may be sent more than once: by the retry
+// rules, or as a hedged copy.
+func (k *Cluster) resends() bool { return k.opts.resends() || k.opts.Hedge.Delay > 0 }
+
+// hedged reports whether calls to route are hedged (Hedge).
+func (k *Cluster) hedged(route string) bool {
+	return k.opts.Hedge.Delay > 0 && k.opts.Idempotent != nil && k.opts.Idempotent(route)
+}
 
 // resend takes over a Go call whose attempt failed with err if the rules
 // send it again: a goroutine then sends it, as Call would, and completes

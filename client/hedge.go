@@ -14,8 +14,8 @@ import (
 // of a service's latency (a node in a pause, a slow disk) at the cost of
 // the copies: at most one per call, and only for the calls slower than
 // Delay, so a Delay near the route's 95th or 99th percentile sends a copy
-// for one call in 20 or 100. Hedged calls are Call and CallRaw; Go and
-// GoRaw futures are not hedged.
+// for one call in 20 or 100. Call, CallRaw, Go and GoRaw are hedged alike;
+// a hedged future costs a goroutine that waits for its copies.
 type Hedge struct {
 	// Delay is how long a call waits for its first node before its copy
 	// goes to a second; 0, the default, hedges nothing.

@@ -123,6 +123,56 @@ func TestClusterHedge(t *testing.T) {
 	waitFor(t, func() bool { return slow.cancels.Load() == slow.runs.Load() })
 }
 
+// TestClusterHedgeFutures: Go and GoRaw are hedged as Call is: the
+// futures that start on the slow node get the fast node's answer through a
+// copy, the slow copies are cancelled, and a route that is not idempotent
+// is not hedged. The request given to GoRaw is the caller's again at once.
+func TestClusterHedgeFutures(t *testing.T) {
+	slow, fast := newHedgeNode(t, true), newHedgeNode(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	k, err := client.DialService(ctx, "static://"+slow.addr+","+fast.addr+"/svc", client.ServiceOptions{
+		Options: client.Options{MaxRetries: -1, Idempotent: client.RouteSet("Maybe/Slow")},
+		Hedge:   client.Hedge{Delay: 20 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+
+	const calls = 20
+	futures := make([]*client.Future, calls)
+	req := []byte("the caller's")
+	for i := range futures {
+		if i%2 == 0 {
+			futures[i] = k.GoRaw(ctx, "Maybe/Slow", req)
+			copy(req, "overwritten!") // GoRaw's copy is its own
+		} else {
+			futures[i] = k.Go(ctx, "Maybe/Slow", nil, nil) // the reply is raw: dropped, not decoded
+		}
+	}
+	for i, f := range futures {
+		if err := f.Wait(); err != nil {
+			t.Fatalf("future %d: %v", i, err)
+		}
+		if i%2 == 0 && string(f.Reply()) != "fast" {
+			t.Fatalf("future %d: %q, want the fast node's answer", i, f.Reply())
+		}
+	}
+	if h := k.Hedges(); h != calls/2 || int64(h) != slow.runs.Load() {
+		t.Fatalf("%d of %d futures hedged, %d runs on the slow node; want the half that went there first", h, calls, slow.runs.Load())
+	}
+	waitFor(t, func() bool { return slow.cancels.Load() == slow.runs.Load() })
+
+	cctx, ccancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer ccancel()
+	a, b := k.GoRaw(cctx, "Once/Slow", nil), k.GoRaw(cctx, "Once/Slow", nil)
+	errA, errB := a.Wait(), b.Wait()
+	if late := handler.CodeOf(errA) == proto.CodeDeadlineExceeded || handler.CodeOf(errB) == proto.CodeDeadlineExceeded; !late || k.Hedges() != calls/2 {
+		t.Fatalf("Once/Slow futures: %v and %v, %d copies; want one to run out of time on the slow node, and no copy", errA, errB, k.Hedges()-calls/2)
+	}
+}
+
 // TestClusterHedgeOneNode: with one node there is no second to send a
 // copy to; the call waits for the one it has.
 func TestClusterHedgeOneNode(t *testing.T) {
