@@ -42,7 +42,8 @@ memory and goroutines in the second half of the windows are at most 10%
 (and 8 MiB, or 16 goroutines) above those of the first half. Otherwise it
 says what failed and exits 1.`,
 	example: `rpcd soak -c 1000 -rate 100 -d 5m
-rpcd soak -c 10000 -rate 10 -d 2m -json`,
+rpcd soak -c 10000 -rate 10 -d 2m -json
+rpcd soak -c 100 -rate 50 -d 1m -scenario EchoString2000 -compress zstd`,
 	setup: setupSoak,
 }
 
@@ -58,6 +59,7 @@ type soakFlags struct {
 	timeout  time.Duration
 	jsonOut  bool
 	sec      clientSecurityFlags
+	compress compressFlag
 }
 
 func setupSoak(fs *flag.FlagSet) func(*cli, []string) error {
@@ -72,6 +74,7 @@ func setupSoak(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "deadline of each call, and bound on connecting")
 	fs.BoolVar(&f.jsonOut, "json", false, "write the report as JSON on standard output")
 	f.sec.define(fs)
+	f.compress.define(fs)
 	return func(c *cli, args []string) error { return c.soak(f, args) }
 }
 
@@ -103,6 +106,7 @@ type soakReport struct {
 	Scenario    string             `json:"scenario"`
 	Conns       int                `json:"conns"`
 	RatePerConn float64            `json:"rate_per_conn"`
+	Compression string             `json:"compression,omitempty"` // -compress: what the clients ask for
 	Server      string             `json:"server"`
 	Idle        builtin.StatsReply `json:"server_idle"`      // before the load's connections
 	Connected   builtin.StatsReply `json:"server_connected"` // with them, before any call
@@ -121,6 +125,15 @@ type soakReport struct {
 	Judged            int          `json:"windows_judged"`
 	GOMAXPROCS        int          `json:"gomaxprocs"`
 	DialSec           float64      `json:"dial_sec"`
+}
+
+// compressed says, after the scenario's name, what compression the clients
+// asked for: empty for none.
+func (r *soakReport) compressed() string {
+	if r.Compression == "" {
+		return ""
+	}
+	return " (compressed: " + r.Compression + ")"
 }
 
 // Flatness: how much a peak may grow from the first half of the judged
@@ -162,9 +175,12 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 	}
 	defer stopTarget()
 	rep := &soakReport{Scenario: sc.name, Conns: f.conns, RatePerConn: f.rate, Server: target.String(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
-	fmt.Fprintf(c.stderr, "soak: %s on %d connections × %v calls/s for %v after %v, server %s\n", sc.name, f.conns, f.rate, f.duration, f.warmup, rep.Server)
+	if f.compress.name != "" && f.compress.name != "none" {
+		rep.Compression = f.compress.name
+	}
+	fmt.Fprintf(c.stderr, "soak: %s%s on %d connections × %v calls/s for %v after %v, server %s\n", sc.name, rep.compressed(), f.conns, f.rate, f.duration, f.warmup, rep.Server)
 
-	bf := &benchFlags{timeout: f.timeout, maxFrame: proto.DefaultMaxFrameSize, sec: f.sec}
+	bf := &benchFlags{timeout: f.timeout, maxFrame: proto.DefaultMaxFrameSize, sec: f.sec, compress: f.compress}
 	statsCl, err := c.dialBench(ctx, target.addr, 1, bf)
 	if err != nil {
 		return err
@@ -361,7 +377,7 @@ func (c *cli) writeSoak(rep *soakReport, jsonOut bool) error {
 		return c.write(append(b, '\n'))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak: %s, %d connections × %v calls/s, server %s, GOMAXPROCS %d\n", rep.Scenario, rep.Conns, rep.RatePerConn, rep.Server, rep.GOMAXPROCS)
+	fmt.Fprintf(&b, "soak: %s%s, %d connections × %v calls/s, server %s, GOMAXPROCS %d\n", rep.Scenario, rep.compressed(), rep.Conns, rep.RatePerConn, rep.Server, rep.GOMAXPROCS)
 	fmt.Fprintf(&b, "server idle: heap %s, rss %s, %d goroutines; with the connections: heap %s, rss %s, %d goroutines\n",
 		mib(rep.Idle.HeapInuse), mib(rep.Idle.RSS), rep.Idle.Goroutines, mib(rep.Connected.HeapInuse), mib(rep.Connected.RSS), rep.Connected.Goroutines)
 	fmt.Fprintf(&b, "server memory per connection: heap %s, rss %s; under load (the last window): heap %s, rss %s\n\n",

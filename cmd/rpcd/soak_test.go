@@ -72,4 +72,30 @@ func TestProcessSoak(t *testing.T) {
 	if rep.Connected.Conns != 51 || rep.Idle.Conns != 1 {
 		t.Errorf("connections idle %d, connected %d; want 1 and 51", rep.Idle.Conns, rep.Connected.Conns)
 	}
+	if rep.Compression != "" {
+		t.Errorf("compression %q, asked for none", rep.Compression)
+	}
+}
+
+// TestProcessSoakCompressed: -compress reaches the soak's clients, whose
+// 2,000-character strings then travel compressed, and the report says so.
+func TestProcessSoakCompressed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for seconds")
+	}
+	r := rpcd(t, "", "soak", "-c", "10", "-rate", "40", "-d", "2s", "-warmup", "1s", "-every", "1s",
+		"-scenario", "EchoString2000", "-compress", "zstd", "-json")
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	var rep soakReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, r.stdout)
+	}
+	if rep.Compression != "zstd" || rep.Errors != 0 || rep.Calls == 0 || !strings.Contains(r.stderr, "EchoString2000 (compressed: zstd)") {
+		t.Fatalf("compression %q, calls %d, errors %d; stderr:\n%s", rep.Compression, rep.Calls, rep.Errors, r.stderr)
+	}
+	if r := rpcd(t, "", "soak", "-compress", "brotli"); r.code != 2 {
+		t.Fatalf("-compress brotli: exit %d, want 2\n%s", r.code, r.stderr)
+	}
 }
