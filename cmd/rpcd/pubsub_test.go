@@ -9,26 +9,34 @@ import (
 	"time"
 )
 
-// TestProcessPubSub: `rpcd sub` prints what `rpcd pub` publishes to the
-// topics its pattern matches, and exits after -n messages.
-func TestProcessPubSub(t *testing.T) {
-	d := startServe(t)
-	sub := exec.Command(rpcdBin, "sub", "-addr", d.addr, "-n", "2", "orders.>")
-	var out bytes.Buffer
-	var errs syncBuffer
-	sub.Stdout, sub.Stderr = &out, &errs
+// startSub starts `rpcd sub` with args, the pattern last, and returns once it
+// has subscribed: its output, its standard error, and its exit. The test
+// kills it at its end if it is still running.
+func startSub(t *testing.T, args ...string) (*bytes.Buffer, *syncBuffer, <-chan error) {
+	t.Helper()
+	sub := exec.Command(rpcdBin, append([]string{"sub"}, args...)...)
+	out, errs := &bytes.Buffer{}, &syncBuffer{}
+	sub.Stdout, sub.Stderr = out, errs
 	if err := sub.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- sub.Wait() }()
-	defer sub.Process.Kill()
-	for i := 0; !strings.Contains(errs.String(), "sub: subscribed to orders.>"); i++ {
+	t.Cleanup(func() { sub.Process.Kill() })
+	for i := 0; !strings.Contains(errs.String(), "sub: subscribed to "+args[len(args)-1]); i++ {
 		if i == 1000 {
 			t.Fatalf("sub did not subscribe; stderr:\n%s", errs.String())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	return out, errs, done
+}
+
+// TestProcessPubSub: `rpcd sub` prints what `rpcd pub` publishes to the
+// topics its pattern matches, and exits after -n messages.
+func TestProcessPubSub(t *testing.T) {
+	d := startServe(t)
+	out, errs, done := startSub(t, "-addr", d.addr, "-n", "2", "orders.>")
 	for _, args := range [][]string{
 		{"pub", "-addr", d.addr, "other.topic", `"not for sub"`},
 		{"pub", "-addr", d.addr, "orders.eu.created", `{"id": 1}`},
@@ -55,22 +63,7 @@ func TestProcessPubSub(t *testing.T) {
 // that came compressed as it was published.
 func TestProcessSubCompressed(t *testing.T) {
 	d := startServe(t)
-	sub := exec.Command(rpcdBin, "sub", "-addr", d.addr, "-n", "1", "-compress", "zstd", "logs.>")
-	var out bytes.Buffer
-	var errs syncBuffer
-	sub.Stdout, sub.Stderr = &out, &errs
-	if err := sub.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- sub.Wait() }()
-	defer sub.Process.Kill()
-	for i := 0; !strings.Contains(errs.String(), "sub: subscribed to logs.>"); i++ {
-		if i == 1000 {
-			t.Fatalf("sub did not subscribe; stderr:\n%s", errs.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	out, errs, done := startSub(t, "-addr", d.addr, "-n", "1", "-compress", "zstd", "logs.>")
 	line := strings.Repeat("GET /index.html 200; ", 200) // 4,200 bytes: compressed
 	if r := rpcd(t, "", "pub", "-addr", d.addr, "-raw", "logs.web", line); r.code != 0 {
 		t.Fatalf("pub: exit %d\n%s", r.code, r.stderr)

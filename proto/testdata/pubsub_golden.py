@@ -44,15 +44,16 @@ zvs = [
    frame(MESSAGE, 1, packed, route=b"orders.eu.created", codec=JSON, flags=0x02),
    'Message id=1 flags=gzip route="orders.eu.created" codec=JSON`, its payload `%s` compressed with gzip (%d bytes, as Python\'s `gzip.compress(data, mtime=0)` writes them)' % (body.decode(), len(packed))),
 ]
-if len(sys.argv) > 1 and sys.argv[1] == "compression":
-    for name, kind, f, md, b, _ in zvs:
+def emit(vectors):
+    """Prints the vectors for golden.txt, then =====DOC and their blocks for the page."""
+    for name, kind, f, md, b, _ in vectors:
         print("name: " + name); print("kind: " + kind)
         for k, v in f.items(): print("%s: %s" % (k, v))
         for m in md: print("meta: " + m)
         for l in hexlines(b): print("hex: " + l)
         print()
     print("=====DOC")
-    for name, kind, f, md, b, desc in zvs:
+    for name, kind, f, md, b, desc in vectors:
         print("`" + desc + ":")
         print()
         print("```")
@@ -60,18 +61,7 @@ if len(sys.argv) > 1 and sys.argv[1] == "compression":
             c = b[i:i+16]; print("  ".join(" ".join("%02x" % x for x in c[j:j+4]) for j in range(0, len(c), 4)))
         print("```")
         print()
-    sys.exit(0)
-for name, kind, f, b, _ in vs:
-    print("name: " + name); print("kind: " + kind)
-    for k, v in f.items(): print("%s: %s" % (k, v))
-    for l in hexlines(b): print("hex: " + l)
-    print()
-print("=====DOC")
-for name, kind, f, b, desc in vs:
-    print("`" + desc + "`:")
-    print()
-    print("```")
-    for i in range(0, len(b), 16):
-        c = b[i:i+16]; print("  ".join(" ".join("%02x" % x for x in c[j:j+4]) for j in range(0, len(c), 4)))
-    print("```")
-    print()
+if len(sys.argv) > 1 and sys.argv[1] == "compression":
+    emit(zvs)
+else:
+    emit([(name, kind, f, [], b, desc + "`") for name, kind, f, b, desc in vs])
