@@ -36,30 +36,22 @@ zvs = [
    expands=text.decode()), [], frame(0x19, 1, packed, flags=0x02)),
 ]
 import sys
-if len(sys.argv) > 1 and sys.argv[1] == "compression":
-    for name, kind, f, md, b in zvs:
+def emit(vectors):
+    """Prints the vectors for golden.txt, then =====DOC and each one's name and block for the page."""
+    for name, kind, f, md, b in vectors:
         print("name: " + name); print("kind: " + kind)
         for k, v in f.items(): print("%s: %s" % (k, v))
         for m in md: print("meta: " + m)
         for l in hexlines(b): print("hex: " + l)
         print()
     print("=====DOC")
-    for name, kind, f, md, b in zvs:
+    for name, kind, f, md, b in vectors:
         print(name)
         print("```")
         for i in range(0,len(b),16):
             c=b[i:i+16]; print("  ".join(" ".join("%02x"%x for x in c[j:j+4]) for j in range(0,len(c),4)))
         print("```")
-    sys.exit(0)
-for name, kind, f, b in vs:
-    print("name: " + name); print("kind: " + kind)
-    for k, v in f.items(): print("%s: %s" % (k, v))
-    for l in hexlines(b): print("hex: " + l)
-    print()
-print("=====DOC")
-for name, kind, f, b in vs:
-    print(name)
-    print("```")
-    for i in range(0,len(b),16):
-        c=b[i:i+16]; print("  ".join(" ".join("%02x"%x for x in c[j:j+4]) for j in range(0,len(c),4)))
-    print("```")
+if len(sys.argv) > 1 and sys.argv[1] == "compression":
+    emit(zvs)
+else:
+    emit([(name, kind, f, [], b) for name, kind, f, b in vs])
