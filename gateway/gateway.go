@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/auth"
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -71,6 +72,13 @@ type Options struct {
 	// Logger receives the gateway's logs (a handler's panic); default
 	// slog.Default().
 	Logger *slog.Logger
+
+	// CompressMin is the smallest reply body, in bytes, compressed for a
+	// client whose Accept-Encoding takes zstd or gzip (when compressing
+	// makes it smaller); 0 means 1 KiB, negative sends every reply as it
+	// is. Request bodies in Content-Encoding zstd or gzip are expanded
+	// whatever it is.
+	CompressMin int
 }
 
 // Gateway is an http.Handler that calls a registry's routes. It is safe
@@ -94,6 +102,9 @@ func New(reg *handler.Registry, opts Options) *Gateway {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.CompressMin == 0 {
+		opts.CompressMin = 1 << 10
 	}
 	return &Gateway{reg: reg, opts: opts, log: opts.Logger}
 }
@@ -133,6 +144,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	codec, err := codecOf(r.Header.Get("Content-Type"))
 	if err != nil {
+		g.fail(w, http.StatusUnsupportedMediaType, err)
+		return
+	}
+	bodyZip, err := contentEncoding(r.Header.Values("Content-Encoding"))
+	if err != nil {
+		w.Header().Set("Accept-Encoding", "zstd, gzip")
 		g.fail(w, http.StatusUnsupportedMediaType, err)
 		return
 	}
@@ -179,6 +196,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, http.StatusRequestEntityTooLarge, err)
 		return
 	}
+	if bodyZip != proto.CompressionNone {
+		xp := compression.GetBuffer()
+		expanded, err := compression.Expand((*xp)[:0], body, bodyZip, limit)
+		defer func() { compression.PutBuffer(xp, expanded) }()
+		switch {
+		case errors.Is(err, compression.ErrTooLarge):
+			g.fail(w, http.StatusRequestEntityTooLarge, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
+				Message: "body expands past the limit of " + strconv.Itoa(max(limit, 0)) + " (the frame limit, less the route and metadata)"})
+			return
+		case err != nil:
+			g.fail(w, http.StatusBadRequest, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
+				Message: "body does not expand as its Content-Encoding says: " + err.Error()})
+			return
+		}
+		body = expanded
+	}
 
 	call := &handler.Call{
 		Route: rt.Name(), ID: g.ids.Add(1), Codec: codec, Metadata: md,
@@ -220,9 +253,96 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		h.Set("Content-Type", ContentJSON)
 	}
-	h.Set("Content-Length", strconv.Itoa(len(out)))
+	reply := out
+	if g.opts.CompressMin >= 0 {
+		h.Set("Vary", "Accept-Encoding")
+		if zip := g.replyCompression(r, len(out)); zip != proto.CompressionNone {
+			zp := compression.GetBuffer()
+			z := compression.Append((*zp)[:0], out, zip)
+			defer func() { compression.PutBuffer(zp, z) }()
+			if len(z) < len(out) {
+				reply = z
+				h.Set("Content-Encoding", zip.String())
+			}
+		}
+	}
+	h.Set("Content-Length", strconv.Itoa(len(reply)))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(out)
+	_, _ = w.Write(reply)
+}
+
+// replyCompression returns the compression for a reply of n bytes to r:
+// none under CompressMin, else what r's Accept-Encoding takes.
+func (g *Gateway) replyCompression(r *http.Request, n int) proto.Compression {
+	if n < g.opts.CompressMin {
+		return proto.CompressionNone
+	}
+	return acceptEncoding(r.Header.Values("Accept-Encoding"))
+}
+
+// contentEncoding returns the compression a request body's
+// Content-Encoding names: none for no header or identity, zstd or gzip
+// (x-gzip); any other, or more than one coding, is refused.
+func contentEncoding(values []string) (proto.Compression, error) {
+	var codings []string
+	for _, v := range values {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	switch {
+	case len(codings) == 0:
+		return proto.CompressionNone, nil
+	case len(codings) > 1:
+	case codings[0] == "zstd":
+		return proto.CompressionZstd, nil
+	case codings[0] == "gzip" || codings[0] == "x-gzip":
+		return proto.CompressionGzip, nil
+	}
+	return proto.CompressionNone, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
+		Message: "Content-Encoding " + strings.Join(codings, ", ") + ": want zstd, gzip or none"}
+}
+
+// acceptEncoding returns the compression to answer in for an
+// Accept-Encoding (RFC 9110, 12.5.3): zstd or gzip, whichever has the
+// higher weight, zstd on a tie; "*" stands for both unless named apart; a
+// weight of 0 refuses. None when it takes neither.
+func acceptEncoding(values []string) proto.Compression {
+	z, gz, star := -1.0, -1.0, 0.0 // -1: not named
+	for _, v := range values {
+		for item := range strings.SplitSeq(v, ",") {
+			coding, params, _ := strings.Cut(item, ";")
+			weight := 1.0
+			if k, val, ok := strings.Cut(strings.TrimSpace(params), "="); ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+					weight = f
+				}
+			}
+			switch coding = strings.TrimSpace(coding); {
+			case strings.EqualFold(coding, "zstd"):
+				z = weight
+			case strings.EqualFold(coding, "gzip"), strings.EqualFold(coding, "x-gzip"):
+				gz = weight
+			case coding == "*":
+				star = weight
+			}
+		}
+	}
+	if z < 0 {
+		z = star
+	}
+	if gz < 0 {
+		gz = star
+	}
+	switch {
+	case z > 0 && z >= gz:
+		return proto.CompressionZstd
+	case gz > 0:
+		return proto.CompressionGzip
+	}
+	return proto.CompressionNone
 }
 
 // fail writes err as a JSON error body, with status, or the status that

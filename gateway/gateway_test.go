@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/auth"
+	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/gateway"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/leaktest"
@@ -544,5 +545,98 @@ func TestCurl(t *testing.T) {
 		if got := run(tc.args...); !strings.Contains(got, tc.want) {
 			t.Errorf("curl %q: got %q, want it to contain %q", tc.args, got, tc.want)
 		}
+	}
+	// --compressed: curl asks for the codings it has (gzip always, zstd in
+	// Debian's build), gets one, and expands it.
+	raw := []string{"-H", "Content-Type: application/octet-stream", "--data-binary", "5000", url + "/rpc/Test/Big"}
+	if got := run(append([]string{"--compressed"}, raw...)...); got != strings.Repeat("x", 5000)+" 200" {
+		t.Errorf("curl --compressed: %d bytes, want 5000 x's and 200", len(got))
+	}
+	if hdr := strings.ToLower(run(append([]string{"--compressed", "-D", "-", "-o", "/dev/null"}, raw...)...)); !strings.Contains(hdr, "content-encoding: zstd") && !strings.Contains(hdr, "content-encoding: gzip") {
+		t.Errorf("curl --compressed got no Content-Encoding:\n%s", hdr)
+	}
+}
+
+// TestContentEncoding: a reply of CompressMin bytes or more goes in the
+// coding the request's Accept-Encoding weighs highest of zstd and gzip (zstd
+// on a tie), and as it is otherwise; a request body in Content-Encoding
+// zstd or gzip is expanded before the route sees it, within the body's
+// limit; another coding is refused with 415, a body that does not expand
+// with 400, one that expands past the limit with 413.
+func TestContentEncoding(t *testing.T) {
+	url, c := serve(t, gateway.New(testRegistry(t), gateway.Options{Limits: proto.Limits{MaxFrameSize: 64 << 10}}))
+	big := strings.Repeat("x", 5000)
+	for _, tc := range []struct {
+		accept, size string
+		want         proto.Compression
+	}{
+		{"zstd", "5000", proto.CompressionZstd},
+		{"gzip", "5000", proto.CompressionGzip},
+		{"gzip, deflate, br, zstd", "5000", proto.CompressionZstd},
+		{"gzip, zstd;q=0.5", "5000", proto.CompressionGzip},
+		{"x-gzip", "5000", proto.CompressionGzip},
+		{"*", "5000", proto.CompressionZstd},
+		{"*, zstd;q=0", "5000", proto.CompressionGzip},
+		{"zstd;q=0, gzip;q=0", "5000", proto.CompressionNone},
+		{"identity", "5000", proto.CompressionNone},
+		{"br", "5000", proto.CompressionNone},
+		{"gzip", "100", proto.CompressionNone}, // under CompressMin
+	} {
+		status, h, body := post(t, c, url, "Test/Big", gateway.ContentRaw, tc.size, "Accept-Encoding", tc.accept)
+		if status != http.StatusOK || h.Get("Vary") != "Accept-Encoding" {
+			t.Fatalf("Accept-Encoding %q: %d, Vary %q", tc.accept, status, h.Get("Vary"))
+		}
+		got := []byte(body)
+		if tc.want == proto.CompressionNone {
+			if ce := h.Get("Content-Encoding"); ce != "" {
+				t.Fatalf("Accept-Encoding %q: Content-Encoding %q, want none", tc.accept, ce)
+			}
+		} else {
+			if ce := h.Get("Content-Encoding"); ce != tc.want.String() {
+				t.Fatalf("Accept-Encoding %q: Content-Encoding %q, want %v", tc.accept, ce, tc.want)
+			}
+			var err error
+			if got, err = compression.Expand(nil, got, tc.want, 1<<20); err != nil {
+				t.Fatalf("Accept-Encoding %q: %v", tc.accept, err)
+			}
+		}
+		if n, _ := strconv.Atoi(tc.size); string(got) != big[:n] {
+			t.Fatalf("Accept-Encoding %q: %d bytes, want %s x's", tc.accept, len(got), tc.size)
+		}
+	}
+
+	sum := []byte(`{"a":1,"b":2}`)
+	for _, zip := range compression.Supported() {
+		status, _, body := post(t, c, url, "Math/Sum", gateway.ContentJSON, string(compression.Append(nil, sum, zip)), "Content-Encoding", zip.String())
+		if status != http.StatusOK || body != "3" {
+			t.Fatalf("a body in %v: %d %q", zip, status, body)
+		}
+	}
+	for _, tc := range []struct {
+		encoding, body string
+		status         int
+		code           string
+	}{
+		{"br", "x", http.StatusUnsupportedMediaType, "InvalidArgument"},
+		{"gzip, zstd", "x", http.StatusUnsupportedMediaType, "InvalidArgument"},
+		{"gzip", "not gzip", http.StatusBadRequest, "InvalidArgument"},
+		{"zstd", string(compression.Append(nil, make([]byte, 100<<10), proto.CompressionZstd)), http.StatusRequestEntityTooLarge, "ResourceExhausted"},
+	} {
+		status, h, body := post(t, c, url, "Bytes/Echo", gateway.ContentRaw, tc.body, "Content-Encoding", tc.encoding)
+		var e struct{ Code string }
+		_ = json.Unmarshal([]byte(body), &e)
+		if status != tc.status || e.Code != tc.code {
+			t.Fatalf("Content-Encoding %q: %d %q, want %d %s", tc.encoding, status, body, tc.status, tc.code)
+		}
+		if status == http.StatusUnsupportedMediaType && h.Get("Accept-Encoding") != "zstd, gzip" {
+			t.Fatalf("a 415 for Content-Encoding %q says Accept-Encoding %q", tc.encoding, h.Get("Accept-Encoding"))
+		}
+	}
+
+	// Compression off: every reply as it is, and no Vary.
+	url, c = serve(t, gateway.New(testRegistry(t), gateway.Options{CompressMin: -1}))
+	status, h, body := post(t, c, url, "Test/Big", gateway.ContentRaw, "5000", "Accept-Encoding", "zstd, gzip")
+	if status != http.StatusOK || h.Get("Content-Encoding") != "" || h.Get("Vary") != "" || body != big {
+		t.Fatalf("compression off: %d, Content-Encoding %q, Vary %q, %d bytes", status, h.Get("Content-Encoding"), h.Get("Vary"), len(body))
 	}
 }

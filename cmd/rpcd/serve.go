@@ -79,7 +79,7 @@ func setupServe(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.DurationVar(&f.writeTimeout, "write-timeout", 0, "close a connection whose replies go unread for this long; 0 means 30s")
 	fs.DurationVar(&f.handshakeTimeout, "handshake-timeout", 0, "with authentication or TLS: how long a connection has to complete it; 0 means 5s")
 	fs.StringVar(&f.rateLimit, "rate-limit", "", "hold routes to rates, as `ROUTE=RATE[:BURST],...` in calls a second (burst: at once, default a second's worth); route * is every route not listed, each on its own; past it a call gets ResourceExhausted")
-	fs.IntVar(&f.compressMin, "compress-min", 0, "smallest reply payload compressed, in `bytes`, for a client that asks (zstd or gzip); 0 means 1024, negative turns compression off")
+	fs.IntVar(&f.compressMin, "compress-min", 0, "smallest reply payload compressed, in `bytes`, for a client that asks (zstd or gzip; on the gateway, by Accept-Encoding); 0 means 1024, negative turns compression off")
 	f.security.define(fs)
 	f.gateway.define(fs)
 	f.admin.define(fs)
@@ -194,7 +194,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		logger.Error("rpcd: cannot listen", "addr", f.addr, "err", err)
 		return exitStatus(exitFail)
 	}
-	gw, err := startGateway(&f.gateway, reg, proto.Limits{MaxFrameSize: f.maxFrame}, f.frameTimeout, f.idleTimeout, tlsConfig, authenticator, logger)
+	gw, err := startGateway(&f.gateway, reg, proto.Limits{MaxFrameSize: f.maxFrame}, f.compressMin, f.frameTimeout, f.idleTimeout, tlsConfig, authenticator, logger)
 	if err != nil {
 		logger.Error("rpcd: cannot listen", "gateway", f.gateway.addr, "err", err)
 		_ = srv.Shutdown(context.Background())

@@ -54,9 +54,9 @@ type httpGateway struct {
 }
 
 // startGateway listens on f.addr and serves reg's routes through a
-// gateway with the reactor's limits, TLS and authenticator; nil when no
-// -gateway is given.
-func startGateway(f *gatewayFlags, reg *handler.Registry, limits proto.Limits, frameTimeout, idleTimeout time.Duration,
+// gateway with the reactor's limits, compression (-compress-min), TLS and
+// authenticator; nil when no -gateway is given.
+func startGateway(f *gatewayFlags, reg *handler.Registry, limits proto.Limits, compressMin int, frameTimeout, idleTimeout time.Duration,
 	tlsConfig *tls.Config, authenticator auth.Authenticator, logger *slog.Logger) (*httpGateway, error) {
 	if f.addr == "" {
 		return nil, nil
@@ -81,7 +81,7 @@ func startGateway(f *gatewayFlags, reg *handler.Registry, limits proto.Limits, f
 		idleTimeout = 2 * time.Minute
 	}
 	g := &httpGateway{
-		gw:   gateway.New(reg, gateway.Options{Limits: limits, Authenticator: authenticator, Logger: logger}),
+		gw:   gateway.New(reg, gateway.Options{Limits: limits, CompressMin: compressMin, Authenticator: authenticator, Logger: logger}),
 		addr: ln.Addr(),
 		done: make(chan error, 1),
 	}

@@ -249,3 +249,40 @@ func TestServeGatewayMaxConns(t *testing.T) {
 		}
 	}
 }
+
+// TestServeGatewayCompression: `rpcd serve -gateway` answers a client
+// whose Accept-Encoding takes gzip with a gzipped reply, and
+// `-compress-min -1` turns that off on the gateway as on the main port.
+func TestServeGatewayCompression(t *testing.T) {
+	for _, tc := range []struct {
+		flags    []string
+		encoding string
+	}{
+		{nil, "gzip"},
+		{[]string{"-compress-min", "-1"}, ""},
+	} {
+		d := startServe(t, append([]string{"-log-format", "json", "-gateway", "127.0.0.1:0"}, tc.flags...)...)
+		url := "http://" + gatewayAddr(t, d.log.String()) + "/rpc/Bench/EchoString"
+		hc := &http.Client{Timeout: runTimeout, Transport: &http.Transport{DisableCompression: true}}
+		doc := `"` + strings.Repeat("compress me ", 300) + `"`
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(doc))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept-Encoding", "gzip")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		hc.CloseIdleConnections()
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != tc.encoding {
+			t.Fatalf("%q: %d, Content-Encoding %q, want %q", tc.flags, resp.StatusCode, resp.Header.Get("Content-Encoding"), tc.encoding)
+		}
+		if tc.encoding == "" && string(body) != doc || tc.encoding != "" && len(body) >= len(doc)/4 {
+			t.Fatalf("%q: a %d-byte reply to a %d-byte echo", tc.flags, len(body), len(doc))
+		}
+		if code := d.stop(t, syscall.SIGTERM); code != 0 {
+			t.Errorf("exit status %d; log:\n%s", code, d.log.String())
+		}
+	}
+}
