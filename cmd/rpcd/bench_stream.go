@@ -33,6 +33,7 @@ func isStreamScenario(name string) bool {
 // streamReport is what a stream run measured.
 type streamReport struct {
 	Scenario      string  `json:"scenario"`
+	Compression   string  `json:"compression,omitempty"` // -compress: what the streams settle, where the server takes it
 	Streams       int     `json:"streams"`
 	Bytes         int64   `json:"bytes_per_stream"`
 	Seconds       float64 `json:"seconds"`
@@ -121,6 +122,7 @@ func (c *cli) benchStream(f *benchFlags) error {
 	}
 	rep := streamReport{
 		Scenario: name, Streams: len(movers), Bytes: size, Seconds: round(secs, 3),
+		Compression: compressedName(f.compress.name),
 		MiBps:       round(float64(size)*float64(len(movers))/(1<<20)/secs, 0),
 		ServerHeap0: before.HeapInuse, ServerHeapMax: heapMax.Load(), ServerRSSMax: rssMax.Load(),
 		ServerTarget: target,
@@ -129,8 +131,12 @@ func (c *cli) benchStream(f *benchFlags) error {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		return c.write(append(b, '\n'))
 	}
+	label := name
+	if rep.Compression != "" {
+		label += " (compressed: " + rep.Compression + ")"
+	}
 	return c.write(fmt.Appendf(nil, "server: %s\n%s: %d stream(s) of %d MiB in %.3fs: %.0f MiB/s; server heap in use %.1f MiB before, peak %.1f MiB; server RSS peak %.1f MiB\n",
-		target, name, rep.Streams, size>>20, secs, rep.MiBps,
+		target, label, rep.Streams, size>>20, secs, rep.MiBps,
 		float64(rep.ServerHeap0)/(1<<20), float64(rep.ServerHeapMax)/(1<<20), float64(rep.ServerRSSMax)/(1<<20)))
 }
 

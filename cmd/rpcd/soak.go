@@ -175,9 +175,7 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 	}
 	defer stopTarget()
 	rep := &soakReport{Scenario: sc.name, Conns: f.conns, RatePerConn: f.rate, Server: target.String(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
-	if f.compress.name != "" && f.compress.name != "none" {
-		rep.Compression = f.compress.name
-	}
+	rep.Compression = compressedName(f.compress.name)
 	fmt.Fprintf(c.stderr, "soak: %s%s on %d connections × %v calls/s for %v after %v, server %s\n", sc.name, rep.compressed(), f.conns, f.rate, f.duration, f.warmup, rep.Server)
 
 	bf := &benchFlags{timeout: f.timeout, maxFrame: proto.DefaultMaxFrameSize, sec: f.sec, compress: f.compress}
