@@ -215,3 +215,46 @@ func TestCompressedMessagesPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClientFramesFromServer: a Subscribe or a Publish is a client's frame;
+// one from the server is a protocol error, which ends the connection with
+// a GoAway (Internal) naming it and fails the call waiting on it.
+func TestClientFramesFromServer(t *testing.T) {
+	for _, frame := range [][]byte{
+		proto.AppendSubscribe(nil, 1, "a.b"),
+		proto.AppendPublish(nil, "a.b", proto.CodecRaw, []byte("x")),
+	} {
+		kind := proto.Kind(frame[3])
+		goAway := make(chan proto.Frame, 1)
+		addr := fakeServer(t, func(nc net.Conn) {
+			call, err := readFrame(nc)
+			if err != nil || call.Kind != proto.KindRequest {
+				return
+			}
+			nc.Write(frame)
+			if f, err := readFrame(nc); err == nil {
+				goAway <- f
+			}
+		})
+		c, err := client.Dial(context.Background(), addr, client.Options{MaxRetries: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = c.CallRaw(ctx, "Any/Route", nil, nil)
+		cancel()
+		if err == nil {
+			t.Fatalf("a %v from the server: the call succeeded", kind)
+		}
+		select {
+		case f := <-goAway:
+			_, code, msg := f.GoAwayBody()
+			if f.Kind != proto.KindGoAway || code != proto.CodeInternal || !strings.Contains(string(msg), kind.String()) {
+				t.Fatalf("a %v from the server: the client sent %v %v %q, want GoAway Internal naming it", kind, f.Kind, code, msg)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a %v from the server: no GoAway from the client", kind)
+		}
+		c.Close()
+	}
+}

@@ -462,6 +462,10 @@ func (w *wire) handle(f *proto.Frame) {
 		w.srv.subs.deliver(f, w.lim.MaxFrameSize)
 	case proto.KindUnsubscribe:
 		w.srv.subs.ended(f)
+	case proto.KindSubscribe, proto.KindPublish: // a client's frames (docs/protocol.md, "Publish and subscribe")
+		err := protocolError("a " + f.Kind.String() + " frame from the server")
+		w.goAwayAndClose(err)
+		w.fail(err)
 	case proto.KindPong:
 	}
 }

@@ -128,7 +128,7 @@ func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *
 	case proto.KindPublish:
 		c.s.publish(f.Route, f.Codec, f.Payload, &c.fan)
 	case proto.KindMessage:
-		return out, &ending{proto.CodeInternal, "protocol error: a Message frame from a client"}
+		return out, &ending{proto.CodeInternal, "rpcd: protocol error: a Message frame from a client"}
 	case proto.KindStreamOpen, proto.KindStreamData, proto.KindStreamCredit, proto.KindStreamEnd, proto.KindStreamReset:
 		return c.handleStream(f, out)
 	case proto.KindPong, proto.KindWelcome:

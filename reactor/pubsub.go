@@ -372,7 +372,7 @@ func (c *conn) deliver(frames []byte, n int) {
 // why.
 func (c *conn) subscribe(f *proto.Frame, out []byte) ([]byte, *ending) {
 	if _, dup := c.subs[f.ID]; dup {
-		return out, &ending{proto.CodeInternal, "protocol error: subscription id already in use"}
+		return out, &ending{proto.CodeInternal, "rpcd: protocol error: subscription id already in use"}
 	}
 	if len(c.subs) >= c.s.opts.MaxSubscriptions {
 		return proto.AppendUnsubscribe(out, f.ID, proto.CodeResourceExhausted, "too many subscriptions on this connection"), nil

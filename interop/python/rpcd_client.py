@@ -9,6 +9,11 @@ gzips calls of 1 KiB or more and expands gzipped replies. A stream opened with
 compression=("gzip",) names gzip in its StreamOpen, reads the server's list from its
 first StreamCredit, then gzips StreamData of 1 KiB or more and expands gzipped
 StreamData, counting flow control by the bytes once expanded ("Compression", "Streams").
+Publishes and subscribes ("Publish and subscribe"): Subscribe with the next subscription
+id (optionally naming gzip for its Messages, "Compression"), a Request after it to know it
+is live, Unsubscribe, Publish, and Messages filed by subscription, gzipped ones expanded
+within the frame limit and dropped (counted) when they do not expand. Topics and patterns
+are checked where the page says a receiver must.
 """
 
 import gzip
@@ -26,15 +31,16 @@ MAGIC, VERSION = b"RD", 0x01
 REQUEST, RESPONSE, ERROR, ONEWAY, CANCEL, PING, PONG, GOAWAY = range(1, 9)
 STREAM_OPEN, STREAM_DATA, STREAM_CREDIT, STREAM_END, STREAM_RESET = range(0x18, 0x1D)
 HELLO, WELCOME = 0x10, 0x11
+SUBSCRIBE, UNSUBSCRIBE, PUBLISH, MESSAGE = range(0x09, 0x0D)
 FLAG_UNPROCESSED = 0x01
-# Flags: the two bits 0x06 say how a Request's, Response's, OneWay's or StreamData's
-# payload is compressed: 0 not at all, gzip 0x02, Zstandard 0x04; 0x06 is reserved
-# ("Flags"). Bits 0x08-0x80 are reserved.
+# Flags: the two bits 0x06 say how a Request's, Response's, OneWay's, Message's or
+# StreamData's payload is compressed: 0 not at all, gzip 0x02, Zstandard 0x04; 0x06 is
+# reserved ("Flags"). Bits 0x08-0x80 are reserved.
 COMPRESSION_MASK, FLAG_GZIP, FLAG_ZSTD, FLAGS_RESERVED = 0x06, 0x02, 0x04, 0xF8
-COMPRESSIBLE_KINDS = (REQUEST, RESPONSE, ONEWAY, STREAM_DATA)
+COMPRESSIBLE_KINDS = (REQUEST, RESPONSE, ONEWAY, MESSAGE, STREAM_DATA)
 # "Compression": the metadata key of the handshake (and of a stream's StreamOpen and
-# first StreamCredit), and the compressions this client can expand and send, by name
-# (Python's standard library has no Zstandard).
+# first StreamCredit, and of a Subscribe), and the compressions this client can expand
+# and send, by name (Python's standard library has no Zstandard).
 MD_COMPRESSION, MD_AUTH_METHOD = "rpcd-compression", "rpcd-auth-method"
 COMPRESSIONS = {"gzip": FLAG_GZIP}
 COMPRESS_MIN = 1024  # calls and StreamData of 1 KiB or more are compressed, when that makes them smaller
@@ -42,6 +48,7 @@ MAX_HELLO = 4096     # Hello and Welcome payloads ("Limits")
 CODEC_RAW, CODEC_JSON = 0x00, 0x01
 # Default limits ("Limits"): whole frame incl. header, route, metadata; Ping payload.
 MAX_FRAME, MAX_ROUTE, MAX_METADATA, MAX_PING = 4 * 1024 * 1024, 256, 8 * 1024, 64
+MAX_SUBSCRIPTIONS = 1024  # rpcd's per connection ("Publish and subscribe", Frames)
 
 # Error codes (the numbers are gRPC's); codes above 16 are kept as bare numbers.
 CODE_NAMES = ("OK Canceled Unknown InvalidArgument DeadlineExceeded NotFound "
@@ -149,6 +156,78 @@ def check_flags(kind: int, flags: int) -> None:
         raise ProtocolError("compression on kind 0x%02x" % kind)
 
 
+def topic_error(route: str, pattern: bool = False) -> Optional[str]:
+    """Why route is not a topic (or, with pattern, not a pattern), or None when it is.
+    "Topics and patterns": one or more tokens separated by '.'; a token is one or more
+    bytes in 0x21-0x7E other than '.', '*' and '>'; in a pattern a token may be the
+    wildcard '*' (exactly one token) or '>' (one or more tokens, last token only)."""
+    if not route:
+        return "empty"
+    tokens = route.split(".")
+    for i, tok in enumerate(tokens):
+        if not tok:
+            return "empty token %d in %r" % (i, route)
+        if pattern and tok == "*":
+            continue
+        if pattern and tok == ">":
+            if i != len(tokens) - 1:
+                return "'>' before the last token in %r" % route
+            continue
+        for ch in tok:
+            if ch in "*>" or not 0x21 <= ord(ch) <= 0x7E:
+                return "byte %r not allowed in a %s token: %r" % (
+                    ch, "pattern" if pattern else "topic", route)
+    return None
+
+
+def check_topic(route: str, pattern: bool = False) -> None:
+    """A route field that breaks the rules where a topic or pattern belongs is a
+    protocol error ("Topics and patterns")."""
+    why = topic_error(route, pattern)
+    if why:
+        raise ProtocolError("bad %s: %s" % ("pattern" if pattern else "topic", why))
+
+
+def topic_matches(pattern: str, topic: str) -> bool:
+    """Whether pattern matches topic: '*' matches exactly one token, a final '>' one
+    or more ("Topics and patterns"). Both must be valid."""
+    p, t = pattern.split("."), topic.split(".")
+    if p[-1] == ">":
+        if len(t) < len(p):  # '>' needs at least one token
+            return False
+        p, t = p[:-1], t[:len(p) - 1]
+    return len(p) == len(t) and all(a == "*" or a == b for a, b in zip(p, t))
+
+
+def check_pubsub_header(kind: int, flags: int, codec: int, rlen: int, cid: int,
+                        deadline: int, plen: int) -> None:
+    """"Rules per kind" for Subscribe, Unsubscribe, Publish and Message, checked on the
+    header alone (flags already passed check_flags); anything else is a protocol error.
+
+    | kind        | call id | codec | route        | deadline | flags         | payload |
+    | Subscribe   | 1+      | Raw   | a pattern    | 0        | 0             | none |
+    | Unsubscribe | 1+      | Raw   | none         | 0        | 0             | none, or 2 B+ |
+    | Publish     | 0       | any   | a topic      | 0        | 0             | any |
+    | Message     | 1+      | any   | a topic      | 0        | 0 or a compr. | any |
+    """
+    name = {SUBSCRIBE: "Subscribe", UNSUBSCRIBE: "Unsubscribe",
+            PUBLISH: "Publish", MESSAGE: "Message"}[kind]
+    if (cid == 0) != (kind == PUBLISH):
+        raise ProtocolError("%s with call id %d" % (name, cid))
+    if deadline:
+        raise ProtocolError("%s with a deadline" % name)
+    if kind in (SUBSCRIBE, UNSUBSCRIBE) and codec != CODEC_RAW:
+        raise ProtocolError("%s with codec 0x%02x, not Raw" % (name, codec))
+    if (rlen == 0) != (kind == UNSUBSCRIBE):
+        raise ProtocolError("%s with route length %d" % (name, rlen))
+    if flags & ~(COMPRESSION_MASK if kind == MESSAGE else 0):  # Message: 0 or a compression
+        raise ProtocolError("%s with flags 0x%02x" % (name, flags))
+    if kind == SUBSCRIBE and plen:
+        raise ProtocolError("Subscribe with a payload")
+    if kind == UNSUBSCRIBE and plen == 1:  # an error body is 2 bytes or more
+        raise ProtocolError("Unsubscribe with a 1-byte body")
+
+
 def first_value(md: Metadata, key: str) -> Optional[bytes]:
     """Keys may repeat; a reader that wants one value takes the first ("Metadata")."""
     return next((v for k, v in md if k == key), None)
@@ -192,9 +271,10 @@ def gunzip(data: bytes, limit: int) -> bytes:
 
 
 def expand(f: Frame) -> Frame:
-    """A Request, Response or OneWay with its payload expanded and its compression
-    bits cleared; a frame without compression comes back as it is. What the payload
-    expands to counts against the frame limit ("Compression"). Raises ValueError
+    """A Request, Response, OneWay or Message with its payload expanded and its
+    compression bits cleared; a frame without compression comes back as it is. What the
+    payload expands to counts against the frame limit ("Compression": the room its frame
+    has, the limit less the header, the route and the metadata). Raises ValueError
     (does not expand, or a compression this client cannot do) or OverflowError."""
     comp = f.flags & COMPRESSION_MASK
     if not comp:
@@ -236,17 +316,22 @@ class FrameReader:
         # Check the header as soon as it is here, before buffering the rest.
         if magic != MAGIC or ver != VERSION:
             raise ProtocolError("bad magic %r or version %d" % (magic, ver))
-        if not (REQUEST <= kind <= GOAWAY or kind in (HELLO, WELCOME)
+        if not (REQUEST <= kind <= MESSAGE or kind in (HELLO, WELCOME)
                 or STREAM_OPEN <= kind <= STREAM_RESET) or reserved:
             raise ProtocolError("reserved kind or header field set")
         check_flags(kind, flags)
+        if SUBSCRIBE <= kind <= MESSAGE:
+            check_pubsub_header(kind, flags, codec, rlen, cid, deadline, plen)
         total = HEADER.size + rlen + mlen + plen
         if rlen > MAX_ROUTE or mlen > MAX_METADATA or total > MAX_FRAME:
             raise ProtocolError("frame of %d bytes over a limit" % total)
         self._fill(total)  # raises if the stream ends inside the frame
         body = bytes(self.buf[HEADER.size:total])
         del self.buf[:total]
-        return Frame(kind, flags, codec, cid, deadline, body[:rlen].decode("ascii", "replace"),
+        route = body[:rlen].decode("ascii", "replace")
+        if kind in (SUBSCRIBE, PUBLISH, MESSAGE):  # a pattern, or a topic
+            check_topic(route, pattern=kind == SUBSCRIBE)
+        return Frame(kind, flags, codec, cid, deadline, route,
                      decode_metadata(body[rlen:rlen + mlen]), body[rlen + mlen:])
 
 
@@ -270,6 +355,9 @@ class Client:
         self.welcome: Optional[Frame] = None    # the server's Welcome, once read
         self.peer_compressions: List[str] = []  # what the Welcome names, in its order
         self.compression = 0                    # flag bits calls are sent with; 0: none
+        self.subs: Dict[int, "Subscription"] = {}  # live subscriptions, by id
+        self.next_sub = 1                       # subscription ids: a space of their own
+        self.stray_messages = 0                 # Messages for no live subscription, dropped
         if compression:
             self.hello(compression)
 
@@ -376,7 +464,89 @@ class Client:
                                        payload=struct.pack(">H", NOT_FOUND) + b"no stream routes here"))
         elif STREAM_DATA <= f.kind <= STREAM_RESET and f.call_id in self.streams:
             self.streams[f.call_id].on_frame(f)  # frames of unknown streams are dropped
+        elif f.kind == MESSAGE:
+            sub = self.subs.get(f.call_id)
+            if sub is None:  # on the wire when we unsubscribed: dropped
+                self.stray_messages += 1
+            else:
+                sub.on_message(f)
+        elif f.kind == UNSUBSCRIBE:  # the server ended (or refused) a subscription
+            sub = self.subs.pop(f.call_id, None)
+            if sub is not None:      # else one we had ended ourselves: nothing to do
+                sub.ended = parse_error(f.payload) if f.payload else (None, "")
+        elif f.kind in (SUBSCRIBE, PUBLISH):
+            # Sent by the client only (Kinds); the page names no rule for a client
+            # that receives one. This client treats it as breaking the protocol.
+            raise ProtocolError("kind 0x%02x from the server" % f.kind)
         return f
+
+    def new_subscription_id(self) -> int:
+        """From 1 up, in a space of their own; never an id whose subscription lives.
+        Counting on (wrapping 0xFFFFFFFF -> 1) keeps a just-ended id unused for long,
+        so that its Messages still on the wire are not taken for a new subscription's."""
+        while True:
+            sid, self.next_sub = self.next_sub, self.next_sub % 0xFFFFFFFF + 1
+            if sid not in self.subs:
+                return sid
+
+    def subscribe(self, pattern: str, compression: Sequence[str] = (),
+                  metadata: Optional[Metadata] = None, confirm: bool = False) -> "Subscription":
+        """Send a Subscribe for pattern with the next subscription id ("Publish and
+        subscribe"). compression names what this subscriber takes on its Messages, e.g.
+        ("gzip",): it goes in the Subscribe's metadata under rpcd-compression, first
+        ("Compression"). The server does not answer a Subscribe it takes; with confirm,
+        a Request follows it and this returns once that is answered, raising RpcError
+        if the server refused the subscription (its Unsubscribe arrives first)."""
+        if self.goaway:
+            raise self.goaway
+        why = topic_error(pattern, pattern=True)
+        if why:
+            raise ValueError("bad pattern: %s" % why)
+        unknown = [n for n in compression if n not in COMPRESSIONS]
+        if unknown:  # naming one is a promise to expand it
+            raise ValueError("this client cannot expand %s" % ", ".join(unknown))
+        md = list(metadata or ())
+        if compression:
+            md.insert(0, (MD_COMPRESSION, ",".join(compression).encode("ascii")))
+        sid = self.new_subscription_id()
+        sub = Subscription(self, sid, pattern, compression)
+        self.subs[sid] = sub
+        self.send_raw(encode_frame(SUBSCRIBE, sid, pattern, metadata=md))
+        if confirm:
+            sub.confirm()
+        return sub
+
+    def sync(self, route: str = "Sys/Ping") -> None:
+        """Send a Request and wait for its answer, a Response or an Error alike. Frames
+        are handled in order, so every Subscribe, Unsubscribe and Publish sent before it
+        has been taken in: a subscription is live, or its refusal has arrived
+        ("Publish and subscribe", Frames)."""
+        try:
+            self.wait(self.send_request(route, codec=CODEC_JSON))
+        except RpcError:
+            pass  # any answer will do
+
+    def unsubscribe(self, sub) -> None:
+        """Send an Unsubscribe (no payload) for a Subscription or a subscription id.
+        Messages already on the wire may still arrive: they are dropped, counted in
+        stray_messages, since the id is no longer known."""
+        sid = sub.sid if isinstance(sub, Subscription) else sub
+        self.subs.pop(sid, None)
+        self.send_raw(encode_frame(UNSUBSCRIBE, sid))
+
+    def publish(self, topic: str, payload: bytes = b"", codec: int = CODEC_RAW,
+                metadata: Optional[Metadata] = None) -> None:
+        """Send a Publish: id 0, route = the topic, the payload as it is (a Publish is
+        never compressed), no deadline. Never answered ("Publish and subscribe")."""
+        if self.goaway:
+            raise self.goaway
+        why = topic_error(topic)
+        if why:
+            raise ValueError("bad topic: %s" % why)
+        self.send_raw(encode_frame(PUBLISH, 0, topic, payload, codec, metadata=metadata))
+
+    def publish_json(self, topic: str, value) -> None:
+        self.publish(topic, json.dumps(value).encode("utf-8"), CODEC_JSON)
 
     def open_stream(self, route: str, window: int = 65536,
                     metadata: Optional[Metadata] = None, deadline_ms: int = 0,
@@ -445,6 +615,66 @@ class Client:
         while not self.pongs:
             self.read_one()
         return self.pongs.popleft()
+
+
+class Subscription:
+    """One subscription of this client. Messages for it are kept in order in
+    `messages`, their payloads expanded; `dropped` counts the compressed ones that did
+    not expand within the frame limit ("Edge cases a receiver meets"); `ended` is the
+    (code, message) of the server's Unsubscribe, once the server ended or refused it."""
+
+    def __init__(self, client: Client, sid: int, pattern: str,
+                 compression: Sequence[str] = ()):
+        self.client, self.sid, self.pattern = client, sid, pattern
+        self.compressions = tuple(compression)  # what its Subscribe named
+        self.messages: deque = deque()          # Frames, payload expanded, flags cleared
+        self.received = self.gzip_in = self.dropped = 0
+        self.wire_in = 0                        # Message payload bytes as on the wire
+        self.ended: Optional[Tuple[Optional[int], str]] = None
+
+    @property
+    def live(self) -> bool:
+        return self.client.subs.get(self.sid) is self
+
+    def on_message(self, f: Frame) -> None:
+        """A subscriber expands a compressed Message within its frame limit; one that
+        does not expand (not valid data, empty, or a compression this client cannot
+        do), or expands past that, is lost: dropped and counted ("Compression")."""
+        self.received += 1
+        self.wire_in += len(f.payload)
+        if f.flags & COMPRESSION_MASK:
+            if f.flags & COMPRESSION_MASK == FLAG_GZIP:
+                self.gzip_in += 1
+            try:
+                f = expand(f)
+            except (ValueError, OverflowError):
+                self.dropped += 1
+                return
+        self.messages.append(f)
+
+    def _fail(self) -> None:
+        code, msg = self.ended
+        raise RpcError(UNAVAILABLE if code is None else code,
+                       msg or "subscription ended by the server")
+
+    def confirm(self) -> None:
+        """Return once the subscription is live (a Request after it was answered);
+        raise RpcError if the server refused it or ended it."""
+        self.client.sync()
+        if self.ended is not None:
+            self._fail()
+
+    def next(self) -> Frame:
+        """The next Message (in the order received), reading frames until one comes;
+        raises RpcError once the server ended the subscription and none is left, and
+        socket.timeout when none comes within the client's timeout."""
+        while not self.messages:
+            if self.ended is not None:
+                self._fail()
+            if not self.live:
+                raise KeyError("subscription %d was unsubscribed" % self.sid)
+            self.client.read_one()
+        return self.messages.popleft()
 
 
 class Stream:

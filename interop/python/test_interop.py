@@ -6,8 +6,10 @@ The server must have the built-in routes Math/Sum, Bench/EchoPacket,
 Bench/EchoString, Sys/Ping and Sys/Routes, and the stream routes
 Bench/StreamSink and Bench/StreamSource, require no authentication, and take
 gzip ("Compression": its Welcome names zstd,gzip, and so does its first StreamCredit
-on a stream whose StreamOpen names a compression). Every socket operation times
-out after 5 seconds.
+on a stream whose StreamOpen names a compression), and serve publish/subscribe
+with rpcd's defaults (1,024 subscriptions per connection; Messages of 1 KiB or more
+compressed for a Subscribe that names gzip). Every socket operation times out after
+5 seconds.
 """
 
 import gzip
@@ -161,8 +163,8 @@ class Offline(unittest.TestCase):
         self.assertEqual((f.kind, f.flags, f.codec, f.call_id, len(f.payload)),
                          (rc.STREAM_DATA, rc.FLAG_GZIP, rc.CODEC_RAW, 1, 41))
         # A stream that named gzip, with the StreamCredit above: the data counts its
-        # expanded length against the window, not 41. (The page says 47; the text is
-        # 46 bytes, as the gzip trailer's ISIZE, 2e 00 00 00, says too.)
+        # expanded length against the window, not 41: 46 bytes, as the page says and the
+        # gzip trailer's ISIZE, 2e 00 00 00, says too.
         self.assertEqual((len(self.LOG), struct.unpack("<I", packed[-4:])[0]), (46, 46))
         st, sent = fake_stream(window=262144, compression=("gzip",))
         st.on_frame(FakeSocketReader(bytes.fromhex(credit)).read_frame())
@@ -224,6 +226,276 @@ def FakeSocketReader(data: bytes, chunk: int = 1 << 20) -> rc.FrameReader:
             return out
 
     return rc.FrameReader(Sock())
+
+
+def hexdump(text: str) -> str:
+    """A byte example as printed on the page, as one hex string."""
+    return "".join(text.split())
+
+
+class OfflinePubSub(unittest.TestCase):
+    """"Publish and subscribe" without a server: the byte examples, the header rules
+    of its four kinds, topics and patterns, and what a subscriber does with Messages."""
+
+    SUBSCRIBE = hexdump("""
+        52 44 01 09  00 00 00 10  00 00 00 01  00 00 00 00
+        00 00 00 00  00 00 00 00  6f 72 64 65  72 73 2e 2a
+        2e 63 72 65  61 74 65 64""")
+    PUBLISH = hexdump("""
+        52 44 01 0b  00 01 00 11  00 00 00 00  00 00 00 00
+        00 00 00 00  00 00 00 09  6f 72 64 65  72 73 2e 65
+        75 2e 63 72  65 61 74 65  64 7b 22 69  64 22 3a 34
+        32 7d""")
+    MESSAGE = hexdump("""
+        52 44 01 0c  00 01 00 11  00 00 00 01  00 00 00 00
+        00 00 00 00  00 00 00 09  6f 72 64 65  72 73 2e 65
+        75 2e 63 72  65 61 74 65  64 7b 22 69  64 22 3a 34
+        32 7d""")
+    SUBSCRIBE_GZIP = hexdump("""
+        52 44 01 09  00 00 00 08  00 00 00 01  00 00 00 00
+        00 1c 00 00  00 00 00 00  6f 72 64 65  72 73 2e 3e
+        10 72 70 63  64 2d 63 6f  6d 70 72 65  73 73 69 6f
+        6e 00 09 7a  73 74 64 2c  67 7a 69 70""")
+    MESSAGE_GZIP = hexdump("""
+        52 44 01 0c  02 01 00 11  00 00 00 01  00 00 00 00
+        00 00 00 00  00 00 00 2d  6f 72 64 65  72 73 2e 65
+        75 2e 63 72  65 61 74 65  64 1f 8b 08  00 00 00 00
+        00 02 03 ab  56 ca 4c 51  b2 32 31 d2  51 ca 2c 49
+        cd 2d 56 b2  8a 56 4a 54  d2 c1 83 63  6b 01 f3 b1
+        9f 23 33 00  00 00""")
+    UNSUBSCRIBE = hexdump("""
+        52 44 01 0a  00 00 00 00  00 00 00 01  00 00 00 00
+        00 00 00 00  00 00 00 00""")
+    UNSUBSCRIBE_REFUSED = hexdump("""
+        52 44 01 0a  00 00 00 00  00 00 00 02  00 00 00 00
+        00 00 00 00  00 00 00 18  00 08 74 6f  6f 20 6d 61
+        6e 79 20 73  75 62 73 63  72 69 70 74  69 6f 6e 73""")
+    ORDER = b'{"id":42,"items":["a","a","a","a","a","a","a","a"]}'
+
+    def decode(self, hexstr: str) -> rc.Frame:
+        return FakeSocketReader(bytes.fromhex(hexstr)).read_frame()
+
+    def test_pubsub_examples(self):
+        """Subscribe, Publish, Message and the two Unsubscribes under "Examples as bytes"
+        encode as printed, and decode to the fields they name."""
+        frames = (
+            (self.SUBSCRIBE, (rc.SUBSCRIBE, 1, "orders.*.created", b"", rc.CODEC_RAW)),
+            (self.PUBLISH, (rc.PUBLISH, 0, "orders.eu.created", b'{"id":42}', rc.CODEC_JSON)),
+            (self.MESSAGE, (rc.MESSAGE, 1, "orders.eu.created", b'{"id":42}', rc.CODEC_JSON)),
+            (self.UNSUBSCRIBE, (rc.UNSUBSCRIBE, 1, "", b"", rc.CODEC_RAW)),
+            (self.UNSUBSCRIBE_REFUSED, (rc.UNSUBSCRIBE, 2, "",
+                                        b"\x00\x08too many subscriptions", rc.CODEC_RAW)),
+        )
+        for hexstr, (kind, cid, route, payload, codec) in frames:
+            self.assertEqual(rc.encode_frame(kind, cid, route, payload, codec).hex(), hexstr)
+            f = self.decode(hexstr)
+            self.assertEqual((f.kind, f.flags, f.codec, f.call_id, f.deadline_ms, f.route,
+                              f.metadata, f.payload),
+                             (kind, 0, codec, cid, 0, route, [], payload))
+        self.assertEqual(rc.parse_error(self.decode(self.UNSUBSCRIBE_REFUSED).payload),
+                         (rc.RESOURCE_EXHAUSTED, "too many subscriptions"))
+
+    def test_pubsub_compression_examples(self):
+        """The Subscribe naming zstd,gzip and the gzipped Message under "Examples as
+        bytes"; the subscriber expands the Message to what was published."""
+        md = [(rc.MD_COMPRESSION, b"zstd,gzip")]
+        self.assertEqual(rc.encode_frame(rc.SUBSCRIBE, 1, "orders.>", metadata=md).hex(),
+                         self.SUBSCRIBE_GZIP)
+        f = self.decode(self.SUBSCRIBE_GZIP)
+        self.assertEqual((f.kind, f.call_id, f.route, f.metadata, f.payload),
+                         (rc.SUBSCRIBE, 1, "orders.>", md, b""))
+        packed = gzip.compress(self.ORDER, mtime=0)
+        self.assertEqual(len(packed), 45)
+        self.assertEqual(rc.encode_frame(rc.MESSAGE, 1, "orders.eu.created", packed, rc.CODEC_JSON,
+                                         flags=rc.FLAG_GZIP).hex(), self.MESSAGE_GZIP)
+        f = self.decode(self.MESSAGE_GZIP)  # a compression a Message may carry
+        self.assertEqual((f.kind, f.flags, f.codec, f.call_id, f.route, f.payload),
+                         (rc.MESSAGE, rc.FLAG_GZIP, rc.CODEC_JSON, 1, "orders.eu.created", packed))
+        sub = rc.Subscription(None, 1, "orders.>", ("gzip",))
+        sub.on_message(f)
+        m = sub.messages.popleft()
+        self.assertEqual((m.flags, m.codec, m.route, m.payload), (0, rc.CODEC_JSON, "orders.eu.created", self.ORDER))
+        self.assertEqual((sub.received, sub.gzip_in, sub.dropped, sub.wire_in), (1, 1, 0, 45))
+
+    def test_pubsub_header_rules(self):
+        """"Rules per kind" for the four kinds, and "Flags": Message may carry a
+        compression, Subscribe, Unsubscribe and Publish may not; anything else is a
+        protocol error, found by the reader."""
+        E = rc.encode_frame
+        bad = {
+            "Subscribe id 0": E(rc.SUBSCRIBE, 0, "a"),
+            "Subscribe codec JSON": E(rc.SUBSCRIBE, 1, "a", codec=rc.CODEC_JSON),
+            "Subscribe no route": E(rc.SUBSCRIBE, 1),
+            "Subscribe deadline": E(rc.SUBSCRIBE, 1, "a", deadline_ms=1),
+            "Subscribe payload": E(rc.SUBSCRIBE, 1, "a", b"x"),
+            "Subscribe gzip": E(rc.SUBSCRIBE, 1, "a", flags=rc.FLAG_GZIP),
+            "Subscribe Unprocessed": E(rc.SUBSCRIBE, 1, "a", flags=rc.FLAG_UNPROCESSED),
+            "Unsubscribe id 0": E(rc.UNSUBSCRIBE, 0),
+            "Unsubscribe route": E(rc.UNSUBSCRIBE, 1, "a"),
+            "Unsubscribe codec JSON": E(rc.UNSUBSCRIBE, 1, codec=rc.CODEC_JSON),
+            "Unsubscribe deadline": E(rc.UNSUBSCRIBE, 1, deadline_ms=1),
+            "Unsubscribe 1-byte body": E(rc.UNSUBSCRIBE, 1, payload=b"\x08"),
+            "Unsubscribe gzip": E(rc.UNSUBSCRIBE, 1, flags=rc.FLAG_GZIP),
+            "Publish id 1": E(rc.PUBLISH, 1, "a", b"x"),
+            "Publish no route": E(rc.PUBLISH, 0, payload=b"x"),
+            "Publish deadline": E(rc.PUBLISH, 0, "a", deadline_ms=1),
+            "Publish gzip": E(rc.PUBLISH, 0, "a", gzip.compress(b"x"), flags=rc.FLAG_GZIP),
+            "Message id 0": E(rc.MESSAGE, 0, "a", b"x"),
+            "Message no route": E(rc.MESSAGE, 1, payload=b"x"),
+            "Message deadline": E(rc.MESSAGE, 1, "a", deadline_ms=1),
+            "Message compression 3": E(rc.MESSAGE, 1, "a", b"x", flags=0x06),
+            "Message Unprocessed": E(rc.MESSAGE, 1, "a", b"x", flags=rc.FLAG_UNPROCESSED),
+            "Message reserved bit": E(rc.MESSAGE, 1, "a", b"x", flags=0x08),
+            "Subscribe bad pattern": E(rc.SUBSCRIBE, 1, "a..b"),
+            "Publish wildcard topic": E(rc.PUBLISH, 0, "a.*", b"x"),
+            "Message wildcard topic": E(rc.MESSAGE, 1, "a.>", b"x"),
+            "Message topic byte 0x7f": E(rc.MESSAGE, 1, "a\x7f", b"x"),
+        }
+        for name, data in bad.items():
+            with self.assertRaises(rc.ProtocolError, msg=name):
+                FakeSocketReader(data).read_frame()
+        good = (E(rc.SUBSCRIBE, 7, "a.*.>"), E(rc.UNSUBSCRIBE, 7),
+                E(rc.UNSUBSCRIBE, 7, payload=b"\x00\x08"),  # an error body, empty message
+                E(rc.PUBLISH, 0, "a.b", b"", 0x80),  # any codec, any payload
+                E(rc.MESSAGE, 7, "a.b", b"x", 0x80), E(rc.MESSAGE, 7, "a.b", b"x", flags=rc.FLAG_GZIP),
+                E(rc.MESSAGE, 7, "a.b", b"x", flags=rc.FLAG_ZSTD), E(rc.PUBLISH, 0, "a" * 256))
+        for data in good:
+            self.assertIsNotNone(FakeSocketReader(data).read_frame())
+
+    def test_topics_and_patterns(self):
+        """The table under "Topics and patterns", and the rules a topic or pattern
+        breaks (an empty token, a..b, a trailing '.', '>' before the last token, '*' or
+        '>' inside a token or in a topic)."""
+        table = (
+            ("orders.eu.created", ["orders.eu.created"], ["orders.eu", "orders.eu.created.x"]),
+            ("orders.*.created", ["orders.eu.created", "orders.us.created"],
+             ["orders.created", "orders.eu.x.created"]),
+            ("orders.>", ["orders.eu", "orders.eu.created"], ["orders"]),
+            (">", ["orders", "orders.eu.created", "a.b.c.d"], []),
+            ("*", ["orders"], ["orders.eu"]),
+            ("*.>", ["a.b", "a.b.c"], ["a"]),
+            ("a.*.>", ["a.b.c", "a.b.c.d"], ["a.b", "b.b.c"]),
+        )
+        for pattern, yes, no in table:
+            self.assertIsNone(rc.topic_error(pattern, pattern=True), pattern)
+            for t in yes + no:
+                self.assertIsNone(rc.topic_error(t), t)
+            for t in yes:
+                self.assertTrue(rc.topic_matches(pattern, t), (pattern, t))
+            for t in no:
+                self.assertFalse(rc.topic_matches(pattern, t), (pattern, t))
+        for route in ("", ".", "a..b", ".a", "a.", "a.>.b", ">.a", "a*", "a.b*", "*a",
+                      ">a", "a>", "a.**", "a b", "a\x7f", "é"):
+            self.assertIsNotNone(rc.topic_error(route, pattern=True), route)
+        for route in ("", "a..b", "a.", "*", ">", "a.*", "a.>", "a*b", "a>b", "a b"):
+            self.assertIsNotNone(rc.topic_error(route), route)
+        with self.assertRaises(ValueError):  # the client refuses to send them
+            rc.Client.publish(FakeClient(), "a.*", b"x")
+        with self.assertRaises(ValueError):
+            rc.Client.subscribe(FakeClient(), "a.>.b")
+
+    def test_message_that_does_not_expand_is_dropped(self):
+        """"Edge cases a receiver meets": a compressed Message that does not expand, or
+        expands past the frame limit, is dropped and counted; the connection goes on."""
+        room = rc.MAX_FRAME - rc.HEADER.size - len("a.b")
+        packed_fits = gzip.compress(bytes(room))
+        too_big = gzip.compress(bytes(room + 1))  # small on the wire, too big expanded
+        sub = rc.Subscription(None, 1, "a.>", ("gzip",))
+        for payload, flags in ((b"not gzip at all", rc.FLAG_GZIP), (b"", rc.FLAG_GZIP),
+                               (packed_fits[:-4], rc.FLAG_GZIP), (too_big, rc.FLAG_GZIP),
+                               (gzip.compress(b"x"), rc.FLAG_ZSTD)):  # no Zstandard here
+            sub.on_message(rc.Frame(rc.MESSAGE, flags, 0, 1, 0, "a.b", [], payload))
+        self.assertEqual((sub.received, sub.dropped, len(sub.messages)), (5, 5, 0))
+        sub.on_message(rc.Frame(rc.MESSAGE, rc.FLAG_GZIP, 0, 1, 0, "a.b", [], packed_fits))
+        self.assertEqual((sub.dropped, len(sub.messages[0].payload)), (5, room))  # exactly the room
+
+    def test_client_files_messages_and_unsubscribes(self):
+        """A client over a scripted server: Messages filed by subscription id, those for
+        an id it no longer knows dropped, the server's Unsubscribe with an error body
+        ending one; Subscribe ids count from 1 in a space of their own."""
+        c, srv = fake_server()
+        try:
+            a = c.subscribe("orders.*.created")
+            b = c.subscribe("orders.>", compression=("gzip",), metadata=[("k", b"v")])
+            self.assertEqual((a.sid, b.sid, c.next_id), (1, 2, 1))  # call ids untouched
+            got = recv_frames(srv, 2)
+            self.assertEqual([(f.kind, f.call_id, f.route, f.metadata) for f in got],
+                             [(rc.SUBSCRIBE, 1, "orders.*.created", []),
+                              (rc.SUBSCRIBE, 2, "orders.>", [(rc.MD_COMPRESSION, b"gzip"), ("k", b"v")])])
+            srv.sendall(bytes.fromhex(OfflinePubSub.MESSAGE) +
+                        rc.encode_frame(rc.MESSAGE, 2, "orders.eu.created", gzip.compress(OfflinePubSub.ORDER),
+                                        rc.CODEC_JSON, flags=rc.FLAG_GZIP) +
+                        rc.encode_frame(rc.MESSAGE, 9, "x.y", b"stray") +
+                        rc.encode_frame(rc.UNSUBSCRIBE, 1, payload=struct.pack(">H", rc.RESOURCE_EXHAUSTED) + b"no") +
+                        rc.encode_frame(rc.MESSAGE, 1, "orders.us.created", b"late"))
+            m = a.next()
+            self.assertEqual((m.call_id, m.route, m.payload), (1, "orders.eu.created", b'{"id":42}'))
+            m = b.next()
+            self.assertEqual((m.call_id, m.flags, m.codec, m.payload), (2, 0, rc.CODEC_JSON, OfflinePubSub.ORDER))
+            while c.stray_messages < 2:
+                c.read_one()
+            self.assertEqual((a.ended, a.live, b.live, list(c.subs)), ((rc.RESOURCE_EXHAUSTED, "no"), False, True, [2]))
+            with self.assertRaises(rc.RpcError) as cm:
+                a.next()
+            self.assertEqual(cm.exception.code, rc.RESOURCE_EXHAUSTED)
+            c.unsubscribe(b)
+            c.publish("orders.eu.created", b'{"id":42}', rc.CODEC_JSON)
+            self.assertEqual(recv_frames(srv, 2)[0].call_id, 2)
+            self.assertEqual(c.subscribe("a").sid, 3)  # ids count on, past ended ones
+            srv.sendall(rc.encode_frame(rc.PUBLISH, 0, "a", b"x"))  # the client's kind
+            with self.assertRaises(rc.ProtocolError):
+                c.read_one()
+        finally:
+            c.close()
+            srv.close()
+
+    def test_publish_example_from_client(self):
+        c, srv = fake_server()
+        try:
+            c.publish("orders.eu.created", b'{"id":42}', rc.CODEC_JSON)
+            c.subscribe("orders.*.created")
+            c.unsubscribe(1)
+            got = b"".join(recv_exact(srv, n) for n in (len(self.PUBLISH) // 2, len(self.SUBSCRIBE) // 2,
+                                                       len(self.UNSUBSCRIBE) // 2))
+            self.assertEqual(got.hex(), self.PUBLISH + self.SUBSCRIBE + self.UNSUBSCRIBE)
+        finally:
+            c.close()
+            srv.close()
+
+
+class FakeClient:
+    """Enough of a Client for its methods to run their checks before sending."""
+    goaway = None
+
+
+def fake_server():
+    """A Client connected to a socket this test plays the server on."""
+    ls = socket.socket()
+    try:
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(1)
+        c = rc.Client("127.0.0.1", ls.getsockname()[1], timeout=TIMEOUT)
+        srv, _ = ls.accept()
+    finally:
+        ls.close()
+    srv.settimeout(TIMEOUT)
+    return c, srv
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return bytes(out)
+
+
+def recv_frames(sock: socket.socket, n: int):
+    """n frames the client sent, read off the server's end."""
+    r = rc.FrameReader(sock)
+    return [r.read_frame() for _ in range(n)]
 
 
 class Live(unittest.TestCase):
@@ -629,6 +901,254 @@ class LiveStreamCompression(unittest.TestCase):
         while self.c.goaway is None:
             self.c.read_one()
         self.assertEqual(self.c.goaway.code, rc.INTERNAL, self.c.goaway.message)
+
+
+def unique_token() -> str:
+    """A topic token of this run alone, so that tests do not see each other's messages."""
+    return "t" + os.urandom(6).hex()
+
+
+def read_until(c: rc.Client, sub: rc.Subscription, topic: str) -> None:
+    """Read frames until sub got a Message for topic (a marker published last)."""
+    while not any(m.route == topic for m in sub.messages):
+        c.read_one()
+
+
+def topics(sub: rc.Subscription):
+    return [m.route for m in sub.messages]
+
+
+class LivePubSub(unittest.TestCase):
+    """"Publish and subscribe" against rpcd: a subscriber (self.s) and a publisher on
+    another connection (self.p). Messages from one publisher's connection reach each
+    subscriber in the order published, so a marker published last, once received,
+    says every earlier matching Message has arrived."""
+
+    def setUp(self):
+        self.t = unique_token()
+        self.s, self.p = connect(), connect()
+
+    def tearDown(self):
+        self.s.close()
+        self.p.close()
+
+    def test_wildcard_delivery_in_order(self):
+        t = self.t
+        sub = self.s.subscribe(t + ".*.created", confirm=True)
+        self.assertEqual((sub.sid, sub.live, sub.ended), (1, True, None))
+        want = []
+        for i in range(40):
+            region = ("eu", "us", "asia")[i % 3]
+            self.p.publish_json("%s.%s.created" % (t, region), {"i": i})
+            want.append(("%s.%s.created" % (t, region), {"i": i}))
+            for miss in ("%s.%s.updated", "%s.created", "%s.%s.x.created", "%s.%s.created.x"):
+                self.p.publish(miss.replace("%s", t, 1).replace("%s", region), b"no")
+        self.p.publish(t + ".raw.created", b"\x00\xff", rc.CODEC_RAW)
+        self.p.publish(t + ".user.created", b"opaque", 0x80)  # any codec, passed on as is
+        self.p.publish(t + ".end.created")                   # an empty payload
+        read_until(self.s, sub, t + ".end.created")
+        got = list(sub.messages)
+        self.assertEqual([(m.route, json.loads(m.payload)) for m in got[:40]], want)
+        for m in got:
+            self.assertEqual((m.kind, m.call_id, m.flags, m.deadline_ms), (rc.MESSAGE, sub.sid, 0, 0))
+        self.assertEqual([m.codec for m in got[:40]], [rc.CODEC_JSON] * 40)
+        self.assertEqual([(m.route, m.codec, m.payload) for m in got[40:]],
+                         [(t + ".raw.created", rc.CODEC_RAW, b"\x00\xff"),
+                          (t + ".user.created", 0x80, b"opaque"), (t + ".end.created", rc.CODEC_RAW, b"")])
+        # "A client's own subscriptions get its publications like anyone's."
+        sub.messages.clear()
+        for i in range(5):
+            self.s.publish_json(t + ".self.created", i)
+        self.s.publish(t + ".self.updated", b"no")
+        self.s.publish(t + ".end.created")
+        read_until(self.s, sub, t + ".end.created")
+        self.assertEqual([json.loads(m.payload) for m in list(sub.messages)[:-1]], list(range(5)))
+        self.assertEqual((sub.dropped, self.s.stray_messages, self.s.goaway), (0, 0, None))
+        self.assertEqual(self.s.call_json("Math/Sum", {"a": 1, "b": 2}), 3)  # calls go on
+
+    def test_star_and_gt(self):
+        """`*` matches exactly one token, a final `>` one or more; a connection with
+        several matching subscriptions gets one Message per subscription."""
+        t = self.t
+        patterns = (t, t + ".*", t + ".>", t + ".*.x", t + ".*.>", "*." + t, ">")
+        subs = [self.s.subscribe(pat) for pat in patterns]
+        self.assertEqual([s.sid for s in subs], list(range(1, len(patterns) + 1)))
+        self.s.sync()
+        published = [t, t + ".a", t + ".a.b", t + ".a.b.c", t + ".b.x", t + ".b.x.y",
+                     "a." + t, "a." + t + ".b", t + "x.a", "x" + t]
+        for topic in published:
+            self.p.publish(topic, topic.encode())
+        self.p.publish(t + ".end")
+        want = {
+            t: [t],
+            t + ".*": [t + ".a"],
+            t + ".>": [t + ".a", t + ".a.b", t + ".a.b.c", t + ".b.x", t + ".b.x.y"],
+            t + ".*.x": [t + ".b.x"],
+            t + ".*.>": [t + ".a.b", t + ".a.b.c", t + ".b.x", t + ".b.x.y"],
+            "*." + t: ["a." + t],
+            ">": published,
+        }
+        # Each subscription's Messages come in the order published; the page does not
+        # order those of different subscriptions, so wait for each one's count, and for
+        # the marker on ">", published last (any Message that should not come, comes
+        # before it).
+        while len(subs[-1].messages) <= len(published) or any(
+                len(sub.messages) < len(want[pat]) for pat, sub in zip(patterns, subs)):
+            self.s.read_one()
+        self.assertEqual(subs[-1].messages[-1].route, t + ".end")
+        for pat, sub in zip(patterns, subs):
+            got = [x for x in topics(sub) if x != t + ".end"]
+            self.assertEqual(got, want[pat], pat)
+            self.assertEqual(got, [x for x in published if rc.topic_matches(pat, x)], pat)
+            for m in sub.messages:
+                self.assertEqual((m.call_id, m.payload), (sub.sid, m.route.encode() if m.route != t + ".end" else b""))
+
+    def test_unsubscribe_stops_delivery(self):
+        t = self.t
+        a = self.s.subscribe(t + ".a")
+        b = self.s.subscribe(t + ".>", confirm=True)
+        self.p.publish(t + ".a", b"1")
+        read_until(self.s, a, t + ".a")  # one Message per subscription, in no set order
+        read_until(self.s, b, t + ".a")
+        self.assertEqual((topics(a), topics(b)), ([t + ".a"], [t + ".a"]))
+        self.s.unsubscribe(a)
+        self.assertFalse(a.live)
+        self.s.unsubscribe(999)  # "An unknown id is ignored."
+        self.s.sync()            # the Unsubscribes are taken in
+        self.p.publish(t + ".a", b"2")
+        self.p.publish(t + ".end")
+        read_until(self.s, b, t + ".end")
+        self.assertEqual([m.payload for m in a.messages], [b"1"])
+        self.assertEqual([m.payload for m in b.messages], [b"1", b"2", b""])
+        self.assertEqual((self.s.stray_messages, self.s.goaway), (0, None))
+        # The id of an ended subscription is free again on the server.
+        self.s.send_raw(rc.encode_frame(rc.SUBSCRIBE, a.sid, t + ".c"))
+        self.s.subs[a.sid] = again = rc.Subscription(self.s, a.sid, t + ".c")
+        again.confirm()
+        self.p.publish(t + ".c", b"3")
+        self.assertEqual(again.next().payload, b"3")
+
+    def test_gzip_per_subscription(self):
+        """"**Messages** are compressed per subscription": a Subscribe naming gzip gets
+        Messages of 1 KiB or more that shrink gzipped, and expands them to what was
+        published; one without the key gets them as published, whatever its
+        connection's Hello said; the codec stays the one published."""
+        t = self.t
+        gz = self.s.subscribe(t + ".>", compression=("gzip",))
+        plain_conn, hello_conn = connect(), connect(compression=("gzip",))
+        try:
+            self.assertEqual(hello_conn.compression, rc.FLAG_GZIP)  # calls would be gzipped
+            plain = plain_conn.subscribe(t + ".>", confirm=True)
+            hello = hello_conn.subscribe(t + ".>", confirm=True)
+            gz.confirm()
+            big = json.dumps([{"id": i % 7, "status": "created", "items": ["a", "b"]}
+                              for i in range(200)]).encode()[:8192 - 2] + b"]}"
+            self.assertGreaterEqual(len(big), 8 * 1024)
+            cases = [("big", big, rc.CODEC_JSON, True), ("small", big[:1000], rc.CODEC_RAW, False),
+                     ("min", compressible(1024), 0x80, True), ("under", compressible(1023), 0x80, False),
+                     ("random", os.urandom(8192), rc.CODEC_RAW, False)]  # gzip makes it no smaller
+            for name, payload, codec, _ in cases:
+                self.p.publish("%s.%s" % (t, name), payload, codec)
+            for c, sub, takes in ((self.s, gz, True), (plain_conn, plain, False), (hello_conn, hello, False)):
+                for name, payload, codec, shrinks in cases:
+                    raw = c.read_one()  # the Message as on the wire
+                    self.assertEqual((raw.kind, raw.call_id, raw.route, raw.codec),
+                                     (rc.MESSAGE, sub.sid, "%s.%s" % (t, name), codec))
+                    flag = raw.flags & rc.COMPRESSION_MASK
+                    if takes and shrinks:
+                        self.assertEqual(flag, rc.FLAG_GZIP, name)
+                        self.assertLess(len(raw.payload), len(payload) // 2, name)
+                        self.assertEqual(gzip.decompress(raw.payload), payload, name)
+                    else:
+                        self.assertEqual((flag, raw.payload), (0, payload), name)
+                    m = sub.messages.popleft()  # what the subscriber hands on
+                    self.assertEqual((m.flags, m.codec, m.payload), (0, codec, payload), name)
+                self.assertEqual((sub.received, sub.dropped), (len(cases), 0))
+            self.assertEqual(gz.gzip_in, 2)
+        finally:
+            plain_conn.close()
+            hello_conn.close()
+
+    def test_message_that_does_not_expand_is_dropped(self):
+        """A subscriber that names a compression it cannot expand (zstd: Python's
+        standard library has none) gets Messages it drops and counts ("Edge cases a
+        receiver meets"); its connection goes on."""
+        t = self.t
+        sid = self.s.new_subscription_id()
+        self.s.subs[sid] = sub = rc.Subscription(self.s, sid, t + ".>")
+        self.s.send_raw(rc.encode_frame(rc.SUBSCRIBE, sid, t + ".>",
+                                        metadata=[(rc.MD_COMPRESSION, b"zstd")]))
+        sub.confirm()
+        self.p.publish(t + ".big", compressible(8192))
+        self.p.publish(t + ".small", b"small")
+        self.assertEqual(sub.next().payload, b"small")
+        self.assertEqual((sub.received, sub.dropped, sub.gzip_in), (2, 1, 0))
+        self.assertEqual(self.s.call_json("Math/Sum", {"a": 1, "b": 2}), 3)
+
+    def test_subscription_limit(self):
+        """rpcd takes 1,024 subscriptions per connection and refuses the next with an
+        Unsubscribe for its id, ResourceExhausted "too many subscriptions", before it
+        answers a Request sent after it."""
+        t = self.t
+        subs = [self.s.subscribe("%s.%d" % (t, i)) for i in range(rc.MAX_SUBSCRIPTIONS + 1)]
+        with self.assertRaises(rc.RpcError) as cm:
+            subs[-1].confirm()
+        self.assertEqual(cm.exception.code, rc.RESOURCE_EXHAUSTED)
+        self.assertIn("too many subscriptions", cm.exception.message)
+        self.assertEqual(subs[-1].ended[0], rc.RESOURCE_EXHAUSTED)
+        self.assertFalse(subs[-1].live)
+        self.assertEqual(sum(s.live for s in subs), rc.MAX_SUBSCRIPTIONS)
+        self.s.unsubscribe(subs[0])  # room for one more
+        again = self.s.subscribe(t + ".again", confirm=True)
+        self.assertEqual(again.sid, rc.MAX_SUBSCRIPTIONS + 2)
+        self.p.publish(t + ".again", b"x")
+        self.p.publish("%s.%d" % (t, rc.MAX_SUBSCRIPTIONS - 1), b"y")
+        self.assertEqual((again.next().payload, subs[-2].next().payload), (b"x", b"y"))
+        self.assertIsNone(self.s.goaway)
+
+    def goaway_for(self, data: bytes, why: str) -> None:
+        """data sent on a new connection is a protocol error: GoAway Internal, then close."""
+        c = connect()
+        try:
+            c.send_raw(data)
+            f = c.reader.read_frame()
+            self.assertIsNotNone(f, why)
+            self.assertEqual(f.kind, rc.GOAWAY, why)
+            last, code, msg = rc.parse_goaway(f.payload)
+            self.assertEqual((last, code), (0, rc.INTERNAL), "%s: %s" % (why, msg))
+            try:  # ... then the server closes without reading further
+                self.assertIsNone(c.reader.read_frame(), why)
+            except ConnectionResetError:  # it closed with our bytes unread
+                pass
+        finally:
+            c.close()
+
+    def test_malformed_pattern_is_protocol_error(self):
+        for pattern in ("a..b", ".a", "a.", "a.>.b", ">.a", "a*", "a.b*", "*a", ">a", "a>", "a.**"):
+            self.goaway_for(rc.encode_frame(rc.SUBSCRIBE, 1, pattern), "pattern %r" % pattern)
+
+    def test_malformed_topic_is_protocol_error(self):
+        for topic in ("a..b", ".a", "a.", "*", ">", "a.*", "a.>", "a*b", "a.b>"):
+            self.goaway_for(rc.encode_frame(rc.PUBLISH, 0, topic, b"x"), "topic %r" % topic)
+
+    def test_pubsub_header_rules_are_protocol_errors(self):
+        """"Rules per kind", "Flags", and the frames the server may not receive."""
+        E = rc.encode_frame
+        for why, data in (
+                ("Subscribe without a route", E(rc.SUBSCRIBE, 1)),
+                ("Subscribe id 0", E(rc.SUBSCRIBE, 0, "a")),
+                ("Subscribe with a payload", E(rc.SUBSCRIBE, 1, "a", b"x")),
+                ("Subscribe codec JSON", E(rc.SUBSCRIBE, 1, "a", codec=rc.CODEC_JSON)),
+                ("Subscribe gzip", E(rc.SUBSCRIBE, 1, "a", flags=rc.FLAG_GZIP)),
+                ("Subscribe id in use", E(rc.SUBSCRIBE, 1, "a") + E(rc.SUBSCRIBE, 1, "b")),
+                ("Unsubscribe 1-byte body", E(rc.UNSUBSCRIBE, 1, payload=b"x")),
+                ("Unsubscribe id 0", E(rc.UNSUBSCRIBE, 0)),
+                ("Publish without a route", E(rc.PUBLISH, 0, payload=b"x")),
+                ("Publish id 1", E(rc.PUBLISH, 1, "a", b"x")),
+                ("Publish deadline", E(rc.PUBLISH, 0, "a", b"x", deadline_ms=5)),
+                ("Publish gzip", E(rc.PUBLISH, 0, "a", gzip.compress(compressible(2000)), flags=rc.FLAG_GZIP)),
+                ("Message from a client", E(rc.MESSAGE, 1, "a", b"x"))):
+            self.goaway_for(data, why)
 
 
 def main() -> None:
