@@ -15,16 +15,17 @@ import "context"
 // Notify and NotifyRaw, which never wait, work everywhere. Register the
 // route with Blocking to call and await the peer from its handler.
 type Peer interface {
-	// Call sends in as JSON and decodes the JSON reply into out (nil to
-	// drop it).
+	// Call sends in, encoded in the codec its side is configured with
+	// (JSON unless client.Options.Codec or reactor.Options.Codec names
+	// another), and decodes the reply into out (nil to drop it).
 	Call(ctx context.Context, route string, in, out any) error
 
 	// CallRaw sends req with the raw codec and appends the reply to
 	// reply.
 	CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error)
 
-	// Notify sends in as JSON in a one-way message: no reply, no waiting
-	// for the peer.
+	// Notify sends in, encoded as Call's is, in a one-way message: no
+	// reply, no waiting for the peer.
 	Notify(ctx context.Context, route string, in any) error
 
 	// NotifyRaw sends req with the raw codec in a one-way message.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/auth"
+	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -123,6 +124,14 @@ type Options struct {
 	// compresses no reply (it still expands a compressed call).
 	CompressMin int
 
+	// Codec encodes the arguments of a Peer's Call and Notify (the
+	// server's calls and pushes to a client: docs/two-way.md) and decodes
+	// Call's replies; default handler.JSON. A codec of the application's
+	// own (ids proto.CodecUser to 0xFF) must be registered with
+	// handler.RegisterCodec in the client's process too, for its typed
+	// handlers to take it, as client.Options.Codec is on the server.
+	Codec handler.Codec
+
 	// BaseContext, if set, supplies the values every Call carries.
 	BaseContext context.Context
 
@@ -187,6 +196,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CompressMin == 0 {
 		o.CompressMin = 1 << 10
+	}
+	if o.Codec == nil {
+		o.Codec = handler.JSON
 	}
 	if o.BaseContext == nil {
 		o.BaseContext = context.Background()

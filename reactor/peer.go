@@ -45,18 +45,19 @@ func (p *Peer) Remote() net.Addr { return p.c.remote }
 // Identity is who the connection authenticated as; nil if it did not.
 func (p *Peer) Identity() *handler.Identity { return p.identity.Load() }
 
-// Call sends in as JSON to route on the client and decodes its JSON reply
-// into out; see handler.Peer.
+// Call sends in, encoded by Options.Codec (JSON by default), to route on
+// the client and decodes its reply into out; see handler.Peer.
 func (p *Peer) Call(ctx context.Context, route string, in, out any) error {
-	payload, err := handler.AppendArg(nil, in)
+	codec := p.c.s.opts.Codec
+	payload, err := handler.AppendArgWith(codec, nil, in)
 	if err != nil {
 		return err
 	}
-	reply, err := p.call(ctx, route, proto.CodecJSON, payload, nil)
+	reply, err := p.call(ctx, route, codec.ID(), payload, nil)
 	if err != nil {
 		return err
 	}
-	return handler.DecodeReply(route, reply, out)
+	return handler.DecodeReplyWith(codec, route, reply, out)
 }
 
 // CallRaw sends req to route on the client and appends its reply to reply.
@@ -64,14 +65,16 @@ func (p *Peer) CallRaw(ctx context.Context, route string, req, reply []byte) ([]
 	return p.call(ctx, route, proto.CodecRaw, req, reply)
 }
 
-// Notify sends in as JSON to route on the client, one way: it returns once
-// the message is queued for the connection.
+// Notify sends in, encoded by Options.Codec (JSON by default), to route on
+// the client, one way: it returns once the message is queued for the
+// connection.
 func (p *Peer) Notify(ctx context.Context, route string, in any) error {
-	payload, err := handler.AppendArg(nil, in)
+	codec := p.c.s.opts.Codec
+	payload, err := handler.AppendArgWith(codec, nil, in)
 	if err != nil {
 		return err
 	}
-	return p.notify(ctx, route, proto.CodecJSON, payload)
+	return p.notify(ctx, route, codec.ID(), payload)
 }
 
 // NotifyRaw sends req to route on the client, one way.

@@ -1,9 +1,12 @@
 package reactor_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/gob"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -299,4 +302,70 @@ func TestPushToSlowClient(t *testing.T) {
 	}
 	t.Logf("%d pushes of 4 KiB before %v", sent, err)
 	h.check()
+}
+
+// gobCodec is an application's codec for the tests: one encoding/gob value
+// per payload, under the id given.
+type gobCodec proto.Codec
+
+func (c gobCodec) ID() proto.Codec { return proto.Codec(c) }
+
+func (gobCodec) Append(dst []byte, v any) ([]byte, error) {
+	b := bytes.NewBuffer(dst)
+	err := gob.NewEncoder(b).Encode(v)
+	return b.Bytes(), err
+}
+
+func (gobCodec) Unmarshal(data []byte, v any) error {
+	return gob.NewDecoder(bytes.NewReader(data)).Decode(v)
+}
+
+var registerGob sync.Once
+
+// TestPeerCodec: a Peer's Call and Notify encode in Options.Codec, JSON by
+// default and an application's codec when given, and Call decodes the
+// reply with it; the client's typed handlers see the codec and take it.
+func TestPeerCodec(t *testing.T) {
+	registerGob.Do(func() { handler.RegisterCodec(gobCodec(proto.CodecUser + 5)) })
+	for _, codec := range []handler.Codec{nil, gobCodec(proto.CodecUser + 5)} {
+		want := proto.CodecJSON
+		if codec != nil {
+			want = codec.ID()
+		}
+		seen := make(chan proto.Codec, 2)
+		clientReg := handler.NewRegistry()
+		clientReg.Handle("Client/Sum", handler.Func(func(ctx context.Context, in builtin.SumArgs) (int64, error) {
+			seen <- handler.CallFrom(ctx).Codec
+			return in.A + in.B, nil
+		}))
+		clientReg.Handle("Client/Note", handler.Func(func(ctx context.Context, in builtin.SumArgs) (struct{}, error) {
+			seen <- handler.CallFrom(ctx).Codec
+			return struct{}{}, nil
+		}))
+		reg := handler.NewRegistry()
+		reg.Handle("Ask/Client", handler.Func(func(ctx context.Context, _ struct{}) (int64, error) {
+			peer := handler.CallFrom(ctx).Peer
+			var sum int64
+			if err := peer.Call(ctx, "Client/Sum", builtin.SumArgs{A: 40, B: 2}, &sum); err != nil {
+				return 0, err
+			}
+			return sum, peer.Notify(ctx, "Client/Note", builtin.SumArgs{A: 1})
+		}), handler.Blocking())
+		s := start(t, reg, reactor.Options{Codec: codec})
+		c := dial(t, s, client.Options{Handler: clientReg})
+		var sum int64
+		if err := c.Call(ctxT(t), "Ask/Client", struct{}{}, &sum); err != nil || sum != 42 {
+			t.Fatalf("codec %v: %d, %v", want, sum, err)
+		}
+		for range 2 {
+			select {
+			case got := <-seen:
+				if got != want {
+					t.Fatalf("the client's handler saw codec %v, want %v", got, want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the client's handlers did not both run")
+			}
+		}
+	}
 }
