@@ -1,9 +1,7 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/gob"
 	"errors"
 	"sync"
 	"testing"
@@ -12,24 +10,9 @@ import (
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/internal/gobcodec"
 	"github.com/rpcd/rpcd/proto"
 )
-
-// gobCodec is an application's codec for the tests: one encoding/gob value
-// per payload, under the id given.
-type gobCodec proto.Codec
-
-func (c gobCodec) ID() proto.Codec { return proto.Codec(c) }
-
-func (gobCodec) Append(dst []byte, v any) ([]byte, error) {
-	b := bytes.NewBuffer(dst)
-	err := gob.NewEncoder(b).Encode(v)
-	return b.Bytes(), err
-}
-
-func (gobCodec) Unmarshal(data []byte, v any) error {
-	return gob.NewDecoder(bytes.NewReader(data)).Decode(v)
-}
 
 var registerGob sync.Once
 
@@ -39,10 +22,10 @@ var registerGob sync.Once
 // reactor; a codec the server does not know is refused, unprocessed; a
 // codec with a reserved id is refused at Dial.
 func TestCustomCodec(t *testing.T) {
-	registerGob.Do(func() { handler.RegisterCodec(gobCodec(proto.CodecUser)) })
+	registerGob.Do(func() { handler.RegisterCodec(gobcodec.Codec(proto.CodecUser)) })
 	s := server(t, "127.0.0.1:0")
 	addr := s.Addr().String()
-	c := dial(t, addr, client.Options{Codec: gobCodec(proto.CodecUser)})
+	c := dial(t, addr, client.Options{Codec: gobcodec.Codec(proto.CodecUser)})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -66,26 +49,26 @@ func TestCustomCodec(t *testing.T) {
 	select {
 	case m := <-msgs:
 		var got builtin.SumArgs
-		if m.Codec != proto.CodecUser || gobCodec(0).Unmarshal(m.Payload, &got) != nil || got.A != 7 {
+		if m.Codec != proto.CodecUser || gobcodec.Codec(0).Unmarshal(m.Payload, &got) != nil || got.A != 7 {
 			t.Errorf("published message: codec %v, payload %q", m.Codec, m.Payload)
 		}
 	case <-ctx.Done():
 		t.Fatal("no message")
 	}
 
-	other := dial(t, addr, client.Options{Codec: gobCodec(proto.CodecUser + 1)})
+	other := dial(t, addr, client.Options{Codec: gobcodec.Codec(proto.CodecUser + 1)})
 	err = other.Call(ctx, builtin.Sum, builtin.SumArgs{A: 1, B: 1}, &sum)
 	if !errors.Is(err, handler.ErrInvalidArgument) || !handler.IsUnprocessed(err) {
 		t.Errorf("a codec the server does not know: %v, want InvalidArgument, unprocessed", err)
 	}
-	if _, err := client.Dial(ctx, addr, client.Options{Codec: gobCodec(0x02)}); err == nil {
+	if _, err := client.Dial(ctx, addr, client.Options{Codec: gobcodec.Codec(0x02)}); err == nil {
 		t.Error("Dial took a codec with a reserved id")
 	}
-	if _, err := client.DialService(ctx, "static://"+addr+"/svc", client.ServiceOptions{Options: client.Options{Codec: gobCodec(proto.CodecRaw)}}); err == nil {
+	if _, err := client.DialService(ctx, "static://"+addr+"/svc", client.ServiceOptions{Options: client.Options{Codec: gobcodec.Codec(proto.CodecRaw)}}); err == nil {
 		t.Error("DialService took a codec with the raw id")
 	}
 
-	k := dialService(t, "static://"+addr+"/svc", client.ServiceOptions{Options: client.Options{Codec: gobCodec(proto.CodecUser)}})
+	k := dialService(t, "static://"+addr+"/svc", client.ServiceOptions{Options: client.Options{Codec: gobcodec.Codec(proto.CodecUser)}})
 	sum = 0
 	if err := k.Call(ctx, builtin.Sum, builtin.SumArgs{A: 5, B: 6}, &sum); err != nil || sum != 11 {
 		t.Fatalf("Cluster.Call in gob: %d, %v", sum, err)

@@ -1,32 +1,15 @@
 package handler
 
 import (
-	"bytes"
 	"context"
-	"encoding/gob"
 	"errors"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/rpcd/rpcd/internal/gobcodec"
 	"github.com/rpcd/rpcd/proto"
 )
-
-// gobCodec is an application's codec for the tests: one encoding/gob value
-// per payload, under id 0x80.
-type gobCodec struct{}
-
-func (gobCodec) ID() proto.Codec { return proto.CodecUser }
-
-func (gobCodec) Append(dst []byte, v any) ([]byte, error) {
-	b := bytes.NewBuffer(dst)
-	err := gob.NewEncoder(b).Encode(v)
-	return b.Bytes(), err
-}
-
-func (gobCodec) Unmarshal(data []byte, v any) error {
-	return gob.NewDecoder(bytes.NewReader(data)).Decode(v)
-}
 
 var registerGob sync.Once
 
@@ -43,8 +26,8 @@ func mustPanic(f func()) (panicked bool) {
 // application's, and an id another codec has taken, but takes the same
 // codec again.
 func TestRegisterCodec(t *testing.T) {
-	registerGob.Do(func() { RegisterCodec(gobCodec{}) })
-	if mustPanic(func() { RegisterCodec(gobCodec{}) }) {
+	registerGob.Do(func() { RegisterCodec(gobcodec.Codec(proto.CodecUser)) })
+	if mustPanic(func() { RegisterCodec(gobcodec.Codec(proto.CodecUser)) }) {
 		t.Error("RegisterCodec refused the same codec again")
 	}
 	if !mustPanic(func() { RegisterCodec(idCodec(proto.CodecUser)) }) {
@@ -58,7 +41,7 @@ func TestRegisterCodec(t *testing.T) {
 
 	ran := 0
 	h := Func(func(_ context.Context, in sumArgs) (int, error) { ran++; return in.A + in.B, nil })
-	req, err := AppendArgWith(gobCodec{}, nil, sumArgs{A: 2, B: 40})
+	req, err := AppendArgWith(gobcodec.Codec(proto.CodecUser), nil, sumArgs{A: 2, B: 40})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +50,7 @@ func TestRegisterCodec(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sum int
-	if err := DecodeReplyWith(gobCodec{}, "Math/Sum", out, &sum); err != nil || sum != 42 {
+	if err := DecodeReplyWith(gobcodec.Codec(proto.CodecUser), "Math/Sum", out, &sum); err != nil || sum != 42 {
 		t.Fatalf("reply in the codec: %d, %v; want 42", sum, err)
 	}
 	if err := DecodeReplyWith(JSON, "Math/Sum", out, &sum); err == nil {

@@ -1,9 +1,7 @@
 package reactor_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"sync"
@@ -14,6 +12,7 @@ import (
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/internal/gobcodec"
 	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/reactor"
 )
@@ -304,30 +303,14 @@ func TestPushToSlowClient(t *testing.T) {
 	h.check()
 }
 
-// gobCodec is an application's codec for the tests: one encoding/gob value
-// per payload, under the id given.
-type gobCodec proto.Codec
-
-func (c gobCodec) ID() proto.Codec { return proto.Codec(c) }
-
-func (gobCodec) Append(dst []byte, v any) ([]byte, error) {
-	b := bytes.NewBuffer(dst)
-	err := gob.NewEncoder(b).Encode(v)
-	return b.Bytes(), err
-}
-
-func (gobCodec) Unmarshal(data []byte, v any) error {
-	return gob.NewDecoder(bytes.NewReader(data)).Decode(v)
-}
-
 var registerGob sync.Once
 
 // TestPeerCodec: a Peer's Call and Notify encode in Options.Codec, JSON by
 // default and an application's codec when given, and Call decodes the
 // reply with it; the client's typed handlers see the codec and take it.
 func TestPeerCodec(t *testing.T) {
-	registerGob.Do(func() { handler.RegisterCodec(gobCodec(proto.CodecUser + 5)) })
-	for _, codec := range []handler.Codec{nil, gobCodec(proto.CodecUser + 5)} {
+	registerGob.Do(func() { handler.RegisterCodec(gobcodec.Codec(proto.CodecUser + 5)) })
+	for _, codec := range []handler.Codec{nil, gobcodec.Codec(proto.CodecUser + 5)} {
 		want := proto.CodecJSON
 		if codec != nil {
 			want = codec.ID()
