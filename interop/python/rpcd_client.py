@@ -14,15 +14,22 @@ id (optionally naming gzip for its Messages, "Compression"), a Request after it 
 is live, Unsubscribe, Publish, and Messages filed by subscription, gzipped ones expanded
 within the frame limit and dropped (counted) when they do not expand. Topics and patterns
 are checked where the page says a receiver must.
+Serves the calls the server makes to it ("Calls from the server"): handlers registered
+with Client.handle answer the server's Requests with a Response in the Request's codec or
+an Error with their code, as frames are read (also while waiting for a reply of its own);
+a route it does not serve is answered Error NotFound with Unprocessed; OneWays are handed
+to their handler and never answered; a Cancel marks the call cancelled and its reply is
+skipped. Headers of the call kinds are checked against "Rules per kind".
 """
 
 import gzip
 import json
 import socket
 import struct
+import time
 import zlib
 from collections import deque
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 # Header: magic "RD", version, kind, flags, codec, route length, call id,
 # deadline (ms), metadata length, reserved (0), payload length. Big-endian, 24 bytes.
@@ -55,6 +62,7 @@ CODE_NAMES = ("OK Canceled Unknown InvalidArgument DeadlineExceeded NotFound "
               "AlreadyExists PermissionDenied ResourceExhausted FailedPrecondition "
               "Aborted OutOfRange Unimplemented Internal Unavailable DataLoss "
               "Unauthenticated").split()
+CANCELED, UNKNOWN, DEADLINE_EXCEEDED, PERMISSION_DENIED, FAILED_PRECONDITION, ABORTED = 1, 2, 4, 7, 9, 10
 INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE = 3, 5, 8, 13, 14
 DATA_LOSS, UNAUTHENTICATED = 15, 16
 
@@ -228,6 +236,43 @@ def check_pubsub_header(kind: int, flags: int, codec: int, rlen: int, cid: int,
         raise ProtocolError("Unsubscribe with a 1-byte body")
 
 
+def check_call_header(kind: int, flags: int, codec: int, rlen: int, cid: int,
+                      deadline: int, plen: int) -> None:
+    """"Rules per kind" for Request, Response, Error, OneWay and Cancel, checked on the
+    header alone (flags already passed check_flags); anything else is a protocol error.
+
+    | kind     | call id | codec | route            | deadline | flags              | payload |
+    | Request  | 1+      | any   | 1 B to the limit | any      | 0 or a compression | any |
+    | Response | 1+      | any   | none             | 0        | 0 or a compression | any |
+    | Error    | 1+      | Raw   | none             | 0        | 0 or Unprocessed   | 2 B+ |
+    | OneWay   | 1+      | any   | 1 B to the limit | any      | 0 or a compression | any |
+    | Cancel   | 1+      | Raw   | none             | 0        | 0                  | none |
+    """
+    name = {REQUEST: "Request", RESPONSE: "Response", ERROR: "Error",
+            ONEWAY: "OneWay", CANCEL: "Cancel"}[kind]
+    if cid == 0:
+        raise ProtocolError("%s with call id 0" % name)
+    if kind in (ERROR, CANCEL) and codec != CODEC_RAW:
+        raise ProtocolError("%s with codec 0x%02x, not Raw" % (name, codec))
+    if (rlen == 0) == (kind in (REQUEST, ONEWAY)):
+        raise ProtocolError("%s with route length %d" % (name, rlen))
+    if deadline and kind not in (REQUEST, ONEWAY):
+        raise ProtocolError("%s with a deadline" % name)
+    allowed = {ERROR: FLAG_UNPROCESSED, CANCEL: 0}.get(kind, COMPRESSION_MASK)
+    if flags & ~allowed:
+        raise ProtocolError("%s with flags 0x%02x" % (name, flags))
+    if kind == ERROR and plen < 2:
+        raise ProtocolError("Error body shorter than 2 bytes")
+    if kind == CANCEL and plen:
+        raise ProtocolError("Cancel with a payload")
+
+
+def check_route(route: bytes) -> None:
+    """A route is printable ASCII, 0x21-0x7E ("Route"); another byte is a protocol error."""
+    if any(b < 0x21 or b > 0x7E for b in route):
+        raise ProtocolError("route byte outside 0x21-0x7E in %r" % route)
+
+
 def first_value(md: Metadata, key: str) -> Optional[bytes]:
     """Keys may repeat; a reader that wants one value takes the first ("Metadata")."""
     return next((v for k, v in md if k == key), None)
@@ -322,17 +367,100 @@ class FrameReader:
         check_flags(kind, flags)
         if SUBSCRIBE <= kind <= MESSAGE:
             check_pubsub_header(kind, flags, codec, rlen, cid, deadline, plen)
+        elif REQUEST <= kind <= CANCEL:
+            check_call_header(kind, flags, codec, rlen, cid, deadline, plen)
         total = HEADER.size + rlen + mlen + plen
         if rlen > MAX_ROUTE or mlen > MAX_METADATA or total > MAX_FRAME:
             raise ProtocolError("frame of %d bytes over a limit" % total)
         self._fill(total)  # raises if the stream ends inside the frame
         body = bytes(self.buf[HEADER.size:total])
         del self.buf[:total]
+        if kind in (REQUEST, ONEWAY):
+            check_route(body[:rlen])
         route = body[:rlen].decode("ascii", "replace")
         if kind in (SUBSCRIBE, PUBLISH, MESSAGE):  # a pattern, or a topic
             check_topic(route, pattern=kind == SUBSCRIBE)
         return Frame(kind, flags, codec, cid, deadline, route,
                      decode_metadata(body[rlen:rlen + mlen]), body[rlen + mlen:])
+
+
+# What a handler returns to answer later, through ServerCall.reply or ServerCall.fail.
+LATER = object()
+
+Handler = Callable[["ServerCall"], object]
+
+
+class ServerCall:
+    """A Request or OneWay the server sent this client ("Calls from the server"), its
+    payload expanded if it came compressed. call_id is the server's own id, in a space
+    apart from this client's calls ("Call ids"). deadline_ms is the milliseconds the
+    server will wait, counted from when this client read the frame (`received`, on
+    time.monotonic()); 0 means none ("Frame layout", "A deadline"). cancelled is set
+    when the server's Cancel for it arrives; its reply is then skipped ("A cancelled
+    call": the callee "may skip the reply")."""
+
+    def __init__(self, client: "Client", f: Frame, wire_flags: int):
+        self.client, self.frame, self.wire_flags = client, f, wire_flags
+        self.kind, self.call_id, self.route = f.kind, f.call_id, f.route
+        self.codec, self.metadata, self.payload = f.codec, f.metadata, f.payload
+        self.deadline_ms = f.deadline_ms
+        self.received = time.monotonic()
+        self.cancelled = False
+        self.answer: Optional[Frame] = None  # the Response or Error sent, once sent
+
+    @property
+    def oneway(self) -> bool:
+        return self.kind == ONEWAY
+
+    @property
+    def expired(self) -> bool:
+        """Whether the server's deadline has passed: it no longer waits for the answer,
+        and drops one that comes ("Edge cases a receiver meets")."""
+        return bool(self.deadline_ms) and \
+            time.monotonic() >= self.received + self.deadline_ms / 1000.0
+
+    def reply(self, payload: bytes = b"", codec: Optional[int] = None) -> None:
+        """Answer with a Response carrying the server's id and, unless codec says
+        otherwise, the codec of its Request ("Codecs"). A reply over the frame limit is
+        answered Error ResourceExhausted instead ("Error codes"). Skipped for a call the
+        server cancelled; a OneWay is never answered."""
+        if self.oneway:
+            raise ValueError("a OneWay is never answered")
+        if self.cancelled:
+            return
+        codec = self.codec if codec is None else codec
+        if HEADER.size + len(payload) > MAX_FRAME:  # the frame as it would be uncompressed
+            return self.fail(RESOURCE_EXHAUSTED, "reply of %d bytes over the frame limit"
+                             % len(payload))
+        flags, packed = 0, None
+        if self.client.compress_answers and self.client.compression == FLAG_GZIP:
+            packed = gzip_payload(payload)
+        if packed is not None:
+            flags = FLAG_GZIP
+        data = encode_frame(RESPONSE, self.call_id, payload=payload if packed is None else packed,
+                            codec=codec, flags=flags)
+        self._send(Frame(RESPONSE, flags, codec, self.call_id, 0, "", [], payload), data)
+
+    def fail(self, code: int, message: str = "", unprocessed: bool = False) -> None:
+        """Answer with an Error: code, message, and the Unprocessed flag when the call
+        was not acted on ("Flags"). Skipped for a cancelled call."""
+        if self.oneway:
+            raise ValueError("a OneWay is never answered")
+        if self.cancelled:
+            return
+        text = message.encode("utf-8")[:4096].decode("utf-8", "ignore")  # a whole UTF-8 text
+        body = struct.pack(">H", code) + text.encode("utf-8")
+        flags = FLAG_UNPROCESSED if unprocessed else 0
+        self._send(Frame(ERROR, flags, CODEC_RAW, self.call_id, 0, "", [], body),
+                   encode_frame(ERROR, self.call_id, payload=body, flags=flags))
+
+    def _send(self, answer: Frame, data: bytes) -> None:
+        if self.answer is not None:
+            raise ValueError("call %d already answered" % self.call_id)
+        self.answer = answer
+        if self.client.serving.get(self.call_id) is self:
+            del self.client.serving[self.call_id]
+        self.client.send_raw(data)
 
 
 class Client:
@@ -358,6 +486,17 @@ class Client:
         self.subs: Dict[int, "Subscription"] = {}  # live subscriptions, by id
         self.next_sub = 1                       # subscription ids: a space of their own
         self.stray_messages = 0                 # Messages for no live subscription, dropped
+        # Calls from the server ("Calls from the server"): handlers by route; the
+        # server's Requests being served and not yet answered, by the server's id; a
+        # log of the OneWays that failed (no route, a handler error), which are never
+        # answered; Cancels for no call being served, ignored.
+        self.routes: Dict[str, Handler] = {}
+        self.serving: Dict[int, ServerCall] = {}
+        self.oneway_log: List[Tuple[int, str, str]] = []  # (server's id, route, why)
+        self.stray_cancels = 0
+        # rpcd's client does not compress its answers to the server's calls; set this
+        # to gzip those of 1 KiB or more, once the Welcome named gzip ("Compression").
+        self.compress_answers = False
         if compression:
             self.hello(compression)
 
@@ -443,6 +582,86 @@ class Client:
         self.replies.pop(call_id, None)
         self.send_raw(encode_frame(CANCEL, call_id))
 
+    def handle(self, route: str, fn: Optional[Handler]) -> None:
+        """Serve route to the server ("Calls from the server"). fn gets a ServerCall and
+        returns the Response's payload (bytes; None for an empty one), or LATER to answer
+        later through the ServerCall; it raises RpcError to answer an Error with that
+        code (and the Unprocessed flag, if set), and any other exception to answer Error
+        Unknown ("a handler's error that carries no code"). For a OneWay its return
+        value is dropped and its error logged in oneway_log. fn runs as the frame is
+        read, inside whatever call of this client is reading: it may make calls of its
+        own on this connection. fn None stops serving the route."""
+        if fn is None:
+            self.routes.pop(route, None)
+            return
+        r = route.encode("ascii")
+        if not 1 <= len(r) <= MAX_ROUTE or any(b < 0x21 or b > 0x7E for b in r):
+            raise ValueError("bad route %r" % route)
+        self.routes[route] = fn
+
+    def run_until(self, done: Callable[[], bool]) -> None:
+        """Read (and serve) frames until done() holds."""
+        while not done():
+            self.read_one()
+
+    def _oneway_failed(self, f: Frame, why: str) -> None:
+        """"A OneWay that fails (no route, a handler error): logs it; it never
+        answers a OneWay" ("Edge cases a receiver meets")."""
+        self.oneway_log.append((f.call_id, f.route, why))
+
+    def on_call(self, f: Frame) -> None:
+        """A Request or OneWay from the server ("Calls from the server"): refused as
+        a server refuses one, or run by the route's handler and, for a Request,
+        answered with the server's id."""
+        oneway = f.kind == ONEWAY
+        if not oneway and f.call_id in self.serving:
+            # "A Request whose call id is still in flight on this connection": this
+            # client answers Error InvalidArgument with Unprocessed, as rpcd does for
+            # calls on its blocking pool; the call in flight is still answered.
+            body = struct.pack(">H", INVALID_ARGUMENT) + \
+                b"call id %d still in flight" % f.call_id
+            self.send_raw(encode_frame(ERROR, f.call_id, payload=body, flags=FLAG_UNPROCESSED))
+            return
+        fn = self.routes.get(f.route)
+        refusal = None
+        if fn is None:  # refused as such before its payload is looked at
+            refusal = (NOT_FOUND, "no route %s on this client" % f.route)
+        else:
+            try:
+                g = expand(f)
+            except OverflowError as e:
+                refusal = (RESOURCE_EXHAUSTED, "payload %s" % e)
+            except ValueError as e:
+                refusal = (INVALID_ARGUMENT, "payload does not expand: %s" % e)
+        if refusal is not None:
+            if oneway:
+                self._oneway_failed(f, refusal[1])
+            else:
+                body = struct.pack(">H", refusal[0]) + refusal[1].encode("utf-8")
+                self.send_raw(encode_frame(ERROR, f.call_id, payload=body, flags=FLAG_UNPROCESSED))
+            return
+        call = ServerCall(self, g, f.flags)
+        if not oneway:
+            self.serving[f.call_id] = call
+        try:
+            out = fn(call)
+            if not oneway and out is not LATER:
+                out = b"" if out is None else bytes(out)
+        except RpcError as e:
+            if oneway:
+                self._oneway_failed(f, str(e))
+            elif call.answer is None:
+                call.fail(e.code, e.message, e.unprocessed)
+            return
+        except Exception as e:  # an error that carries no code
+            if oneway:
+                self._oneway_failed(f, repr(e))
+            elif call.answer is None:
+                call.fail(UNKNOWN, "%s: %s" % (type(e).__name__, e))
+            return
+        if not oneway and out is not LATER and call.answer is None:
+            call.reply(out)
+
     def read_one(self) -> Frame:
         """Read one frame and file it by kind. Raises when the stream ends."""
         f = self.reader.read_frame()
@@ -451,6 +670,14 @@ class Client:
         if f.kind in (RESPONSE, ERROR):
             if f.call_id in self.pending:  # else cancelled or unknown: drop it
                 self.replies[f.call_id] = f
+        elif f.kind in (REQUEST, ONEWAY):  # the server calls this client
+            self.on_call(f)
+        elif f.kind == CANCEL:  # of a call the server made; else ignored
+            call = self.serving.pop(f.call_id, None)
+            if call is None:
+                self.stray_cancels += 1
+            else:
+                call.cancelled = True
         elif f.kind == PONG:
             self.pongs.append(f.payload)
         elif f.kind == WELCOME:

@@ -8,16 +8,22 @@ Bench/StreamSink and Bench/StreamSource, require no authentication, and take
 gzip ("Compression": its Welcome names zstd,gzip, and so does its first StreamCredit
 on a stream whose StreamOpen names a compression), and serve publish/subscribe
 with rpcd's defaults (1,024 subscriptions per connection; Messages of 1 KiB or more
-compressed for a Subscribe that names gzip). Every socket operation times out after
-5 seconds.
+compressed for a Subscribe that names gzip). For "Calls from the server" it must have
+the test routes of interop_test.go: Interop/CallMeBack, which calls a route on the
+calling client (its payload and reply base64 in JSON) and answers the client's reply or
+the error its call got, and Interop/Push, which sends the client one-way messages.
+Every socket operation times out after 5 seconds.
 """
 
+import base64
 import gzip
 import json
 import os
 import socket
 import struct
 import sys
+import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -1149,6 +1155,443 @@ class LivePubSub(unittest.TestCase):
                 ("Publish gzip", E(rc.PUBLISH, 0, "a", gzip.compress(compressible(2000)), flags=rc.FLAG_GZIP)),
                 ("Message from a client", E(rc.MESSAGE, 1, "a", b"x"))):
             self.goaway_for(data, why)
+
+
+def record_sent(c: rc.Client):
+    """Keep, decoded, every frame c sends from now on (a list, returned)."""
+    sent, send = [], c.send_raw
+
+    def send_raw(data: bytes) -> None:
+        r = FakeSocketReader(data)
+        f = r.read_frame()
+        while f is not None:
+            sent.append(f)
+            f = r.read_frame()
+        send(data)
+
+    c.send_raw = send_raw
+    return sent
+
+
+def read_to_ping(c: rc.Client) -> None:
+    """Read (and serve) frames up to a Ping from the scripted server, answered by a Pong."""
+    while c.read_one().kind != rc.PING:
+        pass
+
+
+def error_of(f: rc.Frame):
+    """(kind, call id, code, Unprocessed) of an Error frame."""
+    return f.kind, f.call_id, rc.parse_error(f.payload)[0], bool(f.flags & rc.FLAG_UNPROCESSED)
+
+
+class OfflineCallsFromServer(unittest.TestCase):
+    """"Calls from the server" against a scripted server: the client answers each
+    Request with the server's id, refuses as a server does, never answers a OneWay,
+    and honours Cancel; headers of the call kinds follow "Rules per kind"."""
+
+    def setUp(self):
+        self.c, self.srv = fake_server()
+        self.seen = []
+
+    def tearDown(self):
+        self.c.close()
+        self.srv.close()
+
+    def keep(self, answer):
+        """A handler that keeps each call it gets, then answers with answer(call)."""
+        def fn(call):
+            self.seen.append(call)
+            return answer(call)
+        return fn
+
+    def test_answers_with_the_servers_id(self):
+        E = rc.encode_frame
+        self.c.handle("Client/Double", self.keep(lambda call: b"a:" + call.payload))
+        self.c.handle("Client/Big", lambda call: bytes(rc.MAX_FRAME - rc.HEADER.size + int(call.payload)))
+        mine = self.c.send_request("Ask/Client", b"42")  # the client's id 1, in flight
+        self.assertEqual(mine, 1)
+        recv_frames(self.srv, 1)
+        got = []  # the answers are megabytes: read them as they come
+        reader = threading.Thread(target=lambda: got.extend(recv_frames(self.srv, 10)))
+        reader.start()
+        room = rc.MAX_FRAME - rc.HEADER.size - len("Client/Double")
+        md = [("k", b"v"), ("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")]
+        self.srv.sendall(
+            E(rc.REQUEST, 1, "Client/Double", b"42", rc.CODEC_JSON, deadline_ms=250, metadata=md) +
+            E(rc.REQUEST, 2, "No/Such", b"x") +
+            E(rc.REQUEST, 3, "No/Such", b"not gzip", flags=rc.FLAG_GZIP) +   # NotFound first
+            E(rc.REQUEST, 4, "Client/Double", b"not gzip", flags=rc.FLAG_GZIP) +
+            E(rc.REQUEST, 5, "Client/Double", gzip.compress(b"7" * 2000), 0x80, flags=rc.FLAG_GZIP) +
+            E(rc.REQUEST, 6, "Client/Double", gzip.compress(bytes(room + 1)), flags=rc.FLAG_GZIP) +
+            E(rc.REQUEST, 7, "Client/Double", b"", flags=rc.FLAG_GZIP) +      # empty: does not expand
+            E(rc.REQUEST, 8, "Client/Double", gzip.compress(bytes(room)), flags=rc.FLAG_GZIP) +
+            E(rc.REQUEST, 9, "Client/Big", b"1") +  # a reply over the frame limit
+            E(rc.REQUEST, 10, "Client/Big", b"0") +  # a reply of exactly the limit
+            E(rc.RESPONSE, 1, payload=b"done"))
+        self.assertEqual(self.c.wait(mine).payload, b"done")  # our id 1 is not theirs
+        reader.join(TIMEOUT)
+        self.assertEqual(len(got), 10)  # one answer per Request, in the order read
+        self.assertEqual((got[0].kind, got[0].call_id, got[0].codec, got[0].flags, got[0].payload),
+                         (rc.RESPONSE, 1, rc.CODEC_JSON, 0, b"a:42"))  # the codec of its Request
+        self.assertEqual((got[4].kind, got[4].call_id, got[4].codec, got[4].flags, got[4].payload),
+                         (rc.RESPONSE, 5, 0x80, 0, b"a:" + b"7" * 2000))  # expanded; answered as it is
+        self.assertEqual((got[7].kind, got[7].call_id, len(got[7].payload)), (rc.RESPONSE, 8, room + 2))
+        self.assertEqual((got[9].kind, got[9].call_id, len(got[9].payload)),
+                         (rc.RESPONSE, 10, rc.MAX_FRAME - rc.HEADER.size))
+        self.assertEqual([error_of(f) for f in got[1:4] + got[5:7] + got[8:9]],
+                         [(rc.ERROR, 2, rc.NOT_FOUND, True),
+                          (rc.ERROR, 3, rc.NOT_FOUND, True),  # before its payload is looked at
+                          (rc.ERROR, 4, rc.INVALID_ARGUMENT, True),
+                          (rc.ERROR, 6, rc.RESOURCE_EXHAUSTED, True),  # expands past its room
+                          (rc.ERROR, 7, rc.INVALID_ARGUMENT, True),
+                          # "a reply larger than the frame limit": the handler ran, so no
+                          # Unprocessed
+                          (rc.ERROR, 9, rc.RESOURCE_EXHAUSTED, False)])
+        first, big, last = self.seen
+        self.assertEqual((first.kind, first.call_id, first.route, first.codec, first.deadline_ms,
+                          first.metadata, first.payload, first.wire_flags),
+                         (rc.REQUEST, 1, "Client/Double", rc.CODEC_JSON, 250, md, b"42", 0))
+        self.assertEqual((big.payload, big.wire_flags, big.frame.flags), (b"7" * 2000, rc.FLAG_GZIP, 0))
+        self.assertEqual(len(last.payload), room)  # exactly the room its frame has
+        self.assertEqual((self.c.serving, self.c.pending, self.c.replies), ({}, set(), {}))
+
+    def test_handler_errors_later_and_cancel(self):
+        E = rc.encode_frame
+
+        def deny(call):
+            raise rc.RpcError(rc.PERMISSION_DENIED, "not you")
+
+        def busy(call):
+            raise rc.RpcError(rc.ABORTED, "try again", unprocessed=True)
+
+        def crash(call):
+            raise KeyError("oops")
+
+        self.c.handle("Client/Deny", deny)
+        self.c.handle("Client/Busy", busy)
+        self.c.handle("Client/Crash", crash)
+        self.c.handle("Client/Str", lambda call: "not bytes")
+        self.c.handle("Client/Hold", self.keep(lambda call: rc.LATER))
+        self.c.handle("Client/News", self.keep(lambda call: b"dropped"))
+        self.srv.sendall(
+            E(rc.REQUEST, 1, "Client/Deny") + E(rc.REQUEST, 2, "Client/Busy") +
+            E(rc.REQUEST, 3, "Client/Crash") + E(rc.REQUEST, 4, "Client/Str") +
+            E(rc.REQUEST, 5, "Client/Hold", b"held") +
+            E(rc.REQUEST, 5, "Client/Hold", b"again") +   # its id still in flight
+            E(rc.REQUEST, 6, "Client/Hold", b"to cancel", deadline_ms=50) +
+            E(rc.CANCEL, 6) +                             # the client skips its reply
+            E(rc.CANCEL, 99) +                            # never saw it: ignored
+            E(rc.ONEWAY, 7, "Client/News", b"push") +     # never answered, whatever it returns
+            E(rc.ONEWAY, 8, "No/Such", b"x") +            # logged, not answered
+            E(rc.ONEWAY, 9, "Client/Crash") +             # logged, not answered
+            E(rc.ONEWAY, 10, "Client/Hold", b"not gzip", flags=rc.FLAG_GZIP) +  # logged
+            E(rc.PING, 0, payload=b"end"))
+        read_to_ping(self.c)
+        held, cancelled, push = self.seen
+        self.assertEqual((held.call_id, held.payload, cancelled.call_id, cancelled.cancelled),
+                         (5, b"held", 6, True))
+        self.assertEqual(sorted(self.c.serving), [5])
+        held.reply(b"later")
+        cancelled.reply(b"skipped")
+        cancelled.fail(rc.INTERNAL, "skipped too")
+        self.assertIsNone(cancelled.answer)
+        with self.assertRaises(ValueError):
+            push.reply(b"x")  # a OneWay is never answered
+        with self.assertRaises(ValueError):
+            held.reply(b"twice")
+        self.c.send_raw(E(rc.PING, 0, payload=b"mark"))  # bounds what the server reads
+        self.srv.sendall(E(rc.PING, 0, payload=b"mark"))
+        read_to_ping(self.c)
+        r = rc.FrameReader(self.srv)
+        got = [r.read_frame() for _ in range(8)]
+        self.assertEqual([error_of(f) for f in got[:5]],
+                         [(rc.ERROR, 1, rc.PERMISSION_DENIED, False), (rc.ERROR, 2, rc.ABORTED, True),
+                          (rc.ERROR, 3, rc.UNKNOWN, False), (rc.ERROR, 4, rc.UNKNOWN, False),
+                          (rc.ERROR, 5, rc.INVALID_ARGUMENT, True)])  # id 5 in flight: refused
+        self.assertEqual(rc.parse_error(got[0].payload)[1], "not you")
+        # Nothing for ids 6 to 10 (cancelled, OneWays): the Pong, then what came later.
+        self.assertEqual([(f.kind, f.call_id, f.payload) for f in got[5:]],
+                         [(rc.PONG, 0, b"end"), (rc.RESPONSE, 5, b"later"), (rc.PING, 0, b"mark")])
+        self.assertEqual((push.kind, push.call_id, push.payload), (rc.ONEWAY, 7, b"push"))
+        self.assertEqual([(i, r) for i, r, _ in self.c.oneway_log],
+                         [(8, "No/Such"), (9, "Client/Crash"), (10, "Client/Hold")])
+        self.assertEqual((self.c.serving, self.c.stray_cancels), ({}, 1))
+        self.c.send_raw(E(rc.CANCEL, 5))  # a Cancel from the client names its own call
+        self.assertIsNone(self.c.goaway)
+
+    def test_call_header_rules(self):
+        """"Rules per kind" for the call kinds, and a route byte outside 0x21-0x7E."""
+        E = rc.encode_frame
+        bad = {
+            "Request id 0": E(rc.REQUEST, 0, "A/B"),
+            "Request no route": E(rc.REQUEST, 1),
+            "Request Unprocessed": E(rc.REQUEST, 1, "A/B", flags=rc.FLAG_UNPROCESSED),
+            "Request route byte 0x7f": E(rc.REQUEST, 1, "A/\x7f"),
+            "OneWay id 0": E(rc.ONEWAY, 0, "A/B"),
+            "OneWay no route": E(rc.ONEWAY, 1),
+            "OneWay route space": E(rc.ONEWAY, 1, "A B"),
+            "Response id 0": E(rc.RESPONSE, 0),
+            "Response route": E(rc.RESPONSE, 1, "A/B"),
+            "Response deadline": E(rc.RESPONSE, 1, deadline_ms=5),
+            "Response Unprocessed": E(rc.RESPONSE, 1, flags=rc.FLAG_UNPROCESSED),
+            "Error codec JSON": E(rc.ERROR, 1, payload=b"\x00\x05", codec=rc.CODEC_JSON),
+            "Error route": E(rc.ERROR, 1, "A/B", b"\x00\x05"),
+            "Error deadline": E(rc.ERROR, 1, payload=b"\x00\x05", deadline_ms=5),
+            "Error 1 byte": E(rc.ERROR, 1, payload=b"\x05"),
+            "Cancel payload": E(rc.CANCEL, 1, payload=b"x"),
+            "Cancel route": E(rc.CANCEL, 1, "A/B"),
+            "Cancel codec JSON": E(rc.CANCEL, 1, codec=rc.CODEC_JSON),
+            "Cancel deadline": E(rc.CANCEL, 1, deadline_ms=5),
+            "Cancel id 0": E(rc.CANCEL, 0),
+            "Cancel Unprocessed": E(rc.CANCEL, 1, flags=rc.FLAG_UNPROCESSED),
+        }
+        for name, data in bad.items():
+            with self.assertRaises(rc.ProtocolError, msg=name):
+                FakeSocketReader(data).read_frame()
+        good = (E(rc.REQUEST, 0xFFFFFFFF, "A/B", b"x", 0x80, deadline_ms=0xFFFFFFFF),
+                E(rc.ONEWAY, 1, "~" * rc.MAX_ROUTE, b"", rc.CODEC_JSON, deadline_ms=5),
+                E(rc.RESPONSE, 1, payload=b"x", codec=0x42), E(rc.ERROR, 1, payload=b"\x00\x05"),
+                E(rc.ERROR, 1, payload=b"\x00\x05", flags=rc.FLAG_UNPROCESSED), E(rc.CANCEL, 9))
+        for data in good:
+            self.assertIsNotNone(FakeSocketReader(data).read_frame())
+        with self.assertRaises(ValueError):
+            self.c.handle("Bad route", lambda call: b"")
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def call_me_back_frame(c: rc.Client, route: str, payload: bytes = b"", **kw) -> int:
+    """Send Interop/CallMeBack (interop_test.go): the server calls route on c with
+    payload (kw: json, deadline_ms, cancel_after_ms); returns the call's id."""
+    return c.send_request("Interop/CallMeBack", json.dumps(dict(route=route, payload=b64(payload), **kw))
+                          .encode(), rc.CODEC_JSON)
+
+
+def called_back(c: rc.Client, cid: int):
+    """The answer to Interop/CallMeBack: (the client's reply, (code, message,
+    Unprocessed) of the error the server's call got, code 0 if none)."""
+    out = json.loads(c.wait(cid).payload)
+    return base64.b64decode(out["reply"] or ""), (out["code"], out["message"], out["unprocessed"])
+
+
+def call_me_back(c: rc.Client, route: str, payload: bytes = b"", **kw):
+    return called_back(c, call_me_back_frame(c, route, payload, **kw))
+
+
+NO_ERROR = (0, "", False)
+
+
+class LiveCallsFromServer(unittest.TestCase):
+    """"Calls from the server" against rpcd: its test routes Interop/CallMeBack (a
+    Request from the server to this client, whose answer comes back in the route's
+    reply) and Interop/Push (OneWays from the server)."""
+
+    def setUp(self):
+        self.c = connect()
+        self.held = []
+
+    def tearDown(self):
+        self.c.close()
+
+    def hold(self, call):
+        """A handler that answers later."""
+        self.held.append(call)
+        return rc.LATER
+
+    def test_client_serves_raw_route(self):
+        calls = []
+        self.c.handle("Client/Double", lambda call: calls.append(call) or b"a:" + call.payload)
+        self.assertEqual(call_me_back(self.c, "Client/Double", b"42"), (b"a:42", NO_ERROR))
+        call = calls[0]
+        self.assertEqual((call.kind, call.route, call.codec, call.wire_flags, call.deadline_ms, call.payload),
+                         (rc.REQUEST, "Client/Double", rc.CODEC_RAW, 0, 0, b"42"))
+        self.assertGreaterEqual(call.call_id, 1)
+        self.assertEqual((call.answer.kind, call.answer.call_id, call.answer.codec),
+                         (rc.RESPONSE, call.call_id, rc.CODEC_RAW))  # the codec of its Request
+        body = os.urandom(300_000)
+        self.assertEqual(call_me_back(self.c, "Client/Double", body), (b"a:" + body, NO_ERROR))
+        self.assertEqual(call_me_back(self.c, "Client/Double"), (b"a:", NO_ERROR))  # empty payload
+        self.assertEqual(len({c.call_id for c in calls}), 3)
+        self.assertEqual((self.c.serving, self.c.goaway), ({}, None))
+
+    def test_client_serves_json_route(self):
+        calls = []
+
+        def inc(call):
+            calls.append(call)
+            return json.dumps({"n": json.loads(call.payload)["n"] + 1}).encode()
+
+        self.c.handle("Client/Inc", inc)
+        reply, err = call_me_back(self.c, "Client/Inc", b'{"n":41}', json=True)
+        self.assertEqual((json.loads(reply), err), ({"n": 42}, NO_ERROR))
+        self.assertEqual((calls[0].codec, calls[0].answer.codec), (rc.CODEC_JSON, rc.CODEC_JSON))
+        self.assertEqual(json.loads(calls[0].payload), {"n": 41})
+
+    def test_unknown_route_is_not_found(self):
+        sent = record_sent(self.c)
+        reply, (code, msg, unprocessed) = call_me_back(self.c, "No/SuchOnClient", b"x")
+        self.assertEqual((code, unprocessed), (rc.NOT_FOUND, True), msg)
+        self.assertIn("No/SuchOnClient", msg)  # the client's message reached the server
+        errors = [f for f in sent if f.kind == rc.ERROR]
+        self.assertEqual(len(errors), 1)
+        self.assertEqual(error_of(errors[0])[2:], (rc.NOT_FOUND, True))
+        self.assertEqual(self.c.call_json("Math/Sum", {"a": 1, "b": 2}), 3)  # the connection goes on
+
+    def test_handler_error_reaches_server(self):
+        def raiser(exc):
+            def fn(call):
+                raise exc
+            return fn
+
+        cases = (("Client/Deny", rc.RpcError(rc.PERMISSION_DENIED, "not you"), (rc.PERMISSION_DENIED, "not you", False)),
+                 ("Client/Busy", rc.RpcError(rc.ABORTED, "try again", unprocessed=True), (rc.ABORTED, "try again", True)),
+                 ("Client/Gone", rc.RpcError(rc.NOT_FOUND, "no such user"), (rc.NOT_FOUND, "no such user", False)),
+                 ("Client/Crash", ValueError("boom"), (rc.UNKNOWN, "ValueError: boom", False)))
+        for route, exc, want in cases:
+            self.c.handle(route, raiser(exc))
+            self.assertEqual(call_me_back(self.c, route, b"x"), (b"", want), route)
+        # An Error answered later, from outside the handler.
+        self.c.handle("Client/Hold", self.hold)
+        cid = call_me_back_frame(self.c, "Client/Hold", b"x")
+        self.c.run_until(lambda: self.held)
+        self.held[0].fail(rc.FAILED_PRECONDITION, "later")
+        self.assertEqual(called_back(self.c, cid), (b"", (rc.FAILED_PRECONDITION, "later", False)))
+
+    def test_pushes_arrive_never_answered(self):
+        got = []
+        self.c.handle("Client/News", got.append)  # returns None: dropped, for a OneWay
+        self.c.handle("Client/Fail", lambda call: 1 / 0)
+        sent = record_sent(self.c)
+        raws = [b"first", b"", os.urandom(70_000)]
+        n = self.c.call_json("Interop/Push", {"route": "Client/News", "payloads": [b64(p) for p in raws]})
+        self.assertEqual(n, 3)
+        self.c.run_until(lambda: len(got) >= 3)
+        jsons = [b'{"flash":1}', b'"two"']
+        self.assertEqual(self.c.call_json("Interop/Push", {"route": "Client/News", "json": True,
+                                                           "payloads": [b64(p) for p in jsons]}), 2)
+        self.c.run_until(lambda: len(got) >= 5)
+        # A push to no route here, and one whose handler fails: logged, never answered.
+        self.assertEqual(self.c.call_json("Interop/Push", {"route": "No/SuchNews", "payloads": [b64(b"x")]}), 1)
+        self.assertEqual(self.c.call_json("Interop/Push", {"route": "Client/Fail", "payloads": [b64(b"y")]}), 1)
+        self.c.run_until(lambda: len(self.c.oneway_log) >= 2)
+        self.c.sync()
+        for call in got:
+            self.assertEqual((call.kind, call.route, call.wire_flags, call.answer), (rc.ONEWAY, "Client/News", 0, None))
+            self.assertGreaterEqual(call.call_id, 1)
+        self.assertCountEqual([(c.codec, c.payload) for c in got[:3]], [(rc.CODEC_RAW, p) for p in raws])
+        self.assertCountEqual([(c.codec, json.loads(c.payload)) for c in got[3:]],
+                              [(rc.CODEC_JSON, json.loads(p)) for p in jsons])
+        self.assertEqual(sorted(r for _, r, _ in self.c.oneway_log), ["Client/Fail", "No/SuchNews"])
+        # The client sent only its own Requests: no Response, no Error.
+        self.assertEqual({f.kind for f in sent}, {rc.REQUEST})
+        self.assertEqual((self.c.serving, self.c.goaway), ({}, None))
+
+    def test_deadline_reaches_client(self):
+        self.c.handle("Client/Deadline", lambda call: b"%d" % call.deadline_ms)
+        reply, err = call_me_back(self.c, "Client/Deadline", deadline_ms=3000)
+        self.assertEqual(err, NO_ERROR)
+        self.assertTrue(2000 < int(reply) <= 3000, reply)  # what was left when it was sent
+        self.assertEqual(call_me_back(self.c, "Client/Deadline"), (b"0", NO_ERROR))  # none given
+
+    def test_deadline_passes_while_client_holds(self):
+        self.c.handle("Client/Hold", self.hold)
+        reply, (code, msg, _) = call_me_back(self.c, "Client/Hold", b"slow", deadline_ms=300)
+        self.assertEqual(code, rc.DEADLINE_EXCEEDED, msg)
+        call = self.held[0]
+        self.assertTrue(0 < call.deadline_ms <= 300, call.deadline_ms)
+        self.c.sync()  # a Cancel the server sent for it, if any, has arrived
+        for _ in range(100):  # counted from when this client read the frame
+            if call.expired:
+                break
+            time.sleep(0.01)
+        self.assertTrue(call.expired)
+        # "the handler's answer ... is still sent, and the caller, which stopped waiting
+        # at the deadline, drops it". Whether a caller also sends Cancel when its deadline
+        # passes the page does not say (rpcd's server does): if one came, the reply is
+        # skipped; either way the connection goes on.
+        call.reply(b"too late")
+        self.assertEqual(self.c.call_json("Math/Sum", {"a": 1, "b": 2}), 3)
+        self.assertEqual((self.c.serving, self.c.goaway), ({}, None))
+
+    def test_cancel_from_server(self):
+        self.c.handle("Client/Hold", self.hold)
+        reply, (code, msg, _) = call_me_back(self.c, "Client/Hold", b"x", cancel_after_ms=200)
+        self.assertEqual(code, rc.CANCELED, msg)
+        call = self.held[0]
+        self.c.run_until(lambda: call.cancelled)  # a Cancel with the server's id arrived
+        self.assertEqual(self.c.serving, {})
+        sent = record_sent(self.c)
+        call.reply(b"skipped")  # the callee may skip the reply: this client does
+        self.assertEqual((sent, call.answer, self.c.stray_cancels), ([], None, 0))
+        self.assertEqual(self.c.call_json("Math/Sum", {"a": 1, "b": 2}), 3)
+
+    def test_ids_do_not_clash(self):
+        """The server's call and the client's own, in flight at once with the same id."""
+        self.c.handle("Client/Hold", self.hold)
+        sent = record_sent(self.c)
+        back = call_me_back_frame(self.c, "Client/Hold", b"first")
+        self.c.run_until(lambda: self.held)
+        call = self.held[0]
+        sid = call.call_id
+        if sid not in self.c.pending:  # make the client's next call take the server's id
+            self.c.next_id = sid
+        mine = self.c.send_request("Math/Sum", b'{"a":20,"b":22}', rc.CODEC_JSON)
+        self.assertIn(sid, self.c.pending)  # the number is in use both ways
+        self.assertIn(sid, self.c.serving)
+        self.assertEqual(json.loads(self.c.wait(mine).payload), 42)
+        self.assertEqual((call.answer, call.cancelled), (None, False))  # still the server's to wait for
+        self.assertIn(back, self.c.pending)
+        call.reply(b"answer")
+        self.assertEqual(called_back(self.c, back), (b"answer", NO_ERROR))
+        self.assertEqual([(f.call_id, f.payload) for f in sent if f.kind == rc.RESPONSE], [(sid, b"answer")])
+
+        # A handler that calls the server before it answers.
+        def nested(c):
+            return b"%d" % self.c.call_json("Math/Sum", {"a": int(c.payload), "b": 1})
+
+        self.c.handle("Client/Nested", nested)
+        self.assertEqual(call_me_back(self.c, "Client/Nested", b"41"), (b"42", NO_ERROR))
+
+        # Two calls of the server's in flight, answered in the reverse order.
+        del self.held[:]
+        a = call_me_back_frame(self.c, "Client/Hold", b"A")
+        b = call_me_back_frame(self.c, "Client/Hold", b"B")
+        self.c.run_until(lambda: len(self.held) == 2)
+        self.assertNotEqual(self.held[0].call_id, self.held[1].call_id)
+        for call in reversed(self.held):
+            call.reply(b"to-" + call.payload)
+        self.assertEqual((called_back(self.c, a), called_back(self.c, b)),
+                         ((b"to-A", NO_ERROR), (b"to-B", NO_ERROR)))
+        self.assertEqual((self.c.serving, self.c.pending, self.c.goaway), ({}, set(), None))
+
+    def test_compression_of_calls_from_server(self):
+        """"rpcd's server does not compress the calls it makes to a client (reverse calls
+        and pushes), and its client does not compress its answers to them; both expand
+        those they receive": on a connection whose Welcome named gzip, the server's
+        calls come as they are, and an answer gzipped by this client is expanded."""
+        c = connect(compression=("gzip",))
+        try:
+            self.assertEqual(c.compression, rc.FLAG_GZIP)
+            calls = []
+            c.handle("Client/Echo", lambda call: calls.append(call) or call.payload)
+            body = compressible(64 * 1024)
+            sent = record_sent(c)
+            self.assertEqual(call_me_back(c, "Client/Echo", body), (body, NO_ERROR))
+            self.assertEqual((calls[0].wire_flags, calls[0].payload), (0, body))
+            self.assertEqual(sent[-1].flags & rc.COMPRESSION_MASK, 0)  # as rpcd's client answers
+            c.compress_answers = True
+            self.assertEqual(call_me_back(c, "Client/Echo", body), (body, NO_ERROR))
+            answer = [f for f in sent if f.kind == rc.RESPONSE][-1]
+            self.assertEqual(answer.flags, rc.FLAG_GZIP)  # gzipped, and the server expanded it
+            self.assertLess(len(answer.payload), len(body) // 4)
+            self.assertEqual(c.call_json("Interop/Push", {"route": "Client/Echo", "payloads": [b64(body)]}), 1)
+            c.run_until(lambda: len(calls) == 3)
+            self.assertEqual((calls[2].kind, calls[2].wire_flags, calls[2].payload), (rc.ONEWAY, 0, body))
+            self.assertIsNone(c.goaway)
+        finally:
+            c.close()
 
 
 def main() -> None:
