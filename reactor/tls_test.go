@@ -118,6 +118,7 @@ func TestSuiteOverTLS(t *testing.T) {
 		"TestStreamWindowEnforced", "TestStreamRawRules", "TestStreamCancel", "TestStreamConnectionLoss",
 		"TestStreamShutdown", "TestStreamsManyAtOnce", "TestStreamMaxStreams", "TestStreamFromServer",
 		"TestStreamMiddleware", "TestCompression", "TestCompressionNotAsked", "TestCompressionRefused", "TestCompressionWithCredentials", "TestHelloAfterBlockingCall",
+		"TestStreamCompression", "TestStreamCompressionRaw", "TestPubSubCompression", "TestPeerCodec",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
