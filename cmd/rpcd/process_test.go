@@ -225,8 +225,10 @@ func TestProcessDNSTarget(t *testing.T) {
 	z := dnstest.Start(t)
 	z.SetA("sum.test.", "127.0.0.1")
 	target := "dns://" + z.Addr() + "/sum.test:" + port
-	if r := rpcd(t, "", "call", "-addr", target, "Math/Sum", `{"a":1,"b":2}`); r.code != 0 || r.stdout != "3\n" {
-		t.Errorf("call through dns: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	for _, addr := range []string{target, target + "?refresh=5s"} {
+		if r := rpcd(t, "", "call", "-addr", addr, "Math/Sum", `{"a":1,"b":2}`); r.code != 0 || r.stdout != "3\n" {
+			t.Errorf("call through %s: exit %d, stdout %q, stderr %q", addr, r.code, r.stdout, r.stderr)
+		}
 	}
 	r := rpcd(t, "", "bench", "-addr", target, "-n", "50", "-warmup", "0", "-json")
 	if r.code != 0 {

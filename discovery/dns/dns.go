@@ -41,7 +41,10 @@ type Config struct {
 // a name without a port for its SRV records (as "_rpcd._tcp.example.com"),
 // each target's addresses a node on the record's port, weighted by the
 // record's weight. Of SRV records of several priorities, only those of the
-// lowest (the most preferred) are nodes.
+// lowest (the most preferred) are nodes. Either may end in
+// "?refresh=DURATION" ("?refresh=5s"), which Watch looks it up again at
+// instead of Config.Refresh: a target's way to say so
+// ("dns:///echo.example:7070?refresh=5s").
 type Resolver struct {
 	cfg  Config
 	r    *net.Resolver
@@ -77,14 +80,21 @@ func New(cfg Config) *Resolver {
 // at once and every Config.Refresh, and sends the set whenever it changes.
 // A service that is not a host with a port or a name is an error.
 func (r *Resolver) Watch(ctx context.Context, service string) (<-chan []client.Node, error) {
-	lookup, err := r.lookupFor(service)
+	name, every, err := splitRefresh(service)
 	if err != nil {
 		return nil, err
+	}
+	lookup, err := r.lookupFor(name)
+	if err != nil {
+		return nil, err
+	}
+	if every == 0 {
+		every = r.cfg.Refresh
 	}
 	ch := make(chan []client.Node, 1)
 	go func() {
 		defer close(ch)
-		t := time.NewTicker(r.cfg.Refresh)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		var last []client.Node
 		for {
@@ -92,7 +102,7 @@ func (r *Resolver) Watch(ctx context.Context, service string) (<-chan []client.N
 			nodes, err := lookup(lctx)
 			cancel()
 			if err == nil && len(nodes) == 0 {
-				err = errors.New("rpcd: " + service + " has no address records")
+				err = errors.New("rpcd: " + name + " has no address records")
 			}
 			if err != nil {
 				r.errs.Store(service, err)
@@ -128,11 +138,31 @@ func (r *Resolver) LastError(service string) error {
 
 // Lookup returns the nodes service names now, sorted by address.
 func (r *Resolver) Lookup(ctx context.Context, service string) ([]client.Node, error) {
-	lookup, err := r.lookupFor(service)
+	name, _, err := splitRefresh(service)
+	if err != nil {
+		return nil, err
+	}
+	lookup, err := r.lookupFor(name)
 	if err != nil {
 		return nil, err
 	}
 	return lookup(ctx)
+}
+
+// splitRefresh splits service into its name and the refresh its
+// "?refresh=DURATION" asks for; 0 when it asks none. Any other parameter,
+// or a duration that is not positive, is an error.
+func splitRefresh(service string) (string, time.Duration, error) {
+	name, query, ok := strings.Cut(service, "?")
+	if !ok {
+		return service, 0, nil
+	}
+	key, value, _ := strings.Cut(query, "=")
+	d, err := time.ParseDuration(value)
+	if key != "refresh" || err != nil || d <= 0 {
+		return "", 0, fmt.Errorf("rpcd: dns service %q: the one parameter is refresh=DURATION, positive (\"?refresh=5s\")", service)
+	}
+	return name, d, nil
 }
 
 // lookupFor returns the lookup service asks for.

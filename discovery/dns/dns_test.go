@@ -190,3 +190,31 @@ func start(t *testing.T, host, port string) *reactor.Server {
 	})
 	return s
 }
+
+// TestSchemeRefresh: a target's "?refresh=DURATION" is how often its name
+// is looked up again: the cluster follows a change within a few of them,
+// where the default (30 s) would not have looked yet; a malformed refresh
+// is refused.
+func TestSchemeRefresh(t *testing.T) {
+	port := twoServers(t)
+	z := dnstest.Start(t)
+	z.SetA("moving.test.", "127.0.0.1")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := client.DialService(ctx, "dns://"+z.Addr()+"/moving.test:"+port+"?refresh=20ms", client.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	waitNodes(t, cl, 1)
+	z.SetA("moving.test.", "127.0.0.1", "127.0.0.2")
+	waitNodes(t, cl, 2) // within 10 s: at the default, not before 30 s
+	for _, bad := range []string{"?refresh=0s", "?refresh=soon", "?every=5s", "?refresh"} {
+		if _, err := client.DialService(ctx, "dns://"+z.Addr()+"/moving.test:"+port+bad, client.ServiceOptions{}); err == nil {
+			t.Errorf("DialService took %q", bad)
+		}
+	}
+	if nodes, err := dns.New(dns.Config{Server: z.Addr()}).Lookup(ctx, "moving.test:"+port+"?refresh=1m"); err != nil || len(nodes) != 2 {
+		t.Errorf("Lookup with a refresh: %v, %v", nodes, err)
+	}
+}
