@@ -80,11 +80,7 @@ func New(cfg Config) *Resolver {
 // at once and every Config.Refresh, and sends the set whenever it changes.
 // A service that is not a host with a port or a name is an error.
 func (r *Resolver) Watch(ctx context.Context, service string) (<-chan []client.Node, error) {
-	name, every, err := splitRefresh(service)
-	if err != nil {
-		return nil, err
-	}
-	lookup, err := r.lookupFor(name)
+	lookup, name, every, err := r.lookupFor(service)
 	if err != nil {
 		return nil, err
 	}
@@ -138,11 +134,7 @@ func (r *Resolver) LastError(service string) error {
 
 // Lookup returns the nodes service names now, sorted by address.
 func (r *Resolver) Lookup(ctx context.Context, service string) ([]client.Node, error) {
-	name, _, err := splitRefresh(service)
-	if err != nil {
-		return nil, err
-	}
-	lookup, err := r.lookupFor(name)
+	lookup, _, _, err := r.lookupFor(service)
 	if err != nil {
 		return nil, err
 	}
@@ -165,18 +157,22 @@ func splitRefresh(service string) (string, time.Duration, error) {
 	return name, d, nil
 }
 
-// lookupFor returns the lookup service asks for.
-func (r *Resolver) lookupFor(service string) (func(context.Context) ([]client.Node, error), error) {
-	if host, port, err := net.SplitHostPort(service); err == nil {
+// lookupFor returns the lookup service asks for, the name it looks up,
+// and the refresh its "?refresh=" asks for (0 when it asks none).
+func (r *Resolver) lookupFor(service string) (lookup func(context.Context) ([]client.Node, error), name string, every time.Duration, err error) {
+	if name, every, err = splitRefresh(service); err != nil {
+		return nil, "", 0, err
+	}
+	if host, port, err := net.SplitHostPort(name); err == nil {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || host == "" {
-			return nil, fmt.Errorf("rpcd: dns service %q: want host:port with a port from 1 to 65535, or a name for its SRV records", service)
+			return nil, "", 0, fmt.Errorf("rpcd: dns service %q: want host:port with a port from 1 to 65535, or a name for its SRV records", service)
 		}
-		return func(ctx context.Context) ([]client.Node, error) { return r.lookupHost(ctx, host, port, 0) }, nil
+		return func(ctx context.Context) ([]client.Node, error) { return r.lookupHost(ctx, host, port, 0) }, name, every, nil
 	}
-	if service == "" || strings.ContainsAny(service, ":/ ") {
-		return nil, fmt.Errorf("rpcd: dns service %q: want host:port, or a name for its SRV records", service)
+	if name == "" || strings.ContainsAny(name, ":/ ") {
+		return nil, "", 0, fmt.Errorf("rpcd: dns service %q: want host:port, or a name for its SRV records", service)
 	}
-	return func(ctx context.Context) ([]client.Node, error) { return r.lookupSRV(ctx, service) }, nil
+	return func(ctx context.Context) ([]client.Node, error) { return r.lookupSRV(ctx, name) }, name, every, nil
 }
 
 // lookupHost returns a node on port for each address of host.
