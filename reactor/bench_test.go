@@ -55,8 +55,8 @@ func benchDirect(b *testing.B, s *Server, route string, codec proto.Codec, paylo
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		fc := &fakeConn{}
-		s.OnOpen(fc)
 		w := &countingConn{fakeConn: fc}
+		s.OnOpen(w) // the connection writes through w
 		for i := 0; pb.Next(); i++ {
 			if i%batch == 0 {
 				fc.in = in

@@ -16,11 +16,12 @@ import (
 )
 
 // conn is the server's state for one connection. Fields above mu belong to
-// the connection's event loop; those below are shared with the blocking pool.
+// the goroutine serving the connection (its event loop, or its own
+// goroutine once std is set); those below are shared with the blocking
+// pool and whoever sends to the connection.
 type conn struct {
 	s      *Server
-	gc     gnet.Conn // on an event loop; nil otherwise
-	std    *stdLink  // on the standard library transport (TLS); nil otherwise
+	gc     gnet.Conn // its event loop's connection, if it began on one; nil otherwise
 	remote net.Addr
 	call   *handler.Call // reused by inline calls, one at a time, while End allows
 	routes handler.RouteCache
@@ -33,24 +34,31 @@ type conn struct {
 
 	big       []byte       // a large frame being gathered (see bigFrame)
 	bigHeader proto.Header // its header, accepted
-	lost      bool         // a read or write of rpcd's own failed (readBig, writeOwn): the connection ends
+	lost      bool         // a write failed: the connection ends, and nothing more is written
+
+	held     []byte // output the socket did not take; on a loop, handed to the goroutine the connection moves to (handoff.go)
+	more     bool   // readFrames stopped at the high-water mark: whole frames may be left
+	peerDone bool   // the peer has shut down its side (a FIN): nothing more is read
 
 	inboundLeft int // bytes left buffered at the end of the last wake-up
-	backlogLast int // unread output at the last wake-up
 
 	subs   map[uint32]*subscription // the connection's subscriptions, by id
-	unread atomic.Int64             // output the peer had not read at the last wake-up, for publishers
+	unread atomic.Int64             // output being written that the peer has not taken yet, for publishers
 	fan    fanout                   // the Messages this connection's publishes make, until the wake-up ends
 
+	// std is the connection's own goroutine's link, once it has one: from
+	// the start on the standard library transport (TLS), or since it left
+	// its event loop (handoff.go). Whoever wakes the connection reads it.
+	std atomic.Pointer[stdLink]
+
 	// Shared with the sweeper, times from Server.clock.
-	lastRead     atomic.Int64 // when bytes last arrived
-	frameStart   atomic.Int64 // when the frame now arriving began; 0 if none
-	backlogSince atomic.Int64 // since when output waits unread without shrinking; 0 if none
-	pingSent     atomic.Int64 // when the sweeper asked for a Ping; 0 if none is out
-	openedAt     int64        // when the connection opened; set before the sweeper sees it
-	authedAt     atomic.Int64 // not 0 once authed
-	wantPing     atomic.Bool  // the loop sends a Ping at its next wake-up
-	ending       atomic.Pointer[ending]
+	lastRead   atomic.Int64 // when bytes last arrived
+	frameStart atomic.Int64 // when the frame now arriving began; 0 if none
+	pingSent   atomic.Int64 // when the sweeper asked for a Ping; 0 if none is out
+	openedAt   int64        // when the connection opened; set before the sweeper sees it
+	authedAt   atomic.Int64 // not 0 once authed
+	wantPing   atomic.Bool  // the loop sends a Ping at its next wake-up
+	ending     atomic.Pointer[ending]
 
 	closed atomic.Bool
 
@@ -222,24 +230,6 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 		compression.PutBuffer(zbuf, payload)
 	}
 	return out
-}
-
-// writeOwn writes the replies in out and then a large reply's payload from
-// the handler's own slice (writeStd on the TLS transport), so that the
-// payload is not copied: on gnet in one writev, gnet copying only what the
-// socket does not take at once. It returns out emptied, for the replies
-// that follow. A failed write ends the connection.
-func (c *conn) writeOwn(out, own []byte) []byte {
-	if c.gc == nil {
-		c.lost = !c.writeStd(out, own)
-		return out[:0]
-	}
-	if _, err := c.gc.Writev([][]byte{out, own}); err != nil {
-		c.s.log.Debug("rpcd: writing to a connection", "remote", c.remote, "err", err)
-		c.lost = true
-	}
-	c.bytesOut.Add(uint64(len(out) + len(own)))
-	return out[:0]
 }
 
 // finishReply completes the Response begun at out[start:], with more bytes

@@ -55,11 +55,20 @@ func (s *Server) forget(c *conn) {
 	s.nconns.Add(-1)
 }
 
-// OnClose cancels what the connection had in flight.
+// OnClose cancels what the connection had in flight. A connection that
+// has left its loop (handoff.go) is no longer the loop's to end. One whose
+// peer has shut down its side (a FIN) with calls still to answer leaves
+// the loop to answer them (half-close).
 func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 	c, ok := gc.Context().(*conn)
 	if !ok {
 		return gnet.None
+	}
+	if errors.Is(err, io.EOF) && c.owes() && !s.draining.Load() {
+		c.peerDone = true
+		if c.handOff(gc, false) {
+			return gnet.None
+		}
 	}
 	s.forget(c)
 	if err != nil && !errors.Is(err, os.ErrClosed) {
@@ -72,9 +81,12 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
 // OnTraffic runs every whole frame the connection has buffered and writes
-// all their replies with one call. It also acts for the sweeper (a Ping
-// to send, a connection to end) and for the blocking pool (replies to
-// write).
+// all their replies with one call (more only past the high-water mark,
+// Options.MaxOutbound). It also acts for the sweeper (a Ping to send, a
+// connection to end) and for the blocking pool (replies to write). A
+// connection whose output the socket does not take whole, which must end
+// with a GoAway, or whose peer has shut down its side with calls still to
+// answer, leaves the loop for a goroutine of its own (handoff.go).
 func (s *Server) OnTraffic(gc gnet.Conn) (action gnet.Action) {
 	c := gc.Context().(*conn)
 	defer func() {
@@ -89,26 +101,30 @@ func (s *Server) OnTraffic(gc gnet.Conn) (action gnet.Action) {
 	}
 	bp := outPool.Get().(*[]byte)
 	out, action := c.service(gc, (*bp)[:0])
-	if len(out) > 0 {
-		if _, err := gc.Write(out); err != nil {
-			action = gnet.Close
-		}
-		c.bytesOut.Add(uint64(len(out)))
-	}
+	out = c.flush(out)
 	if cap(out) <= 2*s.opts.Limits.MaxFrameSize { // let a huger buffer go
 		*bp = out[:0]
 		outPool.Put(bp)
 	}
-	if action == gnet.None {
-		action = c.watch(gc)
+	switch {
+	case c.lost:
+	case action != gnet.None:
+		c.handOff(gc, true) // to linger after its GoAway
+	case c.held != nil || c.peerDone && c.owes():
+		c.handOff(gc, false)
+	case !c.peerDone:
+		c.watch(gc)
+		return gnet.None
 	}
-	return action
+	return gnet.Close // the loop's part ends; a connection handed off goes on
 }
 
 // service does a wake-up's work for a connection of either transport and
-// returns what to write: a GoAway if the sweeper ends it, else its own
-// GoAway once the server drains, a Ping the sweeper asked for, the
-// blocking pool's replies, and the answers to every whole frame in.
+// returns what is left to write: a GoAway if the sweeper ends it, else its
+// own GoAway once the server drains, a Ping the sweeper asked for, the
+// blocking pool's replies, and the answers to every whole frame in. Past
+// the high-water mark it writes what it has before it runs more frames,
+// and stops once the socket does not take it all.
 func (c *conn) service(in inbound, out []byte) ([]byte, gnet.Action) {
 	if r := c.ending.Load(); r != nil {
 		return c.endNow(out, r), gnet.Close
@@ -120,14 +136,33 @@ func (c *conn) service(in inbound, out []byte) ([]byte, gnet.Action) {
 		out = proto.AppendPing(out, nil)
 	}
 	out = c.takeReplies(out)
-	out, action := c.readFrames(in, out)
-	if len(c.fan.order) > 0 {
-		c.fan.flush() // the subscribers' Messages from this wake-up's publishes
+	var action gnet.Action
+	for {
+		out, action = c.readFrames(in, out)
+		if len(c.fan.order) > 0 {
+			c.fan.flush() // the subscribers' Messages from this wake-up's publishes
+		}
+		if action != gnet.None || !c.more || c.lost || c.held != nil {
+			break
+		}
+		out = c.flush(out)
+		if c.lost || c.held != nil {
+			break
+		}
 	}
 	if c.lost {
 		return out[:0], gnet.Close
 	}
 	return out, action
+}
+
+// owes reports whether the connection has calls or output still to
+// answer or write: Blocking calls, the outbox, open streams.
+func (c *conn) owes() bool {
+	c.mu.Lock()
+	owes := len(c.calls) > 0 || len(c.replies) > 0
+	c.mu.Unlock()
+	return owes || c.streams.open.Load() > 0
 }
 
 // inbound is the input side of a connection that frames are read from:
@@ -138,35 +173,15 @@ type inbound interface {
 	InboundBuffered() int
 }
 
-// watch records, for the sweeper, whether a frame is left half read and
-// whether the peer is reading what is written to it; it closes a
-// connection whose unread output passes Options.MaxOutbound.
-func (c *conn) watch(gc gnet.Conn) gnet.Action {
-	now := c.s.clock.Load()
+// watch records, for the sweeper, whether a frame is left half read.
+func (c *conn) watch(gc gnet.Conn) {
 	c.inboundLeft = gc.InboundBuffered()
 	switch {
 	case c.inboundLeft == 0 && c.big == nil:
 		c.frameStart.Store(0)
 	case c.frameStart.Load() == 0:
-		c.frameStart.Store(now) // a frame has begun to arrive
+		c.frameStart.Store(c.s.clock.Load()) // a frame has begun to arrive
 	}
-	ob := gc.OutboundBuffered()
-	c.unread.Store(int64(ob))
-	switch {
-	case ob == 0:
-		c.backlogSince.Store(0)
-		c.backlogLast = 0
-	case ob > c.s.opts.MaxOutbound:
-		c.s.stats.slowConsumers.Add(1)
-		c.s.log.Info("rpcd: closing connection: the peer does not read its replies", "remote", c.remote, "unread", ob)
-		return gnet.Close
-	case c.backlogLast == 0 || ob < c.backlogLast:
-		c.backlogSince.Store(now) // a backlog begins, or shrinks: the peer reads
-		c.backlogLast = ob
-	default:
-		c.backlogLast = ob
-	}
-	return gnet.None
 }
 
 // bigFrame is the size from which a frame that is still arriving is
@@ -180,9 +195,12 @@ const bigFrame = 64 << 10
 // whole, so a large frame arriving in pieces is not copied over and over;
 // then it takes everything buffered in one Peek (a view into gnet's buffer
 // when nothing was left over from an earlier wake-up), runs the whole
-// frames in it, and discards them at once. A frame that breaks the
-// protocol ends the connection with a GoAway saying why.
+// frames in it, and discards them at once. It stops early, setting c.more,
+// once out holds Options.MaxOutbound bytes or a write has left output
+// held, so that a connection's unsent output stays bounded. A frame that
+// breaks the protocol ends the connection with a GoAway saying why.
 func (c *conn) readFrames(gc inbound, out []byte) ([]byte, gnet.Action) {
+	c.more = false
 	if c.big != nil {
 		whole, err := false, error(nil)
 		if out, whole, err = c.gatherBig(gc, out); err != nil {
@@ -221,6 +239,10 @@ func (c *conn) readFrames(gc inbound, out []byte) ([]byte, gnet.Action) {
 				return c.endNow(out, end), gnet.Close
 			}
 			done += n
+			if len(out) >= c.s.opts.MaxOutbound || c.held != nil || c.lost {
+				c.more = true // the rest after this output is written
+				break
+			}
 			// The next frame, if it is whole (n == 0: not yet, for the
 			// next wake-up).
 			n, err = f.Decode(buf[done:], c.limits())
@@ -328,7 +350,7 @@ func (c *conn) growBig(need, n int) {
 // socket has nothing more: the next wake-up goes on. A failed read, or the
 // peer's end, loses the connection.
 func (c *conn) readBig(n int) {
-	if c.gc == nil { // the standard library transport reads in its own way
+	if c.gc == nil || c.std.Load() != nil { // the standard library transport reads in its own way
 		return
 	}
 	fd := c.gc.Fd()
@@ -350,8 +372,10 @@ func (c *conn) readBig(n int) {
 			if err == nil {
 				err = io.ErrUnexpectedEOF
 			}
+			// The peer is gone, or has shut down its side inside the frame:
+			// the frame is lost, the calls before it are answered.
 			c.s.log.Debug("rpcd: reading a large frame", "remote", c.remote, "err", err)
-			c.lost = true
+			c.peerDone = true
 			return
 		}
 		c.big = c.big[:len(c.big)+m]

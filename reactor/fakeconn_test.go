@@ -3,6 +3,7 @@ package reactor
 import (
 	"io"
 	"net"
+	"syscall"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -70,6 +71,14 @@ func (f *fakeConn) Fd() int {
 		return -1
 	}
 	return f.sock
+}
+
+// Dup duplicates the socket given, for a connection that leaves its loop.
+func (f *fakeConn) Dup() (int, error) {
+	if !f.hasSock {
+		return -1, syscall.EBADF
+	}
+	return syscall.Dup(f.sock)
 }
 
 func (f *fakeConn) Context() any         { return f.ctx }

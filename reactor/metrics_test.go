@@ -36,6 +36,7 @@ func TestInlineRawPathAllocsWithMetrics(t *testing.T) {
 		batch = proto.AppendFrame(batch, proto.Header{Kind: proto.KindRequest, ID: uint32(i)}, builtin.NoArg, nil, nil)
 	}
 	w := &countingConn{fakeConn: fc}
+	s.OnOpen(w) // the connection writes through w
 	const runs = 500
 	allocs := testing.AllocsPerRun(runs, func() {
 		fc.in = batch

@@ -66,12 +66,19 @@ type Options struct {
 	// negative KeepAlive sends no pings.
 	KeepAlive, KeepAliveTimeout time.Duration
 
-	// MaxOutbound bounds the replies written to a connection that its peer
-	// has not read yet; past it, the connection is closed. Default 8 MiB.
+	// MaxOutbound is the high-water mark of a connection's unsent output:
+	// a wake-up that has made this much writes it before it runs more
+	// frames, and a connection whose socket does not take its output
+	// reads and runs nothing more until the peer has read it, so that TCP
+	// holds the peer back. The frames the server sends on its own
+	// (Peer.Notify and Call, Broadcast, stream data) are refused past it.
+	// Default 8 MiB.
 	MaxOutbound int
 
-	// WriteTimeout closes a connection whose unread replies have not gone
-	// down for that long. Default 30s.
+	// WriteTimeout cuts off a connection whose peer takes none of its
+	// output for that long, and bounds how long a connection whose peer
+	// has shut down its side (a FIN) waits for its calls and streams to
+	// finish. Default 30s.
 	WriteTimeout time.Duration
 
 	// Authenticator, if set, makes every connection authenticate with a

@@ -288,16 +288,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// stopConns stops the event loops, which close their connections after
-// writing what is buffered, and closes the standard library transport's
-// connections, whose goroutines have written all they had.
+// stopConns stops the event loops, which close their connections, and
+// closes the connections served by goroutines of their own, whose
+// goroutines have written all they had.
 func (s *Server) stopConns() {
 	if s.loops != nil {
 		_ = s.loops.Stop()
 	}
 	for _, c := range s.snapshot(nil) {
-		if c.std != nil {
-			c.std.nc.Close()
+		if l := c.std.Load(); l != nil {
+			l.stop()
 		}
 	}
 	s.stdConns.Wait()

@@ -25,7 +25,8 @@ type Stats struct {
 	ConnsRefused  uint64 // connections turned away at once: past MaxConns, or while draining
 	BytesIn       uint64 // bytes read from connections (after TLS, on the TLS transport)
 	BytesOut      uint64 // bytes written to connections (before TLS)
-	SlowConsumers uint64 // connections closed because their peer did not read its replies (MaxOutbound, WriteTimeout)
+	SlowConsumers uint64 // connections closed because their peer took none of their output for WriteTimeout
+	HandedOff     uint64 // connections moved off their event loop to a goroutine of their own (docs/reliability.md, "Backpressure")
 	Blocking      int    // Blocking calls queued for the pool or running on it
 	Draining      bool   // Shutdown has begun: the server takes no new connection or call
 
@@ -46,6 +47,7 @@ type serverStats struct {
 	bytesIn       atomic.Uint64 // under Server.mu, with the connection's removal
 	bytesOut      atomic.Uint64
 	slowConsumers atomic.Uint64
+	handedOff     atomic.Uint64
 	errors        [CodeSlots]atomic.Uint64
 }
 
@@ -64,6 +66,7 @@ func (s *Server) Stats() Stats {
 		ConnsOpened:   st.connsOpened.Load(),
 		ConnsRefused:  st.connsRefused.Load(),
 		SlowConsumers: st.slowConsumers.Load(),
+		HandedOff:     st.handedOff.Load(),
 		Blocking:      int(s.inflight.Load()),
 		Draining:      s.draining.Load(),
 	}

@@ -8,7 +8,10 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/panjf2000/gnet/v2"
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
@@ -16,11 +19,14 @@ import (
 
 // The standard library transport serves the same protocol, with the same
 // registry, limits and shutdown, on a goroutine per connection over any
-// net.Conn: it is how rpcd serves TLS, which gnet's loops cannot (they see
+// net.Conn. It is how rpcd serves TLS, which gnet's loops cannot (they see
 // the socket's bytes, and TLS needs crypto/tls between them and the
-// frames). Each connection's goroutine reads into a buffer of its own,
-// runs the frames the way an event loop does (readFrames, handleFrame) and
-// writes the replies of each read with one Write.
+// frames), and where a connection goes that leaves its event loop
+// (handoff.go). Each connection's goroutine reads into a buffer of its
+// own, runs the frames the way an event loop does (service, readFrames,
+// handleFrame) and writes the replies of each read with one Write, which
+// waits while the peer reads: it reads nothing meanwhile, so that TCP
+// holds back a peer that sends faster than it reads.
 
 // stdLink is a connection's input buffer and its hand-offs, for the
 // transport's goroutine.
@@ -30,10 +36,21 @@ type stdLink struct {
 	r   int // read position in buf
 	w   int // write position in buf
 
+	kick chan struct{} // a poke, for a goroutine that is not reading (half-closed)
+	shut atomic.Bool   // the server has stopped: the goroutine returns
+
 	mu    sync.Mutex
 	acks  []func() // to call after the next service pass
 	poked bool
 	ended bool // the goroutine has returned: nothing will call acks
+}
+
+// newStdLink returns a link reading nc, its buffer holding carry (what an
+// event loop had read and not run) first.
+func newStdLink(nc net.Conn, carry []byte) *stdLink {
+	l := &stdLink{nc: nc, buf: make([]byte, max(64<<10, len(carry))), kick: make(chan struct{}, 1)}
+	l.w = copy(l.buf, carry)
+	return l
 }
 
 // Peek implements inbound.
@@ -99,6 +116,28 @@ func (l *stdLink) poke(done func()) {
 	l.poked = true
 	_ = l.nc.SetReadDeadline(time.Unix(1, 0)) // in the past: Read returns at once
 	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// await waits for a poke, at most d.
+func (l *stdLink) await(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.kick:
+	case <-t.C:
+	}
+}
+
+// stop ends the goroutine at once, wherever it waits: the server has
+// stopped (Shutdown's last step).
+func (l *stdLink) stop() {
+	l.shut.Store(true)
+	_ = l.nc.Close()
+	l.poke(nil)
 }
 
 // unpoke clears a poke before the work it asks for, and returns the
@@ -124,15 +163,16 @@ func (l *stdLink) end() []func() {
 	return acks
 }
 
-// serveStd serves one connection on the calling goroutine until it ends.
+// serveStd serves one connection of the TLS transport on the calling
+// goroutine until it ends.
 func (s *Server) serveStd(nc net.Conn) {
 	defer s.stdConns.Done()
-	defer nc.Close()
 	var id *handler.Identity
 	if tc, ok := nc.(*tls.Conn); ok {
 		_ = tc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
 		if err := tc.Handshake(); err != nil {
 			s.log.Info("rpcd: TLS handshake failed", "remote", nc.RemoteAddr(), "err", err)
+			nc.Close()
 			return
 		}
 		_ = tc.SetDeadline(time.Time{})
@@ -146,15 +186,29 @@ func (s *Server) serveStd(nc net.Conn) {
 		s.refuse(nc, proto.CodeResourceExhausted, "too many connections")
 		return
 	}
-	l := &stdLink{nc: nc, buf: make([]byte, 64<<10)}
+	l := newStdLink(nc, nil)
 	c := newConn(s, nil, nc.RemoteAddr())
-	c.std = l
+	c.std.Store(l)
 	if id != nil && s.opts.Authenticator == nil {
 		c.identity, c.call.Identity = id, id // a verified client certificate
 		c.peer.identity.Store(id)
 	}
 	s.enrol(c)
+	c.runStd(l, false)
+}
+
+// runStd serves c on the calling goroutine until the connection ends, then
+// closes it and forgets it. With ending set (a connection handed off by its
+// loop with its GoAway written or held), it only writes what is held and
+// lingers.
+//
+// After the peer's FIN it reads nothing more, answers every call it has
+// read and lets open streams finish, for at most Options.WriteTimeout,
+// writes all of it, and closes (half-close, docs/protocol.md).
+func (c *conn) runStd(l *stdLink, ending bool) {
+	s := c.s
 	defer func() {
+		_ = l.nc.Close()
 		s.forget(c)
 		for _, done := range l.end() {
 			done()
@@ -165,21 +219,56 @@ func (s *Server) serveStd(nc net.Conn) {
 			s.log.Error("rpcd: panic serving a connection; closing it", "remote", c.remote, "panic", p, "stack", string(debug.Stack()))
 		}
 	}()
-
+	out := c.held // what the loop's socket did not take
+	c.held = nil
+	if c.peerDone && !ending {
+		c.peerClosed() // handed off at the FIN
+	}
+	var halfClosed time.Time
 	maxBuf := s.opts.Limits.MaxFrameSize
-	var out []byte
 	for {
 		acks := l.unpoke()
-		var end bool
-		out, end = c.serviceStd(out[:0])
-		if len(out) > 0 && !c.writeStd(out, nil) {
-			end = true
+		action := gnet.None
+		if !ending {
+			out, action = c.service(l, out)
 		}
+		out = c.flush(out)
 		for _, done := range acks {
 			done()
 		}
-		if end {
+		switch {
+		case c.lost || l.shut.Load():
 			return
+		case ending || action != gnet.None:
+			for _, done := range l.end() { // nothing more to do for those who wait
+				done()
+			}
+			l.linger()
+			return
+		case c.peerDone:
+			if !c.owes() {
+				return // all answered and written: the close is the FIN
+			}
+			if halfClosed.IsZero() {
+				// A peer that closed for good sent the same FIN as one
+				// that only shut down its write side: a Ping tells them
+				// apart, the first answering it with a reset (peerGone).
+				halfClosed = time.Now()
+				out = c.flush(proto.AppendPing(out, nil))
+				continue
+			}
+			if peerGone(l.nc) {
+				return // its calls are cancelled: no one waits for them
+			}
+			left := s.opts.WriteTimeout - time.Since(halfClosed)
+			if left <= 0 {
+				s.log.Info("rpcd: closing a half-closed connection with calls or streams still running", "remote", c.remote, "after", s.opts.WriteTimeout)
+				return
+			}
+			l.await(min(left, halfClosedLook))
+			continue
+		case c.more:
+			continue // whole frames left past the high-water mark
 		}
 		c.inboundLeft = l.InboundBuffered()
 		if c.inboundLeft == 0 && c.big == nil {
@@ -196,8 +285,12 @@ func (s *Server) serveStd(nc net.Conn) {
 		if n > 0 {
 			c.lastRead.Store(s.clock.Load())
 		}
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		switch {
+		case err == nil || errors.Is(err, os.ErrDeadlineExceeded):
+		case errors.Is(err, io.EOF):
+			c.peerClosed()
+		default:
+			if !errors.Is(err, net.ErrClosed) {
 				s.log.Debug("rpcd: reading a connection", "remote", c.remote, "err", err)
 			}
 			return
@@ -205,30 +298,80 @@ func (s *Server) serveStd(nc net.Conn) {
 	}
 }
 
-// writeStd writes out, then own if there is one, within WriteTimeout; it
-// reports false if the write failed, which ends the connection.
-func (c *conn) writeStd(out, own []byte) bool {
-	nc := c.std.nc
-	_ = nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
-	c.bytesOut.Add(uint64(len(out) + len(own)))
-	_, err := nc.Write(out)
-	if err == nil && own != nil {
-		_, err = nc.Write(own)
-	}
-	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) && c.ending.Load() == nil {
-			c.s.stats.slowConsumers.Add(1) // unread replies for WriteTimeout
-		}
-		c.s.log.Debug("rpcd: writing to a connection", "remote", c.remote, "err", err)
-		return false
-	}
-	return true
+// halfClosedLook is how often a half-closed connection with calls still
+// running looks whether its peer has closed for good.
+const halfClosedLook = 20 * time.Millisecond
+
+// peerClosed acts on the peer's FIN: nothing more will be read, so the
+// connection's subscriptions end and the server's calls to the peer fail;
+// the calls read are still answered.
+func (c *conn) peerClosed() {
+	c.peerDone = true
+	c.dropSubscriptions()
+	c.mu.Lock()
+	c.failPeerCalls()
+	c.mu.Unlock()
 }
 
-// serviceStd is a wake-up's work on the standard library transport.
-func (c *conn) serviceStd(out []byte) ([]byte, bool) {
-	out, action := c.service(c.std, out)
-	return out, action != 0
+// The linger after a GoAway: how long, and how many bytes, a connection
+// ending on a GoAway goes on reading and discarding what its peer sends.
+const (
+	lingerTime  = 2 * time.Second
+	lingerBytes = 4 << 20
+)
+
+// linger ends a connection whose last output, a GoAway, is written: it
+// shuts down its write side, so that the peer reads the GoAway and then
+// the end, and reads and discards what the peer still sends until the
+// peer closes, for at most lingerTime and lingerBytes. Closing with bytes
+// unread would reset the connection, and a reset destroys what the peer
+// has not read yet: the GoAway.
+func (l *stdLink) linger() {
+	raw := l.nc
+	if tc, ok := raw.(*tls.Conn); ok {
+		_ = tc.SetWriteDeadline(time.Now().Add(time.Second))
+		_ = tc.CloseWrite() // a close_notify
+		raw = tc.NetConn()
+	}
+	cw, ok := raw.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = raw.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.CopyN(io.Discard, raw, lingerBytes)
+}
+
+// writeChunk is the most a connection's goroutine writes under one
+// deadline: the peer must take each chunk within Options.WriteTimeout.
+const writeChunk = 1 << 20
+
+// writeStd writes out, then own if there is one, on the connection's own
+// goroutine. It waits while the peer reads, and reports false once the
+// peer has taken no chunk of it for WriteTimeout (the connection is cut,
+// a slow consumer) or a write fails.
+func (c *conn) writeStd(out, own []byte) bool {
+	nc := c.std.Load().nc
+	defer c.unread.Store(0)
+	for _, b := range [2][]byte{out, own} {
+		for len(b) > 0 {
+			c.unread.Store(int64(len(b)))
+			_ = nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
+			n, err := nc.Write(b[:min(len(b), writeChunk)])
+			c.bytesOut.Add(uint64(n))
+			b = b[n:]
+			if err == nil {
+				continue
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) && c.ending.Load() == nil {
+				c.s.stats.slowConsumers.Add(1)
+				c.s.log.Info("rpcd: closing connection: the peer takes none of its output", "remote", c.remote, "for", c.s.opts.WriteTimeout, "unwritten", len(b))
+			} else {
+				c.s.log.Debug("rpcd: writing to a connection", "remote", c.remote, "err", err)
+			}
+			return false
+		}
+	}
+	return true
 }
 
 // peerIdentity is the identity of a verified client certificate (mutual

@@ -24,16 +24,18 @@ func TestInlineRawPathAllocsWithStreams(t *testing.T) {
 	})
 	s := New(reg, Options{})
 	fc := &fakeConn{}
-	if _, action := s.OnOpen(fc); action != 0 {
+	w := &countingConn{fakeConn: fc, record: true}
+	if _, action := s.OnOpen(w); action != 0 {
 		t.Fatal("OnOpen refused the connection")
 	}
 	fc.in = proto.AppendStreamOpen(nil, 1, "Hold", proto.CodecRaw, 0, nil, 1<<20)
-	s.OnTraffic(fc)
+	s.OnTraffic(w)
 	<-started
 	if fs := decodeAll(t, fc.writes[0]); len(fs) != 1 || fs[0].Kind != proto.KindStreamCredit {
 		t.Fatalf("StreamOpen answered with %+v, want a StreamCredit", fs)
 	}
-	t.Cleanup(func() { s.OnClose(fc, nil) }) // ends the handler
+	w.record = false
+	t.Cleanup(func() { s.OnClose(w, nil) }) // ends the handler
 
 	var batch []byte
 	for i := 1; i <= 16; i++ {
@@ -41,7 +43,6 @@ func TestInlineRawPathAllocsWithStreams(t *testing.T) {
 		batch = proto.AppendStreamCredit(batch, 1, 1)             // to the open stream
 		batch = proto.AppendStreamData(batch, 99, []byte("late")) // to a finished one: dropped
 	}
-	w := &countingConn{fakeConn: fc}
 	allocs := testing.AllocsPerRun(500, func() {
 		fc.in = batch
 		s.OnTraffic(w)

@@ -9,9 +9,10 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
-// The sweeper enforces the limits that need a clock: the whole-frame
-// deadline, the idle timeout, keep-alive pings, and the write-progress
-// deadline. It reads what each connection's loop records and acts through
+// The sweeper enforces the limits that need a clock: the handshake and
+// whole-frame deadlines, the idle timeout and keep-alive pings. (The
+// write-progress deadline is a write deadline, on the goroutine a
+// connection moves to when its peer does not take its output: write.go.) It reads what each connection's loop records and acts through
 // the loop (a Wake), never on a connection directly. It also keeps the
 // coarse clock the loops read, so they never read the system clock for
 // these limits.
@@ -67,17 +68,6 @@ func (s *Server) check(c *conn, now int64) {
 			c.wake()
 		}
 	}
-	if bs := c.backlogSince.Load(); bs != 0 {
-		switch {
-		case since(bs) > o.WriteTimeout:
-			if c.ending.Load() == nil {
-				s.stats.slowConsumers.Add(1)
-			}
-			c.end(proto.CodeUnavailable, fmt.Sprintf("replies unread for %v", o.WriteTimeout))
-		case since(bs) > o.WriteTimeout/2:
-			c.wake() // let the loop see whether the peer has read since
-		}
-	}
 }
 
 // end asks the connection's loop to send a GoAway saying why and close.
@@ -93,30 +83,31 @@ func (c *conn) wake() { c.wakeThen(nil) }
 
 // wakeThen is wake with a function to call after that work.
 func (c *conn) wakeThen(done func()) {
-	switch {
-	case c.closed.Load():
-	case c.gc != nil:
-		var cb gnet.AsyncCallback
+	if c.closed.Load() {
 		if done != nil {
-			cb = func(gnet.Conn, error) error { done(); return nil }
+			done()
 		}
-		if err := c.gc.Wake(cb); err != nil {
-			c.s.log.Debug("rpcd: waking a connection", "remote", c.remote, "err", err)
-		} else {
-			return
-		}
-	case c.std != nil:
+		return
+	}
+	if l := c.std.Load(); l != nil {
 		if c.ending.Load() != nil {
 			// A connection being ended may be blocked writing to a peer
 			// that reads nothing (a subscriber cut off for it): cut the
 			// write short. Each write sets its own deadline first, so a
 			// GoAway written after this still goes out.
-			_ = c.std.nc.SetWriteDeadline(time.Unix(1, 0))
+			_ = l.nc.SetWriteDeadline(time.Unix(1, 0))
 		}
-		c.std.poke(done)
+		l.poke(done)
 		return
 	}
+	var cb gnet.AsyncCallback
 	if done != nil {
-		done()
+		cb = func(gnet.Conn, error) error { done(); return nil }
+	}
+	if err := c.gc.Wake(cb); err != nil {
+		c.s.log.Debug("rpcd: waking a connection", "remote", c.remote, "err", err)
+		if done != nil {
+			done()
+		}
 	}
 }

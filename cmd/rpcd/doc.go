@@ -39,9 +39,10 @@
 // status 1 on a second signal. It exits 1 if it cannot listen.
 //
 // The limits each have a default that needs no flag (docs/reliability.md
-// lists them): -max-conns 10000 connections, -max-outbound 8 MiB of unread
-// replies per connection, -frame-timeout 30s for a frame to arrive whole,
-// -write-timeout 30s for replies to be read, -keepalive 30s of silence
+// lists them): -max-conns 10000 connections, -max-outbound 8 MiB of unsent
+// output per connection before it stops being read, -frame-timeout 30s for
+// a frame to arrive whole, -write-timeout 30s for a peer to read some of
+// its output, -keepalive 30s of silence
 // before a Ping and -keepalive-timeout 10s for any answer, -idle-timeout
 // off, -handshake-timeout 5s.
 //
