@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/rpcd/rpcd/admin"
+	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
@@ -45,13 +46,19 @@ type rig struct {
 // its own, as rpcd serve -admin does. Both stop when the test ends.
 func newRig(t *testing.T, reg *handler.Registry) *rig {
 	t.Helper()
+	return newRigWith(t, reg, reactor.Options{})
+}
+
+// newRigWith is newRig with the server's options.
+func newRigWith(t *testing.T, reg *handler.Registry, opts reactor.Options) *rig {
+	t.Helper()
 	r := &rig{m: metrics.New()}
 	if reg == nil {
 		reg = handler.NewRegistry()
 	}
 	reg.Use(r.m.Middleware())
 	builtin.Register(reg)
-	r.srv = reactor.New(reg, reactor.Options{})
+	r.srv = reactor.New(reg, opts)
 	if err := r.srv.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -259,6 +266,62 @@ func TestMetrics(t *testing.T) {
 	for _, key := range []string{"go_goroutines", "process_open_fds", "process_resident_memory_bytes"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("no %s: the Go and process collectors are missing", key)
+		}
+	}
+}
+
+// TestTopicRefusalMetrics: refusals of the server's topic permissions are
+// in /metrics by kind and prefix, with no identity and no more of the
+// topic than its first token.
+func TestTopicRefusalMetrics(t *testing.T) {
+	topics, err := auth.Topics(map[string]auth.TopicRules{
+		"reader": {Subscribe: auth.TopicList{Allow: []string{"orders.>"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRigWith(t, nil, reactor.Options{
+		Authenticator: auth.Tokens{"tokA": {Subject: "alice", Roles: []string{"reader"}}},
+		Topics:        topics,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, r.srv.Addr().String(), client.Options{Credentials: &client.Credentials{Secret: []byte("tokA")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, p := range []string{">", "secrets.payroll.2026"} {
+		if _, err := c.Subscribe(ctx, p, make(chan client.Message, 1)); !errors.Is(err, handler.ErrPermissionDenied) {
+			t.Fatalf("subscribing to %s: %v", p, err)
+		}
+	}
+	for _, topic := range []string{"orders.eu", "orders.us", "made.up"} {
+		if err := c.PublishRaw(ctx, topic, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Flush(ctx); err != nil || c.RefusedPublishes() != 3 {
+		t.Fatalf("flush: %v; %d refused", err, c.RefusedPublishes())
+	}
+	got := scrape(t, r.admin)
+	want := map[string]float64{
+		`rpcd_pubsub_refused_total{kind="subscribe",prefix=">"}`:     1,
+		`rpcd_pubsub_refused_total{kind="subscribe",prefix="other"}`: 1,
+		`rpcd_pubsub_refused_total{kind="publish",prefix="orders"}`:  2,
+		`rpcd_pubsub_refused_total{kind="publish",prefix="other"}`:   1,
+	}
+	for key, w := range want {
+		if v, ok := got[key]; !ok || v != w {
+			t.Errorf("%s = %v (present: %v), want %v", key, v, ok, w)
+		}
+	}
+	for key := range got {
+		if strings.HasPrefix(key, "rpcd_pubsub_refused_total") && want[key] == 0 {
+			t.Errorf("a series not asked for: %s", key)
+		}
+		if strings.Contains(key, "alice") || strings.Contains(key, "secrets") || strings.Contains(key, "made") {
+			t.Errorf("a label carries an identity or a topic: %s", key)
 		}
 	}
 }

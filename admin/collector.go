@@ -28,25 +28,29 @@ var (
 		"Calls of Blocking routes queued for the goroutine pool or running on it now.", nil, nil)
 	drainingDesc = prometheus.NewDesc("rpcd_draining",
 		"1 once the server has begun to drain (it takes no new connection or call), else 0.", nil, nil)
+	topicRefusedDesc = prometheus.NewDesc("rpcd_pubsub_refused_total",
+		"Publishes and subscriptions the server's topic permissions refused, by kind (publish or subscribe) and prefix: the first token of the topic or pattern when a rule names it, * or > for a wildcard, else other.",
+		[]string{"kind", "prefix"}, nil)
 )
 
 // ServerCollector returns a prometheus.Collector of srv's own counters
 // (reactor.Stats): connections, bytes, slow consumers, error replies by
-// code, Blocking calls and draining. New registers it; a program with a
-// /metrics of its own can register it there.
+// code, Blocking calls, draining, and the publishes and subscriptions its
+// topic permissions refused. New registers it; a program with a /metrics
+// of its own can register it there.
 func ServerCollector(srv *reactor.Server) prometheus.Collector { return serverCollector{srv} }
 
 type serverCollector struct{ srv *reactor.Server }
 
 // Describe implements prometheus.Collector.
 func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{connsDesc, connsOpenedDesc, connsRefusedDesc, bytesInDesc, bytesOutDesc, slowDesc, errorsDesc, blockingDesc, drainingDesc} {
+	for _, d := range []*prometheus.Desc{connsDesc, connsOpenedDesc, connsRefusedDesc, bytesInDesc, bytesOutDesc, slowDesc, errorsDesc, blockingDesc, drainingDesc, topicRefusedDesc} {
 		ch <- d
 	}
 }
 
-// Collect implements prometheus.Collector. Error codes appear once they
-// have been counted.
+// Collect implements prometheus.Collector. Error codes, and refusals by
+// kind and prefix, appear once they have been counted.
 func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.srv.Stats()
 	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
@@ -69,5 +73,8 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		if n > 0 {
 			ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(n), metrics.CodeName(slot))
 		}
+	}
+	for r, n := range c.srv.PubSubStats().Refused {
+		ch <- prometheus.MustNewConstMetric(topicRefusedDesc, prometheus.CounterValue, float64(n), r.Kind, r.Label)
 	}
 }

@@ -7,7 +7,8 @@
 // Identity). Two Authenticators come with rpcd: Tokens, a list of secrets,
 // and HMAC, tokens signed with a shared key that carry their subject,
 // roles and expiry. Require is the middleware that authorizes calls by
-// identity, route by route.
+// identity, route by route; Topics says, role by role, which topics a
+// connection may publish to and subscribe to (reactor.Options.Topics).
 package auth
 
 import (

@@ -42,6 +42,8 @@ type Client struct {
 	ctxs    ctxWatches    // contexts callers share, watched once (ctxwatch.go)
 	icpt    Interceptor   // Options.Interceptors as one; nil for none (intercept.go)
 
+	pubs publishRefusals // publish/subscribe: the server's refusals of publishes
+
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -70,7 +72,8 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	}
 	c := &Client{addr: addr, opts: opts, log: opts.Logger, noConn: errNoConn(addr), ready: make(chan struct{}), icpt: chain(opts.Interceptors)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.srv = &serving{reg: opts.Handler, pushes: opts.Pushes, max: opts.MaxHandlers, peer: c, dropped: func() { c.dropped.Add(1) }, subs: &c.subs, log: opts.Logger}
+	c.pubs.fn = opts.PublishRefused
+	c.srv = &serving{reg: opts.Handler, pushes: opts.Pushes, max: opts.MaxHandlers, peer: c, dropped: func() { c.dropped.Add(1) }, subs: &c.subs, pubs: &c.pubs, log: opts.Logger}
 	c.srv.window = opts.StreamWindow
 	if opts.Conns > 1 {
 		c.idle = &idleWires{max: opts.Conns}

@@ -108,6 +108,16 @@ type Options struct {
 	// message that does not fit is dropped and counted (DroppedPushes).
 	Pushes chan<- Push
 
+	// PublishRefused, if set, is called with each refusal of a publish of
+	// this client's by the server (a server with topic permissions: an
+	// Error of call id 0, docs/protocol.md, "Publish and subscribe"): a
+	// *handler.Error, PermissionDenied or Unauthenticated, whose message
+	// names the topic. It is called on the goroutine that reads the
+	// connection and must not block. Refusals are counted either way
+	// (RefusedPublishes); Flush waits until those of the publishes before
+	// it have arrived.
+	PublishRefused func(err error)
+
 	// MaxHandlers bounds the server's calls running at once on one
 	// connection; past it they get ResourceExhausted. Default 256.
 	MaxHandlers int

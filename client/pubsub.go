@@ -98,7 +98,7 @@ func (c *Client) subscribe(ctx context.Context, sub *Subscription) (*Subscriptio
 	// Frames are taken in order: once a call sent after the Subscribe is
 	// answered (whatever the answer), the server has acted on it, and a
 	// refusal (an Unsubscribe) has arrived before.
-	if err := c.roundTrip(ctx, w); err != nil {
+	if err := c.roundTrip(ctx, w, "subscribe"); err != nil {
 		sub.Unsubscribe()
 		return nil, err
 	}
@@ -110,8 +110,9 @@ func (c *Client) subscribe(ctx context.Context, sub *Subscription) (*Subscriptio
 	return sub, nil
 }
 
-// roundTrip sends a call on w and waits for any answer from the server.
-func (c *Client) roundTrip(ctx context.Context, w *wire) error {
+// roundTrip sends a call on w and waits for any answer from the server;
+// what names the wait in a context's error.
+func (c *Client) roundTrip(ctx context.Context, w *wire, what string) error {
 	cl := getCall()
 	defer putCall(cl)
 	if err := w.register(cl); err != nil {
@@ -131,7 +132,7 @@ func (c *Client) roundTrip(ctx context.Context, w *wire) error {
 			break
 		}
 		w.abandon(cl.id)
-		return contextError(ctx.Err(), "subscribe")
+		return contextError(ctx.Err(), what)
 	}
 	if handler.CodeOf(cl.err) == proto.CodeUnavailable {
 		return cl.err // the connection failed; any answer from the server would do
@@ -139,8 +140,8 @@ func (c *Client) roundTrip(ctx context.Context, w *wire) error {
 	return nil
 }
 
-// pingRoute is the call Subscribe waits on: rpcd serves it, and any
-// server answers it (NotFound will do).
+// pingRoute is the call Subscribe and Flush wait on: rpcd serves it, and
+// any server answers it (NotFound will do).
 const pingRoute = "Sys/Ping"
 
 // Pattern is the pattern the subscription was made for.
@@ -298,7 +299,9 @@ func (t *subTable) ended(f *proto.Frame) {
 // Publish publishes in, encoded as JSON (or Options.Codec), to topic. It
 // returns once the message is queued for writing; the server delivers it
 // to every matching subscription, this client's included, labelled with
-// the codec (Message.Codec).
+// the codec (Message.Codec). A server with topic permissions may refuse
+// it: nothing is delivered, and the refusal comes back later, to
+// Options.PublishRefused and RefusedPublishes; Flush waits for it.
 func (c *Client) Publish(ctx context.Context, topic string, in any) error {
 	payload, err := handler.AppendArgWith(c.opts.Codec, nil, in)
 	if err != nil {
@@ -330,4 +333,46 @@ func (c *Client) publish(ctx context.Context, topic string, codec proto.Codec, p
 	}
 	dl, _ := ctx.Deadline()
 	return w.enqueueRequest(h, topic, nil, payload, dl)
+}
+
+// publishRefusals are the server's refusals of a client's publishes.
+type publishRefusals struct {
+	n  atomic.Uint64
+	fn func(error) // Options.PublishRefused
+}
+
+// publishRefused acts on an Error of call id 0 from the server: it refused
+// a Publish of this client's. It runs on the goroutine reading the
+// connection.
+func (s *serving) publishRefused(f *proto.Frame) {
+	s.pubs.n.Add(1)
+	if s.pubs.fn != nil {
+		code, msg := f.ErrorBody()
+		s.pubs.fn(&handler.Error{Code: code, Message: string(msg), Unprocessed: f.Flags&proto.FlagUnprocessed != 0})
+	}
+}
+
+// RefusedPublishes is the number of this client's publishes the server
+// refused (topic permissions), as far as their refusals have arrived.
+func (c *Client) RefusedPublishes() uint64 { return c.pubs.n.Load() }
+
+// Flush returns once the server has acted on every frame this client wrote
+// before it, on each of its connections: every Publish is delivered or
+// refused, and the refusals have reached Options.PublishRefused and
+// RefusedPublishes; every Subscribe and Unsubscribe is in place. It costs
+// a call's round trip per connection (to Sys/Ping; any answer will do).
+func (c *Client) Flush(ctx context.Context) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	for _, s := range c.slots {
+		w := s.w.Load()
+		if w == nil || !w.usable() {
+			continue // what it carried is lost with it, or was never sent
+		}
+		if err := c.roundTrip(ctx, w, "flush"); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -34,6 +34,7 @@ type serving struct {
 	peer    handler.Peer      // the client, for handlers that call back
 	dropped func()            // counts a push Pushes had no room for
 	subs    *subTable         // the client's subscriptions, for Message frames
+	pubs    *publishRefusals  // the server's refusals of the client's publishes
 	window  int               // the window granted to each stream (Options.StreamWindow)
 	log     *slog.Logger
 }

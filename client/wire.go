@@ -429,6 +429,10 @@ func (w *wire) handle(f *proto.Frame) {
 			cl.finish(nil)
 		}
 	case proto.KindError:
+		if f.ID == 0 { // a Publish of this client's, refused
+			w.srv.publishRefused(f)
+			return
+		}
 		if cl := w.take(f.ID); cl != nil {
 			code, msg := f.ErrorBody()
 			cl.finish(&handler.Error{Code: code, Message: string(msg), Unprocessed: f.Flags&proto.FlagUnprocessed != 0})

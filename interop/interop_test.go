@@ -3,12 +3,14 @@ package interop_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/reactor"
@@ -17,7 +19,8 @@ import (
 // TestPythonClient runs interop/python/test_interop.py, a client written from
 // docs/protocol.md alone, against an in-process rpcd server: the built-in
 // routes, and the test routes of registerCallBack, through which the server
-// calls the client back.
+// calls the client back; and against a second one with topic permissions
+// (startTopicsServer), whose address it finds in $RPCD_INTEROP_TOPICS.
 func TestPythonClient(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
@@ -42,11 +45,46 @@ func TestPythonClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, scriptPath(t), s.Addr().String())
+	cmd.Env = append(os.Environ(), "RPCD_INTEROP_TOPICS="+startTopicsServer(t))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python interop test failed: %v\n%s", err, out)
 	}
 	t.Logf("python interop test output:\n%s", out)
+}
+
+// startTopicsServer serves the built-in routes with topic permissions until
+// the test ends, and returns its address: tokA authenticates alice, a
+// reader, who may subscribe to orders.> and publish nowhere; tokW wendy, a
+// writer, who may publish to orders.>.
+func startTopicsServer(t *testing.T) string {
+	topics, err := auth.Topics(map[string]auth.TopicRules{
+		"reader": {Subscribe: auth.TopicList{Allow: []string{"orders.>"}}},
+		"writer": {Publish: auth.TopicList{Allow: []string{"orders.>"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := handler.NewRegistry()
+	builtin.Register(reg)
+	s := reactor.New(reg, reactor.Options{
+		Authenticator: auth.Tokens{
+			"tokA": {Subject: "alice", Roles: []string{"reader"}},
+			"tokW": {Subject: "wendy", Roles: []string{"writer"}},
+		},
+		Topics: topics,
+	})
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatalf("start the server with topic permissions: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return s.Addr().String()
 }
 
 // CallMeBack is what Interop/CallMeBack takes: the server calls Route on

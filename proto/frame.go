@@ -12,7 +12,7 @@ type Header struct {
 	Flags       Flags
 	Codec       Codec
 	RouteLen    uint16
-	ID          uint32 // call id; 0 for Ping, Pong and GoAway
+	ID          uint32 // call id; 0 for the kinds about the connection, for a Publish, and for an Error answering one
 	Deadline    uint32 // milliseconds the caller waits; 0 means none
 	MetadataLen uint16
 	PayloadLen  uint32
@@ -113,7 +113,8 @@ type kindRule struct {
 	route      bool   // a route is required; without, none is allowed
 	deadline   bool   // a deadline is allowed
 	anyCodec   bool   // a codec other than raw is allowed
-	zeroID     bool   // the call id must be 0; without, it must not be
+	zeroID     bool   // the call id must be 0; without, it must not be (unless anyID)
+	anyID      bool   // any call id: an Error's 0 answers a Publish
 	flags      Flags  // flag bits allowed
 	minPayload uint32 // the body's fixed part
 	maxPayload uint32 // 0: no bound but the frame limit
@@ -122,7 +123,7 @@ type kindRule struct {
 var kindRules = [256]kindRule{
 	KindRequest:  {valid: true, route: true, deadline: true, anyCodec: true, flags: FlagsCompression},
 	KindResponse: {valid: true, anyCodec: true, flags: FlagsCompression},
-	KindError:    {valid: true, flags: FlagUnprocessed, minPayload: 2},
+	KindError:    {valid: true, anyID: true, flags: FlagUnprocessed, minPayload: 2},
 	KindOneWay:   {valid: true, route: true, deadline: true, anyCodec: true, flags: FlagsCompression},
 	KindCancel:   {valid: true, maxPayload: 1}, // no payload: less than 1 byte
 	KindPing:     {valid: true, zeroID: true, maxPayload: MaxPingPayload + 1},
@@ -168,7 +169,7 @@ func decodeHeader(b []byte, l *Limits, h *Header) error {
 		h.Flags&^r.flags != 0 || h.Flags&FlagsCompression == FlagsCompression ||
 		(h.Codec != CodecRaw && !r.anyCodec) ||
 		(h.Deadline != 0 && !r.deadline) ||
-		(h.ID == 0) != r.zeroID ||
+		((h.ID == 0) != r.zeroID && !r.anyID) ||
 		(h.RouteLen != 0) != r.route || int(h.RouteLen) > maxRoute ||
 		int(h.MetadataLen) > maxMeta ||
 		h.Len() > maxFrame ||
@@ -232,6 +233,7 @@ func explainHeader(b []byte, l *Limits) error {
 		return errProtocol("deadline on a %v frame", k)
 	}
 	switch k {
+	case KindError: // any id: 0 answers a Publish
 	case KindPing, KindPong, KindGoAway, KindHello, KindWelcome, KindPublish:
 		if h.ID != 0 {
 			return errProtocol("%v frame with call id %d, want 0", k, h.ID)
@@ -452,6 +454,8 @@ func appendHeader(dst []byte, h *Header) []byte {
 }
 
 // AppendError appends an Error frame answering call id with code and msg.
+// Id 0 answers a Publish: the server refused it (docs/protocol.md,
+// "Publish and subscribe").
 func AppendError(dst []byte, id uint32, flags Flags, code Code, msg string) []byte {
 	h := Header{Kind: KindError, Flags: flags, ID: id, PayloadLen: uint32(2 + len(msg))}
 	dst = appendHeader(dst, &h)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
@@ -43,6 +44,7 @@ type conn struct {
 	inboundLeft int // bytes left buffered at the end of the last wake-up
 
 	subs   map[uint32]*subscription // the connection's subscriptions, by id
+	topics auth.TopicAccess         // where it may publish and subscribe (Options.Topics); set at its first Publish or Subscribe
 	unread atomic.Int64             // output being written that the peer has not taken yet, for publishers
 	fan    fanout                   // the Messages this connection's publishes make, until the wake-up ends
 
@@ -134,6 +136,9 @@ func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *
 	case proto.KindUnsubscribe:
 		c.unsubscribe(f.ID)
 	case proto.KindPublish:
+		if c.s.opts.Topics != nil && !c.access().MayPublish(f.Route) {
+			return c.refusePublish(f, out), nil
+		}
 		c.s.publish(f.Route, f.Codec, f.Payload, &c.fan)
 	case proto.KindMessage:
 		return out, &ending{proto.CodeInternal, "rpcd: protocol error: a Message frame from a client"}

@@ -101,6 +101,16 @@ type Options struct {
 	// decides.
 	TLS *tls.Config
 
+	// Topics, if set, decides where each connection may publish and
+	// subscribe (auth.Topics builds one from rules by role): a Subscribe
+	// it refuses is answered with an Unsubscribe, and a Publish it refuses
+	// with an Error of call id 0, both PermissionDenied (Unauthenticated
+	// for a connection without an identity), and counted
+	// (PubSubStats.Refused); nothing is delivered. The server's own
+	// Publish and Broadcast are not checked. Without it, every connection
+	// may publish and subscribe anywhere, at the cost of one nil check.
+	Topics auth.TopicPolicy
+
 	// MaxSubscriptions bounds the subscriptions of one connection; past
 	// it, a Subscribe is refused (ResourceExhausted). Default 1024.
 	MaxSubscriptions int

@@ -189,6 +189,10 @@ type PubSubStats struct {
 	Delivered     uint64 // Message frames queued for subscribers
 	Dropped       uint64 // messages a slow subscriber missed (DropMessages)
 	CutOff        uint64 // subscribers cut off for being slow (CutOff)
+
+	// Refused counts the publishes and subscriptions Options.Topics
+	// refused, by kind and label; nil if none was.
+	Refused map[TopicRefusal]uint64
 }
 
 // PubSubStats returns the publish/subscribe counters now.
@@ -200,6 +204,7 @@ func (s *Server) PubSubStats() PubSubStats {
 		Delivered:     st.delivered.Load(),
 		Dropped:       st.dropped.Load(),
 		CutOff:        st.cutOff.Load(),
+		Refused:       s.refusals.snapshot(),
 	}
 }
 
@@ -209,7 +214,8 @@ var matches = sync.Pool{New: func() any { s := make([]*subscription, 0, 64); ret
 // Publish delivers payload, in codec, to every subscription matching
 // topic, and returns how many subscriptions it was for (a slow subscriber
 // may still drop it: PubSubStats counts those). Handlers and any
-// goroutine may call it; it never blocks on a subscriber.
+// goroutine may call it; it never blocks on a subscriber. It is the
+// server's own program publishing: Options.Topics does not apply.
 func (s *Server) Publish(topic string, codec proto.Codec, payload []byte) (int, error) {
 	if err := proto.ValidTopic([]byte(topic)); err != nil {
 		return 0, err
@@ -373,6 +379,9 @@ func (c *conn) deliver(frames []byte, n int) {
 func (c *conn) subscribe(f *proto.Frame, out []byte) ([]byte, *ending) {
 	if _, dup := c.subs[f.ID]; dup {
 		return out, &ending{proto.CodeInternal, "rpcd: protocol error: subscription id already in use"}
+	}
+	if c.s.opts.Topics != nil && !c.access().MaySubscribe(f.Route) {
+		return c.refuseSubscribe(f, out), nil
 	}
 	if len(c.subs) >= c.s.opts.MaxSubscriptions {
 		return proto.AppendUnsubscribe(out, f.ID, proto.CodeResourceExhausted, "too many subscriptions on this connection"), nil

@@ -59,6 +59,8 @@ type Server struct {
 	subs   subIndex     // publish/subscribe: every connection's subscriptions
 	nsubs  atomic.Int64 // how many
 	pubsub pubsubStats
+
+	refusals topicRefusals // publishes and subscriptions Options.Topics refused (topics.go)
 }
 
 // New returns a server for reg's routes. Call ListenAndServe, Serve or
@@ -77,6 +79,7 @@ func New(reg *handler.Registry, opts Options) *Server {
 		accepted: make(chan struct{}),
 		done:     make(chan struct{}),
 		conns:    make(map[*conn]struct{}),
+		refusals: newTopicRefusals(),
 	}
 }
 

@@ -120,6 +120,7 @@ func TestSuiteOverTLS(t *testing.T) {
 		"TestStreamMiddleware", "TestCompression", "TestCompressionNotAsked", "TestCompressionRefused", "TestCompressionWithCredentials", "TestHelloAfterBlockingCall",
 		"TestStreamCompression", "TestStreamCompressionRaw", "TestPubSubCompression", "TestPeerCodec",
 		"TestPipelinedReaderNotCut", "TestHalfCloseAnswersAll", "TestClosedPeerCancelsCalls", "TestGoAwayOutlivesUnreadInput",
+		"TestTopicPermissions", "TestTopicRefusalsOnTheWire", "TestTopicsWithoutIdentity",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

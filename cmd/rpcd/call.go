@@ -62,11 +62,15 @@ func (d *dialFlags) check() error {
 	return nil
 }
 
-// dial connects to the server named by d within ctx.
-func (c *cli) dial(ctx context.Context, d *dialFlags) (*client.Client, error) {
+// dial connects to the server named by d within ctx; each also may set
+// more of the client's options.
+func (c *cli) dial(ctx context.Context, d *dialFlags, also ...func(*client.Options)) (*client.Client, error) {
 	opts := client.Options{
 		Limits: proto.Limits{MaxFrameSize: d.maxFrame},
 		Logger: quietLogger(c.stderr),
+	}
+	for _, f := range also {
+		f(&opts)
 	}
 	if err := d.sec.apply(&opts); err != nil {
 		return nil, err

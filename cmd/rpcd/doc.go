@@ -58,6 +58,16 @@
 //	rpcd serve -tls-cert server.pem -tls-key server.key \
 //	           -auth-tokens tokens -auth-require Math/Sum=admin
 //
+// -auth-topics says who may publish and subscribe where, as rules
+// separated by ';' or new lines: pub:PATTERN=ROLE[|ROLE...] and
+// sub:PATTERN=ROLE[|ROLE...] allow, deny-pub: and deny-sub: deny (a deny
+// wins), role * is every connection, and with any rule what no rule allows
+// is refused. A subscription is refused when its pattern reaches a single
+// topic its subscriber may not have (docs/two-way.md):
+//
+//	rpcd serve -auth-tokens tokens \
+//	           -auth-topics 'pub:orders.>=writer;sub:orders.>=reader|ops;deny-sub:orders.internal.>=reader'
+//
 // -gateway ADDR also serves the routes over HTTP/JSON on a port of its own:
 // POST /rpc/Controller/Action with a JSON body (or, for raw routes, an
 // application/octet-stream one) answers with the handler's reply, an error
@@ -135,7 +145,9 @@
 // ("orders.*.created", "orders.>"), and prints each message as the topic,
 // a space and the payload, until Ctrl-C or -n messages. docs/two-way.md
 // has the semantics: at most once, in order per publisher, a bounded queue
-// per subscriber.
+// per subscriber. Both take the call command's TLS and token flags; a
+// publish or subscription the server's -auth-topics refuses prints the
+// refusal ("rpcd: permission denied: ...") and exits 1.
 //
 // # bench
 //

@@ -18,8 +18,10 @@ var pubCmd = &command{
 	about: `Pub publishes MESSAGE to TOPIC on the server at -addr: every subscription
 whose pattern matches the topic gets it. MESSAGE is a JSON value, checked
 before it is sent; with -raw it is sent as raw bytes. A topic is tokens
-separated by dots ("orders.eu.created"). Pub returns once the message is
-written; publishing has no reply.`,
+separated by dots ("orders.eu.created"). Pub returns once the server has
+taken the message in. A server with topic permissions (serve -auth-topics)
+may refuse it: then pub prints why, as in "rpcd: permission denied: alice
+may not publish to secrets.payroll", and exits 1; nothing was delivered.`,
 	example: `rpcd pub orders.eu.created '{"id":42}'
 rpcd pub -raw logs.web 'GET /index.html 200'`,
 	setup: setupPub,
@@ -73,7 +75,15 @@ func (c *cli) pub(f *pubFlags, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	cl, err := c.dial(ctx, &f.dialFlags)
+	refused := make(chan error, 1) // the server's refusal, if it refuses
+	cl, err := c.dial(ctx, &f.dialFlags, func(o *client.Options) {
+		o.PublishRefused = func(err error) {
+			select {
+			case refused <- err:
+			default:
+			}
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -86,10 +96,17 @@ func (c *cli) pub(f *pubFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Publishing has no reply: a call answered after it shows the server
-	// has taken the message in before this process exits.
-	_, _ = cl.CallRaw(ctx, "Sys/Ping", nil, nil)
-	return nil
+	// Publishing has no reply but a refusal: once Flush returns, the
+	// server has taken the message in, and a refusal has arrived.
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	select {
+	case err := <-refused:
+		return err
+	default:
+		return nil
+	}
 }
 
 // subFlags are sub's flags.

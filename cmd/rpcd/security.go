@@ -23,6 +23,7 @@ type securityFlags struct {
 	authTokens       string
 	authHMACKeyFile  string
 	authRequireRoles string
+	authTopics       string
 }
 
 func (f *securityFlags) define(fs *flag.FlagSet) {
@@ -33,6 +34,7 @@ func (f *securityFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.authTokens, "auth-tokens", "", "require a Hello with a token from this `file`: one per line, \"TOKEN SUBJECT [ROLE,...]\"")
 	fs.StringVar(&f.authHMACKeyFile, "auth-hmac-key", "", "require a Hello with a token signed with the key in this `file` (see rpcd token)")
 	fs.StringVar(&f.authRequireRoles, "auth-require", "", "authorize routes by role: `ROUTE=ROLE[|ROLE...],...`; routes not listed are open to any identity")
+	fs.StringVar(&f.authTopics, "auth-topics", "", "who may publish and subscribe where: `RULE;...`, each pub:PATTERN=ROLE[|ROLE...], sub:..., deny-pub:... or deny-sub:... (role * is every connection); with any rule, the rest is refused (docs/two-way.md)")
 }
 
 // tlsConfig returns the TLS configuration the flags ask for; nil for none.
@@ -170,6 +172,67 @@ func (f *securityFlags) requireRoles() (map[string][]string, error) {
 		byRoute[route] = strings.Split(roles, "|")
 	}
 	return byRoute, nil
+}
+
+// topicRules parses -auth-topics: rules separated by ';' or new lines,
+// each ACTION:PATTERN=ROLE[|ROLE...], ACTION one of pub, sub, deny-pub and
+// deny-sub; nil for none. A pattern may hold any byte a pattern may but ';'
+// (the roles follow its last '=').
+func (f *securityFlags) topicRules() (map[string]auth.TopicRules, error) {
+	items := strings.FieldsFunc(f.authTopics, func(r rune) bool { return r == ';' || r == '\n' })
+	byRole := map[string]auth.TopicRules{}
+	for _, item := range items {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		action, rest, _ := strings.Cut(item, ":")
+		i := strings.LastIndexByte(rest, '=')
+		if i < 0 || rest[:i] == "" || rest[i+1:] == "" {
+			return nil, usagef("-auth-topics rule %q is not ACTION:PATTERN=ROLE[|ROLE...]", item)
+		}
+		pattern, roles := rest[:i], strings.Split(rest[i+1:], "|")
+		if err := proto.ValidPattern([]byte(pattern)); err != nil {
+			return nil, usagef("-auth-topics rule %q: %v", item, strings.TrimPrefix(err.Error(), "rpcd: protocol error: "))
+		}
+		for _, role := range roles {
+			if role == "" {
+				return nil, usagef("-auth-topics rule %q has an empty role", item)
+			}
+			r := byRole[role]
+			switch action {
+			case "pub":
+				r.Publish.Allow = append(r.Publish.Allow, pattern)
+			case "sub":
+				r.Subscribe.Allow = append(r.Subscribe.Allow, pattern)
+			case "deny-pub":
+				r.Publish.Deny = append(r.Publish.Deny, pattern)
+			case "deny-sub":
+				r.Subscribe.Deny = append(r.Subscribe.Deny, pattern)
+			default:
+				return nil, usagef("-auth-topics rule %q: action %q, want pub, sub, deny-pub or deny-sub", item, action)
+			}
+			byRole[role] = r
+		}
+	}
+	if len(byRole) == 0 {
+		if strings.TrimSpace(f.authTopics) != "" {
+			return nil, usagef("-auth-topics has no rule")
+		}
+		return nil, nil
+	}
+	return byRole, nil
+}
+
+// namesRoles reports whether rules name a role other than auth.EveryRole:
+// rules only an authenticated identity can have.
+func namesRoles(rules map[string]auth.TopicRules) bool {
+	for role := range rules {
+		if role != auth.EveryRole {
+			return true
+		}
+	}
+	return false
 }
 
 // clientSecurityFlags are the flags of the commands that call a server

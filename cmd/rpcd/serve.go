@@ -127,6 +127,16 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	topicRules, err := f.security.topicRules()
+	if err != nil {
+		return err
+	}
+	var topics *auth.TopicPermissions
+	if topicRules != nil {
+		if topics, err = auth.Topics(topicRules); err != nil {
+			return usagef("-auth-topics: %v", strings.TrimPrefix(err.Error(), "rpcd: auth: "))
+		}
+	}
 	limits, err := parseRateLimits(f.rateLimit)
 	if err != nil {
 		return err
@@ -137,6 +147,9 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	}
 	if roles != nil && authenticator == nil && tlsConfig == nil {
 		return usagef("-auth-require needs a way to authenticate: -auth-tokens, -auth-hmac-key or -tls-client-ca")
+	}
+	if namesRoles(topicRules) && authenticator == nil && tlsConfig == nil {
+		return usagef("-auth-topics names roles, which need a way to authenticate: -auth-tokens, -auth-hmac-key or -tls-client-ca (role * needs none)")
 	}
 
 	reg := handler.NewRegistry()
@@ -164,7 +177,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	if loops == 0 {
 		loops = defaultLoops(f.gateway.addr != "")
 	}
-	srv = reactor.New(reg, reactor.Options{
+	opts := reactor.Options{
 		Loops:            loops,
 		Limits:           proto.Limits{MaxFrameSize: f.maxFrame},
 		MaxInflight:      f.maxInflight,
@@ -183,7 +196,11 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		TLS:              tlsConfig,
 		Authenticator:    authenticator,
 		Logger:           logger,
-	})
+	}
+	if topics != nil { // a nil *TopicPermissions in the interface would not be nil
+		opts.Topics = topics
+	}
+	srv = reactor.New(reg, opts)
 
 	// Subscribe before listening: a signal that comes once the address is
 	// logged must drain, not kill the process.
@@ -227,6 +244,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		"routes", len(reg.Routes()),
 		"tls", tlsConfig != nil,
 		"auth", authenticator != nil,
+		"topics", topics != nil,
 		"compression", compressionText(f.compressMin))...)
 
 	sig := <-sigs

@@ -13,7 +13,9 @@ Publishes and subscribes ("Publish and subscribe"): Subscribe with the next subs
 id (optionally naming gzip for its Messages, "Compression"), a Request after it to know it
 is live, Unsubscribe, Publish, and Messages filed by subscription, gzipped ones expanded
 within the frame limit and dropped (counted) when they do not expand. Topics and patterns
-are checked where the page says a receiver must.
+are checked where the page says a receiver must. A server's refusal of a Publish (an Error
+of call id 0, "Permissions") is kept in publish_refusals; a refused Subscribe ends its
+Subscription as any Unsubscribe from the server does.
 Serves the calls the server makes to it ("Calls from the server"): handlers registered
 with Client.handle answer the server's Requests with a Response in the Request's codec or
 an Error with their code, as frames are read (also while waiting for a reply of its own);
@@ -244,13 +246,15 @@ def check_call_header(kind: int, flags: int, codec: int, rlen: int, cid: int,
     | kind     | call id | codec | route            | deadline | flags              | payload |
     | Request  | 1+      | any   | 1 B to the limit | any      | 0 or a compression | any |
     | Response | 1+      | any   | none             | 0        | 0 or a compression | any |
-    | Error    | 1+      | Raw   | none             | 0        | 0 or Unprocessed   | 2 B+ |
+    | Error    | 0+ (*)  | Raw   | none             | 0        | 0 or Unprocessed   | 2 B+ |
     | OneWay   | 1+      | any   | 1 B to the limit | any      | 0 or a compression | any |
     | Cancel   | 1+      | Raw   | none             | 0        | 0                  | none |
+
+    (*) an Error of call id 0 is the server's refusal of a Publish ("Permissions").
     """
     name = {REQUEST: "Request", RESPONSE: "Response", ERROR: "Error",
             ONEWAY: "OneWay", CANCEL: "Cancel"}[kind]
-    if cid == 0:
+    if cid == 0 and kind != ERROR:
         raise ProtocolError("%s with call id 0" % name)
     if kind in (ERROR, CANCEL) and codec != CODEC_RAW:
         raise ProtocolError("%s with codec 0x%02x, not Raw" % (name, codec))
@@ -486,6 +490,9 @@ class Client:
         self.subs: Dict[int, "Subscription"] = {}  # live subscriptions, by id
         self.next_sub = 1                       # subscription ids: a space of their own
         self.stray_messages = 0                 # Messages for no live subscription, dropped
+        # The server's refusals of this client's Publishes, in the order they came:
+        # (code, message, Unprocessed) of each Error of call id 0 ("Permissions").
+        self.publish_refusals: List[Tuple[int, str, bool]] = []
         # Calls from the server ("Calls from the server"): handlers by route; the
         # server's Requests being served and not yet answered, by the server's id; a
         # log of the OneWays that failed (no route, a handler error), which are never
@@ -667,7 +674,10 @@ class Client:
         f = self.reader.read_frame()
         if f is None:
             raise self.goaway or ConnectionError("connection closed by peer")
-        if f.kind in (RESPONSE, ERROR):
+        if f.kind == ERROR and f.call_id == 0:  # a Publish of ours, refused
+            code, msg = parse_error(f.payload)
+            self.publish_refusals.append((code, msg, bool(f.flags & FLAG_UNPROCESSED)))
+        elif f.kind in (RESPONSE, ERROR):
             if f.call_id in self.pending:  # else cancelled or unknown: drop it
                 self.replies[f.call_id] = f
         elif f.kind in (REQUEST, ONEWAY):  # the server calls this client
@@ -746,8 +756,8 @@ class Client:
     def sync(self, route: str = "Sys/Ping") -> None:
         """Send a Request and wait for its answer, a Response or an Error alike. Frames
         are handled in order, so every Subscribe, Unsubscribe and Publish sent before it
-        has been taken in: a subscription is live, or its refusal has arrived
-        ("Publish and subscribe", Frames)."""
+        has been taken in: a subscription is live, or its refusal has arrived, and so
+        has the refusal of a Publish ("Publish and subscribe", Frames, Permissions)."""
         try:
             self.wait(self.send_request(route, codec=CODEC_JSON))
         except RpcError:
@@ -764,7 +774,10 @@ class Client:
     def publish(self, topic: str, payload: bytes = b"", codec: int = CODEC_RAW,
                 metadata: Optional[Metadata] = None) -> None:
         """Send a Publish: id 0, route = the topic, the payload as it is (a Publish is
-        never compressed), no deadline. Never answered ("Publish and subscribe")."""
+        never compressed), no deadline. Not answered when taken; a server with topic
+        permissions answers one it refuses with an Error of call id 0, which read_one
+        keeps in publish_refusals: after sync(), every refusal of the Publishes sent
+        before it has arrived ("Permissions")."""
         if self.goaway:
             raise self.goaway
         why = topic_error(topic)

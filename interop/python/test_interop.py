@@ -13,6 +13,10 @@ the test routes of interop_test.go: Interop/CallMeBack, which calls a route on t
 calling client (its payload and reply base64 in JSON) and answers the client's reply or
 the error its call got, and Interop/Push, which sends the client one-way messages.
 Every socket operation times out after 5 seconds.
+
+With $RPCD_INTEROP_TOPICS=HOST:PORT, LiveTopicPermissions runs against a second server there,
+one with topic permissions (interop_test.go starts one; the class says which); without, it is
+skipped.
 """
 
 import base64
@@ -276,6 +280,12 @@ class OfflinePubSub(unittest.TestCase):
         52 44 01 0a  00 00 00 00  00 00 00 02  00 00 00 00
         00 00 00 00  00 00 00 18  00 08 74 6f  6f 20 6d 61
         6e 79 20 73  75 62 73 63  72 69 70 74  69 6f 6e 73""")
+    PUBLISH_REFUSED = hexdump("""
+        52 44 01 03  01 00 00 00  00 00 00 00  00 00 00 00
+        00 00 00 00  00 00 00 2a  00 07 61 6c  69 63 65 20
+        6d 61 79 20  6e 6f 74 20  70 75 62 6c  69 73 68 20
+        74 6f 20 73  65 63 72 65  74 73 2e 70  61 79 72 6f
+        6c 6c""")
     ORDER = b'{"id":42,"items":["a","a","a","a","a","a","a","a"]}'
 
     def decode(self, hexstr: str) -> rc.Frame:
@@ -300,6 +310,36 @@ class OfflinePubSub(unittest.TestCase):
                              (kind, 0, codec, cid, 0, route, [], payload))
         self.assertEqual(rc.parse_error(self.decode(self.UNSUBSCRIBE_REFUSED).payload),
                          (rc.RESOURCE_EXHAUSTED, "too many subscriptions"))
+
+    def test_publish_refused_example(self):
+        """The Error of call id 0 under "Examples as bytes" ("Permissions"): a Publish the
+        server refused, Unprocessed, PermissionDenied, the message naming the topic."""
+        body = struct.pack(">H", rc.PERMISSION_DENIED) + b"alice may not publish to secrets.payroll"
+        self.assertEqual(rc.encode_frame(rc.ERROR, 0, payload=body, flags=rc.FLAG_UNPROCESSED).hex(),
+                         self.PUBLISH_REFUSED)
+        f = self.decode(self.PUBLISH_REFUSED)
+        self.assertEqual((f.kind, f.flags, f.call_id, f.route), (rc.ERROR, rc.FLAG_UNPROCESSED, 0, ""))
+        self.assertEqual(rc.parse_error(f.payload), (rc.PERMISSION_DENIED, "alice may not publish to secrets.payroll"))
+
+    def test_client_keeps_publish_refusals(self):
+        """A client over a scripted server: an Error of call id 0 is kept as the refusal
+        of a Publish, in order, and answers none of its calls."""
+        c, srv = fake_server()
+        try:
+            c.publish("secrets.payroll", b"x")
+            cid = c.send_request("Sys/Ping")
+            recv_frames(srv, 2)
+            srv.sendall(bytes.fromhex(self.PUBLISH_REFUSED) +
+                        rc.encode_frame(rc.ERROR, 0, payload=struct.pack(">H", rc.UNAUTHENTICATED) + b"who?") +
+                        rc.encode_frame(rc.RESPONSE, cid, payload=b"pong"))
+            self.assertEqual(c.wait(cid).payload, b"pong")
+            self.assertEqual(c.publish_refusals,
+                             [(rc.PERMISSION_DENIED, "alice may not publish to secrets.payroll", True),
+                              (rc.UNAUTHENTICATED, "who?", False)])
+            self.assertIsNone(c.goaway)
+        finally:
+            c.close()
+            srv.close()
 
     def test_pubsub_compression_examples(self):
         """The Subscribe naming zstd,gzip and the gzipped Message under "Examples as
@@ -1157,6 +1197,57 @@ class LivePubSub(unittest.TestCase):
             self.goaway_for(data, why)
 
 
+class LiveTopicPermissions(unittest.TestCase):
+    """"Permissions" against a second rpcd with topic permissions (interop_test.go), at
+    the address in $RPCD_INTEROP_TOPICS: tokens tokA (alice, a reader: she may subscribe
+    to orders.eu.> but not secrets.>, nor >, nor publish) and tokW (wendy, a writer: she
+    may publish orders.>)."""
+
+    def setUp(self):
+        addr = os.environ.get("RPCD_INTEROP_TOPICS")
+        if not addr:
+            self.skipTest("no server with topic permissions ($RPCD_INTEROP_TOPICS)")
+        host, _, port = addr.rpartition(":")
+        self.addr = (host.strip("[]"), int(port))
+        self.alice, self.wendy = self.connect(b"tokA"), self.connect(b"tokW")
+        self.assertEqual((self.alice.identity, self.wendy.identity), ("alice", "wendy"))
+
+    def tearDown(self):
+        self.alice.close()
+        self.wendy.close()
+
+    def connect(self, token: bytes) -> rc.Client:
+        c = rc.Client(self.addr[0], self.addr[1], timeout=TIMEOUT)
+        c.hello((), credentials=token, method="token")
+        return c
+
+    def test_refused_subscribe_is_an_unsubscribe(self):
+        for pattern in ("secrets.>", ">", "*.payroll"):
+            sub = self.alice.subscribe(pattern)
+            with self.assertRaises(rc.RpcError) as cm:
+                sub.confirm()
+            self.assertEqual((cm.exception.code, cm.exception.message),
+                             (rc.PERMISSION_DENIED, "alice may not subscribe to " + pattern))
+            self.assertFalse(sub.live)
+        self.assertIsNone(self.alice.goaway)  # the connection goes on
+
+    def test_refused_publish_is_an_error_of_id_0(self):
+        t = unique_token()
+        sub = self.alice.subscribe("orders.eu." + t, confirm=True)
+        self.alice.publish("orders.eu." + t, b"forged")  # a reader may not publish
+        self.alice.publish("secrets.payroll", b"salary 0")
+        self.alice.sync()  # every refusal of the Publishes before it has arrived
+        self.assertEqual(self.alice.publish_refusals, [
+            (rc.PERMISSION_DENIED, "alice may not publish to orders.eu." + t, True),
+            (rc.PERMISSION_DENIED, "alice may not publish to secrets.payroll", True)])
+        self.wendy.publish("orders.eu." + t, b"from wendy")  # a writer may
+        self.wendy.sync()
+        self.assertEqual(self.wendy.publish_refusals, [])
+        m = sub.next()
+        self.assertEqual((m.route, m.payload), ("orders.eu." + t, b"from wendy"))  # not alice's
+        self.assertEqual(self.alice.call_json("Math/Sum", {"a": 1, "b": 2}), 3)  # calls go on
+
+
 def record_sent(c: rc.Client):
     """Keep, decoded, every frame c sends from now on (a list, returned)."""
     sent, send = [], c.send_raw
@@ -1351,7 +1442,8 @@ class OfflineCallsFromServer(unittest.TestCase):
         good = (E(rc.REQUEST, 0xFFFFFFFF, "A/B", b"x", 0x80, deadline_ms=0xFFFFFFFF),
                 E(rc.ONEWAY, 1, "~" * rc.MAX_ROUTE, b"", rc.CODEC_JSON, deadline_ms=5),
                 E(rc.RESPONSE, 1, payload=b"x", codec=0x42), E(rc.ERROR, 1, payload=b"\x00\x05"),
-                E(rc.ERROR, 1, payload=b"\x00\x05", flags=rc.FLAG_UNPROCESSED), E(rc.CANCEL, 9))
+                E(rc.ERROR, 1, payload=b"\x00\x05", flags=rc.FLAG_UNPROCESSED), E(rc.CANCEL, 9),
+                E(rc.ERROR, 0, payload=b"\x00\x07", flags=rc.FLAG_UNPROCESSED))  # a Publish refused
         for data in good:
             self.assertIsNotNone(FakeSocketReader(data).read_frame())
         with self.assertRaises(ValueError):

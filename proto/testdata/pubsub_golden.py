@@ -9,6 +9,7 @@ def frame(kind, id, payload=b"", route=b"", codec=0, flags=0, deadline=0, md=b""
 def hexlines(b):
     return [" ".join("%02x" % x for x in b[i:i+16]) for i in range(0, len(b), 16)]
 SUBSCRIBE, UNSUBSCRIBE, PUBLISH, MESSAGE = 0x09, 0x0A, 0x0B, 0x0C
+ERROR = 0x03
 JSON = 1
 vs = [
  ("subscribe", "Subscribe", dict(id=1, route="orders.*.created"),
@@ -26,6 +27,9 @@ vs = [
  ("unsubscribe-refused", "Unsubscribe", dict(id=2, code=8, message="too many subscriptions"),
    frame(UNSUBSCRIBE, 2, struct.pack(">H", 8) + b"too many subscriptions"),
    'Unsubscribe id=2 code=ResourceExhausted message="too many subscriptions" (from the server)'),
+ ("publish-refused", "Error", dict(id=0, flags="Unprocessed", code=7, message="alice may not publish to secrets.payroll"),
+   frame(ERROR, 0, struct.pack(">H", 7) + b"alice may not publish to secrets.payroll", flags=0x01),
+   'Error id=0 flags=Unprocessed code=PermissionDenied message="alice may not publish to secrets.payroll" (the server refused a Publish)'),
 ]
 # Compressed Messages (docs/protocol.md, "Compression"): a Subscribe naming what its
 # subscriber takes, and a Message whose payload is gzip as Python writes it with mtime=0.
