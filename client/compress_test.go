@@ -216,13 +216,15 @@ func TestCompressedMessagesPeer(t *testing.T) {
 	}
 }
 
-// TestClientFramesFromServer: a Subscribe or a Publish is a client's frame;
-// one from the server is a protocol error, which ends the connection with
+// TestClientFramesFromServer: a Subscribe or a Publish is a client's frame,
+// and a StreamReset with code 0 an acceptor's; one from the server (the
+// opener of stream 2) is a protocol error, which ends the connection with
 // a GoAway (Internal) naming it and fails the call waiting on it.
 func TestClientFramesFromServer(t *testing.T) {
 	for _, frame := range [][]byte{
 		proto.AppendSubscribe(nil, 1, "a.b"),
 		proto.AppendPublish(nil, "a.b", proto.CodecRaw, []byte("x")),
+		proto.AppendStreamReset(nil, 2, 0, proto.CodeOK, ""), // code 0 from the opener of stream 2, the server
 	} {
 		kind := proto.Kind(frame[3])
 		goAway := make(chan proto.Frame, 1)

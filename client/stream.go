@@ -106,6 +106,11 @@ func (w *wire) handleStream(f *proto.Frame) error {
 	if f.Kind == proto.KindStreamOpen {
 		return w.acceptStream(f)
 	}
+	if f.Kind == proto.KindStreamReset && !proto.StreamOpenedByClient(f.ID) {
+		if code, _ := f.ErrorBody(); code == proto.CodeOK {
+			return protocolError("a StreamReset with code 0 from the stream's opener")
+		}
+	}
 	t := &w.streams
 	t.mu.Lock()
 	st := t.m[f.ID]

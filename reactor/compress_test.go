@@ -337,41 +337,6 @@ func TestCompressionWithCredentials(t *testing.T) {
 	}
 }
 
-// TestHelloAfterBlockingCall: a Hello that comes while a Blocking call is
-// on the pool settles the connection's compression without touching what
-// the pool reads (the race detector watches), and both are answered.
-func TestHelloAfterBlockingCall(t *testing.T) {
-	s := start(t, compressRegistry(), reactor.Options{})
-	r := dialRaw(t, s)
-	doc := compressible(8<<10, 12)
-	r.send(append(proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, "Block/Echo", nil, doc),
-		proto.AppendHello(nil, "", nil, proto.CompressionGzip)...))
-	var welcomed, answered bool
-	for !welcomed || !answered {
-		f, err := r.next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch f.Kind {
-		case proto.KindWelcome:
-			welcomed = true
-		case proto.KindResponse:
-			payload := f.Payload
-			if z := f.Flags.Compression(); z != proto.CompressionNone {
-				if payload, err = compression.Expand(nil, f.Payload, z, 1<<20); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if !bytes.Equal(payload, doc) {
-				t.Fatalf("the Blocking echo came back as %d other bytes", len(payload))
-			}
-			answered = true
-		default:
-			t.Fatalf("unexpected %v", f.Kind)
-		}
-	}
-}
-
 // TestStreamCompression: a stream's data travels compressed both ways
 // when its opener names compressions in the StreamOpen and the acceptor
 // answers with its own in the first StreamCredit; each end expands what

@@ -30,6 +30,7 @@ type conn struct {
 	lastID    uint32 // greatest call id taken in, named by GoAway
 	goingAway bool   // GoAway sent: new calls are refused
 	authed    bool   // the handshake is done, or none is needed
+	greeted   bool   // a Hello or another frame but Ping came: no Hello may follow
 	identity  *handler.Identity
 	zip       proto.Compression // replies are compressed so, past Options.CompressMin; set by the Hello
 
@@ -61,6 +62,8 @@ type conn struct {
 	authedAt   atomic.Int64 // not 0 once authed
 	wantPing   atomic.Bool  // the loop sends a Ping at its next wake-up
 	ending     atomic.Pointer[ending]
+
+	peerGoingAway atomic.Bool // the client sent its GoAway: it starts nothing more, and the server calls it no more
 
 	closed atomic.Bool
 
@@ -112,8 +115,14 @@ func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *
 	if !c.authed {
 		return c.beforeAuth(f, out)
 	}
+	if !c.greeted && f.Kind != proto.KindPing && f.Kind != proto.KindHello {
+		c.greeted = true // a Hello from here on is a protocol error
+	}
 	switch f.Kind {
 	case proto.KindRequest, proto.KindOneWay:
+		if c.peerGoingAway.Load() {
+			return out, afterGoAway(f.Kind)
+		}
 		if len(c.fan.order) > 0 {
 			c.fan.flush() // what this connection published goes before anything its handlers publish
 		}
@@ -123,32 +132,52 @@ func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *
 	case proto.KindPing:
 		return proto.AppendPong(out, f.Payload), nil
 	case proto.KindHello:
-		if c.s.opts.Authenticator != nil {
-			return out, &ending{proto.CodeInternal, "a second Hello"}
+		if c.greeted {
+			return out, &ending{proto.CodeInternal, "rpcd: protocol error: a Hello that is not the connection's first frame"}
 		}
-		return c.welcome(out, f, ""), nil // nothing to check: any Hello is welcome
+		c.greeted = true
+		return c.welcome(out, f, ""), nil // nothing to check: any first Hello is welcome
 	case proto.KindGoAway:
-		// The peer sends no new calls; those in flight are still answered.
+		// The peer starts nothing more: the server makes no more calls to
+		// it either. Calls in flight both ways are still answered.
+		c.peerGoingAway.Store(true)
 	case proto.KindResponse, proto.KindError:
 		c.answered(f) // to a call the server made (Peer.Call)
 	case proto.KindSubscribe:
+		if c.peerGoingAway.Load() {
+			return out, afterGoAway(f.Kind)
+		}
 		return c.subscribe(f, out)
 	case proto.KindUnsubscribe:
 		c.unsubscribe(f.ID)
 	case proto.KindPublish:
+		if c.peerGoingAway.Load() {
+			return out, afterGoAway(f.Kind)
+		}
 		if c.s.opts.Topics != nil && !c.access().MayPublish(f.Route) {
 			return c.refusePublish(f, out), nil
 		}
 		c.s.publish(f.Route, f.Codec, f.Payload, &c.fan)
 	case proto.KindMessage:
 		return out, &ending{proto.CodeInternal, "rpcd: protocol error: a Message frame from a client"}
+	case proto.KindWelcome:
+		return out, &ending{proto.CodeInternal, "rpcd: protocol error: a Welcome frame from a client"}
 	case proto.KindStreamOpen, proto.KindStreamData, proto.KindStreamCredit, proto.KindStreamEnd, proto.KindStreamReset:
+		if f.Kind == proto.KindStreamOpen && c.peerGoingAway.Load() {
+			return out, afterGoAway(f.Kind)
+		}
 		return c.handleStream(f, out)
-	case proto.KindPong, proto.KindWelcome:
-		// Answers to a Ping the sweeper sent, or to a Hello the server
-		// never sends: nothing waits for them.
+	case proto.KindPong:
+		// An answer to a Ping the sweeper sent: the bytes' arrival was
+		// what it waited for.
 	}
 	return out, nil
+}
+
+// afterGoAway is the protocol error of a frame that starts something (a
+// call, a stream, a subscription, a publish) after its sender's GoAway.
+func afterGoAway(k proto.Kind) *ending {
+	return &ending{proto.CodeInternal, "rpcd: protocol error: a " + k.String() + " after the client's GoAway"}
 }
 
 // beforeAuth acts on a frame of a connection that has not authenticated:
@@ -168,6 +197,7 @@ func (c *conn) beforeAuth(f *proto.Frame, out []byte) ([]byte, *ending) {
 		return out, &ending{proto.CodeUnauthenticated, handler.MessageOf(err)}
 	}
 	c.authed = true
+	c.greeted = true
 	c.identity = id
 	c.call.Identity = id
 	c.peer.identity.Store(id)

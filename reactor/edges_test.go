@@ -293,3 +293,99 @@ func goAwayAfter(t *testing.T, s *reactor.Server, input []byte, calls int) error
 		return nil
 	}
 }
+
+// TestFrameOutcomes: frames a conforming client never sends, each with the
+// outcome docs/protocol.md gives it; and their lawful neighbours, served.
+func TestFrameOutcomes(t *testing.T) {
+	reg := builtinRegistry()
+	reg.HandleFunc("Block/Echo", func(_ context.Context, req, reply []byte) ([]byte, error) {
+		return append(reply, req...), nil
+	}, handler.Blocking())
+	s := start(t, reg, reactor.Options{})
+	h := newHealthy(t, s)
+	req := func(id uint32, route string) []byte {
+		return proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: id}, route, nil, []byte("x"))
+	}
+	goAway := proto.AppendGoAway(nil, 0, proto.CodeUnavailable, "client going away")
+	for _, tc := range []struct {
+		name string
+		in   [][]byte
+		want []proto.Kind // the frames back, in order; a GoAway last means the connection ends
+	}{
+		{"a Welcome from the client", [][]byte{proto.AppendWelcome(nil, "me")}, []proto.Kind{proto.KindGoAway}},
+		{"a second Hello", [][]byte{proto.AppendHello(nil, "", nil), proto.AppendHello(nil, "", nil)}, []proto.Kind{proto.KindWelcome, proto.KindGoAway}},
+		{"a Hello after a call", [][]byte{req(1, builtin.EchoPacket), proto.AppendHello(nil, "", nil, proto.CompressionGzip)}, []proto.Kind{proto.KindResponse, proto.KindGoAway}},
+		{"a Hello after a Ping", [][]byte{proto.AppendPing(nil, nil), proto.AppendHello(nil, "", nil), req(1, builtin.EchoPacket)}, []proto.Kind{proto.KindPong, proto.KindWelcome, proto.KindResponse}},
+		{"a call after the client's GoAway", [][]byte{req(1, builtin.EchoPacket), goAway, req(2, builtin.EchoPacket)}, []proto.Kind{proto.KindResponse, proto.KindGoAway}},
+		{"a stream after the client's GoAway", [][]byte{goAway, proto.AppendStreamOpen(nil, 1, builtin.StreamSink, proto.CodecRaw, 0, nil, 1024)}, []proto.Kind{proto.KindGoAway}},
+		{"a Ping and a Cancel after the client's GoAway", [][]byte{req(1, builtin.EchoPacket), goAway, proto.AppendCancel(nil, 9), proto.AppendPing(nil, []byte("p"))}, []proto.Kind{proto.KindResponse, proto.KindPong}},
+		{"a StreamReset with code 0 from the opener", [][]byte{proto.AppendStreamReset(nil, 1, 0, proto.CodeOK, "")}, []proto.Kind{proto.KindGoAway}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := dialRaw(t, s)
+			for _, b := range tc.in {
+				r.send(b)
+			}
+			var got []proto.Kind
+			for len(got) < len(tc.want) {
+				f, err := r.nextWithin(5 * time.Second)
+				if err != nil {
+					t.Fatalf("after %v: %v; want %v", got, err, tc.want)
+				}
+				if f.Kind == proto.KindGoAway {
+					if _, code, msg := f.GoAwayBody(); code != proto.CodeInternal {
+						t.Fatalf("GoAway %v %q, want Internal", code, msg)
+					}
+				}
+				got = append(got, f.Kind)
+			}
+			if tc.want[len(tc.want)-1] == proto.KindGoAway {
+				if _, err := r.nextWithin(5 * time.Second); !errors.Is(err, io.EOF) {
+					t.Fatalf("after the GoAway: %v, want the end", err)
+				}
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("got %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+	h.check()
+}
+
+// TestNoCallsToAPeerGoingAway: once a client has sent its GoAway, the
+// server starts nothing more on its connection: a handler's call, push or
+// stream to it is refused as Unavailable and unprocessed.
+func TestNoCallsToAPeerGoingAway(t *testing.T) {
+	reg := builtinRegistry()
+	proceed := make(chan struct{})
+	results := make(chan error, 3)
+	reg.HandleFunc("Call/Back", func(ctx context.Context, _, reply []byte) ([]byte, error) {
+		<-proceed
+		p := handler.CallFrom(ctx).Peer
+		_, err := p.CallRaw(ctx, "Client/Route", nil, nil)
+		results <- err
+		results <- p.NotifyRaw(ctx, "Client/Route", nil)
+		_, err = p.(handler.StreamOpener).OpenStream(ctx, "Client/Stream")
+		results <- err
+		return reply, nil
+	}, handler.Blocking())
+	s := start(t, reg, reactor.Options{})
+	r := dialRaw(t, s)
+	r.send(proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, "Call/Back", nil, nil))
+	r.send(proto.AppendGoAway(nil, 0, proto.CodeUnavailable, "client going away"))
+	r.send(proto.AppendPing(nil, nil))
+	if f, err := r.next(); err != nil || f.Kind != proto.KindPong {
+		t.Fatalf("%v %v, want the Pong", f.Kind, err)
+	}
+	close(proceed)
+	for range 3 {
+		if err := <-results; handler.CodeOf(err) != proto.CodeUnavailable || !handler.IsUnprocessed(err) {
+			t.Fatalf("a call to a client going away: %v, want Unavailable, unprocessed", err)
+		}
+	}
+	if f, err := r.next(); err != nil || f.Kind != proto.KindResponse || f.ID != 1 {
+		t.Fatalf("%v id %d %v, want the Response to call 1", f.Kind, f.ID, err)
+	}
+}

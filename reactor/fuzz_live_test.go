@@ -240,6 +240,7 @@ func liveCheck(in, got []byte, end liveEnd) error {
 	// window): streamMaybe notes input the server may refuse.
 	streams := map[uint32]*liveStream{}
 	streamMaybe := false
+	greeted, goneAway := false, false // a frame but Ping or Hello came; the input's GoAway
 	for rest := in; len(rest) > 0 && inErr == nil; {
 		f, n, err := proto.Decode(rest, nil)
 		if err != nil {
@@ -248,6 +249,30 @@ func liveCheck(in, got []byte, end liveEnd) error {
 		}
 		if n == 0 {
 			whole = false
+			break
+		}
+		// The rules of a connection's frames in order (docs/protocol.md,
+		// "Frames in order"): what the frame alone does not break.
+		switch f.Kind {
+		case proto.KindWelcome, proto.KindMessage:
+			inErr = fmt.Errorf("a %v from a client", f.Kind)
+		case proto.KindHello:
+			if greeted {
+				inErr = errors.New("a Hello that is not the first frame")
+			}
+		case proto.KindRequest, proto.KindOneWay, proto.KindStreamOpen, proto.KindSubscribe, proto.KindPublish:
+			if goneAway {
+				inErr = fmt.Errorf("a %v after the client's GoAway", f.Kind)
+			}
+		case proto.KindGoAway:
+			goneAway = true
+		case proto.KindStreamReset:
+			if code, _ := f.ErrorBody(); code == proto.CodeOK && proto.StreamOpenedByClient(f.ID) {
+				inErr = errors.New("a StreamReset with code 0 from the opener")
+			}
+		}
+		greeted = greeted || f.Kind != proto.KindPing
+		if inErr != nil {
 			break
 		}
 		st := streams[f.ID]
@@ -536,7 +561,14 @@ func liveSeeds() [][]byte {
 			proto.AppendError(nil, 2, proto.FlagUnprocessed, proto.CodeNotFound, "stray"),
 			proto.AppendPong(nil, []byte("stray")), echo),
 		cat(echo, proto.AppendGoAway(nil, 1, proto.CodeInternal, "client goes away"), sum),
+		cat(echo, proto.AppendGoAway(nil, 1, proto.CodeUnavailable, "client goes away"), proto.AppendPing(nil, nil), proto.AppendCancel(nil, 1)),
 		proto.AppendFrame(nil, proto.Header{Kind: 0x10}, "", nil, []byte("hello?")),
+		// Frames in the wrong order: a Welcome, a Hello after a call or
+		// after a Hello, a StreamReset of code 0 from the opener.
+		cat(proto.AppendWelcome(nil, "me"), echo),
+		cat(echo, proto.AppendHello(nil, "", nil, proto.CompressionGzip), sum),
+		cat(proto.AppendPing(nil, nil), proto.AppendHello(nil, "", nil), proto.AppendHello(nil, "", nil)),
+		cat(proto.AppendStreamOpen(nil, 1, builtin.StreamSink, proto.CodecRaw, 0, nil, 1024), proto.AppendStreamReset(nil, 1, 0, proto.CodeOK, ""), echo),
 		// Streams: an upload, a download left unread, frames of unknown
 		// streams, an overrun, an even id from the client.
 		cat(proto.AppendStreamOpen(nil, 1, builtin.StreamSink, proto.CodecRaw, 0, nil, 1024),

@@ -158,6 +158,9 @@ func (c *conn) send(h proto.Header, route string, payload []byte, pc *peerCall) 
 	case c.closed.Load():
 		c.mu.Unlock()
 		return errPeerGone
+	case c.peerGoingAway.Load() && h.Kind != proto.KindCancel:
+		c.mu.Unlock()
+		return errPeerGoingAway
 	case len(c.replies)+n > c.s.opts.MaxOutbound:
 		c.mu.Unlock()
 		return errPeerSlow
@@ -192,9 +195,10 @@ func (c *conn) nextPeerID() uint32 {
 }
 
 var (
-	errPeerGone = &handler.Error{Code: proto.CodeUnavailable, Message: "the connection is closed", Unprocessed: true}
-	errPeerSlow = &handler.Error{Code: proto.CodeResourceExhausted, Message: "the peer is not reading: too much is queued for it", Unprocessed: true}
-	errPeerLost = &handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while the call was out"}
+	errPeerGone      = &handler.Error{Code: proto.CodeUnavailable, Message: "the connection is closed", Unprocessed: true}
+	errPeerGoingAway = &handler.Error{Code: proto.CodeUnavailable, Message: "the client is going away (it sent a GoAway)", Unprocessed: true}
+	errPeerSlow      = &handler.Error{Code: proto.CodeResourceExhausted, Message: "the peer is not reading: too much is queued for it", Unprocessed: true}
+	errPeerLost      = &handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while the call was out"}
 )
 
 // answered completes the server's call that a Response or Error frame

@@ -47,7 +47,8 @@ type Server struct {
 	conns  map[*conn]struct{}
 	nconns atomic.Int64
 
-	stdConns sync.WaitGroup // the standard library transport's goroutines
+	stdConns  sync.WaitGroup // the standard library transport's goroutines
+	lingering atomic.Int64   // refused connections lingering (refuse)
 
 	tasks    chan *task
 	workers  sync.WaitGroup
@@ -236,13 +237,23 @@ func (s *Server) accept(ln net.Listener) error {
 	}
 }
 
-// refuse tells a connection it will not be served and closes it.
+// refuse tells a connection it will not be served and closes it, after a
+// linger (linger, refuseLinger) on a goroutine of its own unless
+// lingerMax of them linger already.
 func (s *Server) refuse(nc net.Conn, code proto.Code, msg string) {
 	s.stats.connsRefused.Add(1)
-	_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	_, _ = nc.Write(proto.AppendGoAway(nil, 0, code, msg))
-	_ = nc.Close()
 	s.log.Debug("rpcd: connection refused", "remote", nc.RemoteAddr(), "reason", msg)
+	_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := nc.Write(proto.AppendGoAway(nil, 0, code, msg)); err != nil || s.lingering.Add(1) > lingerMax {
+		s.lingering.Add(-1)
+		_ = nc.Close()
+		return
+	}
+	go func() {
+		defer s.lingering.Add(-1)
+		linger(nc, refuseLinger)
+		_ = nc.Close()
+	}()
 }
 
 // Shutdown stops the server gracefully: it stops accepting, sends GoAway on

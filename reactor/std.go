@@ -243,7 +243,7 @@ func (c *conn) runStd(l *stdLink, ending bool) {
 			for _, done := range l.end() { // nothing more to do for those who wait
 				done()
 			}
-			l.linger()
+			linger(l.nc, lingerTime)
 			return
 		case c.peerDone:
 			if !c.owes() {
@@ -314,31 +314,34 @@ func (c *conn) peerClosed() {
 }
 
 // The linger after a GoAway: how long, and how many bytes, a connection
-// ending on a GoAway goes on reading and discarding what its peer sends.
+// ending on a GoAway goes on reading and discarding what its peer sends;
+// a connection refused at once (past MaxConns, while draining) lingers for
+// refuseLinger, and at most lingerMax of those at a time.
 const (
-	lingerTime  = 2 * time.Second
-	lingerBytes = 4 << 20
+	lingerTime   = 2 * time.Second
+	lingerBytes  = 4 << 20
+	refuseLinger = 250 * time.Millisecond
+	lingerMax    = 1024
 )
 
 // linger ends a connection whose last output, a GoAway, is written: it
 // shuts down its write side, so that the peer reads the GoAway and then
 // the end, and reads and discards what the peer still sends until the
-// peer closes, for at most lingerTime and lingerBytes. Closing with bytes
-// unread would reset the connection, and a reset destroys what the peer
-// has not read yet: the GoAway.
-func (l *stdLink) linger() {
-	raw := l.nc
-	if tc, ok := raw.(*tls.Conn); ok {
+// peer closes, for at most d and lingerBytes. Closing with bytes unread
+// would reset the connection, and a reset destroys what the peer has not
+// read yet: the GoAway. The caller closes nc.
+func linger(nc net.Conn, d time.Duration) {
+	if tc, ok := nc.(*tls.Conn); ok {
 		_ = tc.SetWriteDeadline(time.Now().Add(time.Second))
 		_ = tc.CloseWrite() // a close_notify
-		raw = tc.NetConn()
+		nc = tc.NetConn()
 	}
-	cw, ok := raw.(interface{ CloseWrite() error })
+	cw, ok := nc.(interface{ CloseWrite() error })
 	if !ok || cw.CloseWrite() != nil {
 		return
 	}
-	_ = raw.SetReadDeadline(time.Now().Add(lingerTime))
-	_, _ = io.CopyN(io.Discard, raw, lingerBytes)
+	_ = nc.SetReadDeadline(time.Now().Add(d))
+	_, _ = io.CopyN(io.Discard, nc, lingerBytes)
 }
 
 // writeChunk is the most a connection's goroutine writes under one

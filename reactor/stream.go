@@ -76,6 +76,11 @@ func (c *conn) handleStream(f *proto.Frame, out []byte) ([]byte, *ending) {
 	if f.Kind == proto.KindStreamOpen {
 		return c.acceptStream(f, out)
 	}
+	if f.Kind == proto.KindStreamReset && proto.StreamOpenedByClient(f.ID) {
+		if code, _ := f.ErrorBody(); code == proto.CodeOK {
+			return out, &ending{proto.CodeInternal, "rpcd: protocol error: a StreamReset with code 0 from the stream's opener"}
+		}
+	}
 	t := &c.streams
 	t.mu.Lock()
 	st := t.m[f.ID]
@@ -238,6 +243,9 @@ func (p *Peer) OpenStream(ctx context.Context, route string) (handler.Stream, er
 	case t.closed || c.closed.Load():
 		t.mu.Unlock()
 		return nil, errPeerGone
+	case c.peerGoingAway.Load():
+		t.mu.Unlock()
+		return nil, errPeerGoingAway
 	case t.opened >= c.s.opts.MaxStreams:
 		t.mu.Unlock()
 		return nil, &handler.Error{Code: proto.CodeResourceExhausted, Message: "too many streams open to the client", Unprocessed: true}

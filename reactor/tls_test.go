@@ -117,9 +117,10 @@ func TestSuiteOverTLS(t *testing.T) {
 		"TestStreamUpload", "TestStreamDownload", "TestStreamBothWays", "TestStreamFlowControl",
 		"TestStreamWindowEnforced", "TestStreamRawRules", "TestStreamCancel", "TestStreamConnectionLoss",
 		"TestStreamShutdown", "TestStreamsManyAtOnce", "TestStreamMaxStreams", "TestStreamFromServer",
-		"TestStreamMiddleware", "TestCompression", "TestCompressionNotAsked", "TestCompressionRefused", "TestCompressionWithCredentials", "TestHelloAfterBlockingCall",
+		"TestStreamMiddleware", "TestCompression", "TestCompressionNotAsked", "TestCompressionRefused", "TestCompressionWithCredentials",
 		"TestStreamCompression", "TestStreamCompressionRaw", "TestPubSubCompression", "TestPeerCodec",
 		"TestPipelinedReaderNotCut", "TestHalfCloseAnswersAll", "TestClosedPeerCancelsCalls", "TestGoAwayOutlivesUnreadInput",
+		"TestFrameOutcomes", "TestNoCallsToAPeerGoingAway",
 		"TestTopicPermissions", "TestTopicRefusalsOnTheWire", "TestTopicsWithoutIdentity",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -36,7 +36,8 @@
 // "rpcd: draining", sends GoAway on every connection, answers the calls in
 // flight for up to -drain-timeout, logs "rpcd: stopped" and exits 0; it
 // exits 1 if the calls in flight outlast -drain-timeout, and at once with
-// status 1 on a second signal. It exits 1 if it cannot listen.
+// status 1 on a second signal (half a second or more after the first). It
+// exits 1 if it cannot listen.
 //
 // The limits each have a default that needs no flag (docs/reliability.md
 // lists them): -max-conns 10000 connections, -max-outbound 8 MiB of unsent

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -122,6 +124,31 @@ func TestProcessServeSignals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProcessServeUnderTimeout checks that `timeout 1 rpcd serve`, which
+// sends SIGTERM to rpcd and then to its own process group, which rpcd is
+// in, drains and exits 0: the repeat is not a second signal.
+func TestProcessServeUnderTimeout(t *testing.T) {
+	timeoutBin, err := exec.LookPath("timeout")
+	if err != nil {
+		t.Skip("no timeout(1) here")
+	}
+	cmd := exec.Command(timeoutBin, "1", rpcdBin, "serve", "-addr", "127.0.0.1:0")
+	var log syncBuffer
+	cmd.Stderr = &log
+	cmd.WaitDelay = stopTimeout
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 124 {
+		err = nil // timeout's own status when it had to signal: rpcd's is in the log
+	}
+	if err != nil {
+		t.Fatalf("timeout 1 rpcd serve: %v; log:\n%s", err, log.String())
+	}
+	if s := log.String(); !strings.Contains(s, `msg="rpcd: stopped"`) || strings.Contains(s, "second signal") {
+		t.Fatalf("timeout 1 rpcd serve did not drain and stop:\n%s", s)
 	}
 }
 

@@ -274,7 +274,8 @@ func TestServeDrainTimeout(t *testing.T) {
 }
 
 // TestServeSecondSignal checks that a second signal during a drain makes
-// serve return at once with status 1.
+// serve return at once with status 1, and that a signal repeated at once
+// (as `timeout` repeats it) does not.
 func TestServeSecondSignal(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	s := serveInProcess(t, entered, "-drain-timeout", "1m")
@@ -283,6 +284,11 @@ func TestServeSecondSignal(t *testing.T) {
 	s.sigs <- syscall.SIGTERM
 	if err := waitLog(s.log, "rpcd: draining"); err != nil {
 		t.Fatal(err)
+	}
+	s.sigs <- syscall.SIGTERM // as `timeout` sends it: to the child, then to its group
+	time.Sleep(sameSignal + 100*time.Millisecond)
+	if strings.Contains(s.log.String(), "rpcd: second signal") {
+		t.Fatalf("the same signal twice at once was taken for a second one:\n%s", s.log.String())
 	}
 	s.sigs <- os.Interrupt
 	if code := s.wait(t, 5*time.Second); code != 1 {

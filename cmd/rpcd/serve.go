@@ -28,7 +28,8 @@ Bench/*) on gnet event loops, logging to standard error. Once listening it
 logs "rpcd: serving" with the address it is bound to. On SIGINT or SIGTERM
 it drains: it sends GoAway on every connection, answers the calls in flight
 for up to -drain-timeout, logs "rpcd: stopped" and exits 0, or 1 if the
-calls outlast -drain-timeout. A second signal exits at once with status 1.`,
+calls outlast -drain-timeout. A second signal, half a second or more after
+the first, exits at once with status 1.`,
 	example: `rpcd serve -addr 127.0.0.1:7070 -log-format json`,
 	setup:   setupServe,
 }
@@ -248,26 +249,39 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		"compression", compressionText(f.compressMin))...)
 
 	sig := <-sigs
+	first := time.Now()
 	logger.Info("rpcd: draining", "signal", sig.String(), "timeout", f.drainTimeout.String())
 	registered.deregister() // out of etcd before the GoAways: clients move their new calls elsewhere
 	ctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
 	defer cancel() // on a second signal, also cuts the drain short
 	done := make(chan error, 1)
 	go func() { done <- shutdown(ctx, srv, gw) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			logger.Error("rpcd: drain timed out; calls still in flight were cancelled", "timeout", f.drainTimeout.String(), "err", err)
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				logger.Error("rpcd: drain timed out; calls still in flight were cancelled", "timeout", f.drainTimeout.String(), "err", err)
+				logger.Info("rpcd: stopped")
+				return exitStatus(exitFail)
+			}
 			logger.Info("rpcd: stopped")
+			return nil
+		case sig := <-sigs:
+			if time.Since(first) < sameSignal {
+				// One stop sent twice: `timeout` signals its child and then
+				// its whole process group, and a shell may do the like.
+				logger.Debug("rpcd: a repeat of the signal that began the drain; draining on", "signal", sig.String())
+				continue
+			}
+			logger.Error("rpcd: second signal; exiting without draining", "signal", sig.String())
 			return exitStatus(exitFail)
 		}
-		logger.Info("rpcd: stopped")
-		return nil
-	case sig := <-sigs:
-		logger.Error("rpcd: second signal; exiting without draining", "signal", sig.String())
-		return exitStatus(exitFail)
 	}
 }
+
+// sameSignal is how soon after the signal that began a drain another
+// counts as the same request, not a second one that cuts the drain short.
+const sameSignal = 500 * time.Millisecond
 
 // newLogger returns a logger writing to w at level ("debug", "info", "warn"
 // or "error") in format ("text" or "json").
