@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/proto"
@@ -123,6 +124,26 @@ func TestPipelinedReaderNotCut(t *testing.T) {
 			countReplies(t, fs, tc.n, tc.size, nil)
 			h.check()
 		})
+	}
+}
+
+// Edge 1, rpcd's own client: futures pipeline 64 calls of 1 MiB on one
+// connection, more than the server's high-water mark and the sockets'
+// buffers hold; the client reads while it writes, so none is lost and
+// nothing stalls.
+func TestClientPipelinesLargeCalls(t *testing.T) {
+	s := start(t, builtinRegistry(), reactor.Options{})
+	c := dial(t, s, client.Options{Conns: 1})
+	payload := bytes.Repeat([]byte{0x3C}, 1<<20)
+	ctx := ctxT(t)
+	var fs []*client.Future
+	for range 64 {
+		fs = append(fs, c.GoRaw(ctx, builtin.EchoPacket, payload))
+	}
+	for i, f := range fs {
+		if err := f.Wait(); err != nil || !bytes.Equal(f.Reply(), payload) {
+			t.Fatalf("call %d: %d bytes, %v", i, len(f.Reply()), err)
+		}
 	}
 }
 
