@@ -20,7 +20,9 @@ var (
 	bytesOutDesc = prometheus.NewDesc("rpcd_sent_bytes_total",
 		"Bytes written to connections (before TLS).", nil, nil)
 	slowDesc = prometheus.NewDesc("rpcd_slow_consumers_total",
-		"Connections closed because their peer did not read its replies: more unread than the outbound limit, or none read for the write timeout.", nil, nil)
+		"Connections cut off because their peer took none of their output for the write timeout.", nil, nil)
+	handedOffDesc = prometheus.NewDesc("rpcd_connections_handed_off_total",
+		"Connections moved off their event loop to a goroutine of their own: their peer did not take their output at once, half-closed with calls owed, or was sent a GoAway that ends it.", nil, nil)
 	errorsDesc = prometheus.NewDesc("rpcd_errors_total",
 		"Error replies to calls, by code: calls whose handler failed and calls refused before any handler ran (no such route, draining, a limit).",
 		[]string{"code"}, nil)
@@ -34,7 +36,8 @@ var (
 )
 
 // ServerCollector returns a prometheus.Collector of srv's own counters
-// (reactor.Stats): connections, bytes, slow consumers, error replies by
+// (reactor.Stats): connections, bytes, slow consumers, connections handed
+// off their event loops, error replies by
 // code, Blocking calls, draining, and the publishes and subscriptions its
 // topic permissions refused. New registers it; a program with a /metrics
 // of its own can register it there.
@@ -44,7 +47,7 @@ type serverCollector struct{ srv *reactor.Server }
 
 // Describe implements prometheus.Collector.
 func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{connsDesc, connsOpenedDesc, connsRefusedDesc, bytesInDesc, bytesOutDesc, slowDesc, errorsDesc, blockingDesc, drainingDesc, topicRefusedDesc} {
+	for _, d := range []*prometheus.Desc{connsDesc, connsOpenedDesc, connsRefusedDesc, bytesInDesc, bytesOutDesc, slowDesc, handedOffDesc, errorsDesc, blockingDesc, drainingDesc, topicRefusedDesc} {
 		ch <- d
 	}
 }
@@ -63,6 +66,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(bytesInDesc, st.BytesIn)
 	counter(bytesOutDesc, st.BytesOut)
 	counter(slowDesc, st.SlowConsumers)
+	counter(handedOffDesc, st.HandedOff)
 	gauge(blockingDesc, float64(st.Blocking))
 	draining := 0.0
 	if st.Draining {
