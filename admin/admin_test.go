@@ -231,6 +231,7 @@ func TestMetrics(t *testing.T) {
 		`rpcd_connections_opened_total`:                                 1,
 		`rpcd_connections_refused_total`:                                0,
 		`rpcd_slow_consumers_total`:                                     0,
+		`rpcd_connections_handed_off_total`:                             0,
 		`rpcd_blocking_calls`:                                           0,
 		`rpcd_draining`:                                                 0,
 	}
