@@ -64,7 +64,7 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 	if !ok {
 		return gnet.None
 	}
-	if errors.Is(err, io.EOF) && c.owes() && !s.draining.Load() {
+	if errors.Is(err, io.EOF) && c.owes() {
 		c.peerDone = true
 		if c.handOff(gc, false) {
 			return gnet.None
