@@ -1,0 +1,56 @@
+package interop_test
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/reactor"
+)
+
+// TestNodeEdges runs interop/node/edges.mjs, a client written in
+// JavaScript from docs/protocol.md alone, against an in-process server
+// with `rpcd serve`'s routes and default limits: the page's edge cases
+// (pipelining, a peer held back, half-close, the lingering close, frames
+// out of order, limits) checked against what the page says, each its own
+// line in the output.
+func TestNodeEdges(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node not on PATH; skipping the Node.js edge checks")
+	}
+	if testing.Short() {
+		t.Skip("the edge checks take seconds")
+	}
+	reg := handler.NewRegistry()
+	builtin.Register(reg)
+	var s *reactor.Server
+	builtin.HandleStats(reg, func() int { return s.Conns() })
+	s = reactor.New(reg, reactor.Options{})
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+
+	script, err := filepath.Abs(filepath.Join("node", "edges.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, node, script, s.Addr().String()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the Node.js edge checks failed: %v\n%s", err, out)
+	}
+	t.Logf("the Node.js edge checks:\n%s", out)
+}
