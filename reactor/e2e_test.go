@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -82,6 +83,14 @@ func TestBuiltinRoutes(t *testing.T) {
 	var sum int64
 	if err := c.Call(ctx, builtin.Sum, builtin.SumArgs{A: 1, B: 2}, &sum); err != nil || sum != 3 {
 		t.Fatalf("Math/Sum = %d, %v", sum, err)
+	}
+	for _, in := range []builtin.SumArgs{{A: math.MaxInt64, B: 1}, {A: math.MinInt64, B: -1}} {
+		if err := c.Call(ctx, builtin.Sum, in, &sum); handler.CodeOf(err) != proto.CodeOutOfRange {
+			t.Fatalf("Math/Sum of %d and %d: %d, %v; want OutOfRange", in.A, in.B, sum, err)
+		}
+	}
+	if err := c.Call(ctx, builtin.Sum, builtin.SumArgs{A: math.MaxInt64, B: math.MinInt64}, &sum); err != nil || sum != -1 {
+		t.Fatalf("Math/Sum at both ends: %d, %v", sum, err)
 	}
 	var n int32
 	if err := c.Call(ctx, builtin.NoArg, nil, &n); err != nil || n != 42 {

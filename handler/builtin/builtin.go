@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
 )
 
 // Route names.
@@ -60,7 +61,11 @@ func Register(reg *handler.Registry) {
 		return reg.Routes(), nil
 	}))
 	reg.Handle(Sum, handler.Func(func(_ context.Context, in SumArgs) (int64, error) {
-		return in.A + in.B, nil
+		sum := in.A + in.B
+		if (in.A > 0 && in.B > 0 && sum < 0) || (in.A < 0 && in.B < 0 && sum >= 0) {
+			return 0, handler.Errorf(proto.CodeOutOfRange, "%d + %d overflows int64", in.A, in.B)
+		}
+		return sum, nil
 	}))
 	// NoArg's reply is the same bytes in JSON and raw, so it needs no codec.
 	reg.HandleFunc(NoArg, func(_ context.Context, _, reply []byte) ([]byte, error) {
