@@ -360,6 +360,9 @@ func (c *Client) interceptor() Interceptor { return c.icpt }
 
 // callTyped is Call for either sender.
 func callTyped(ctx context.Context, s sender, route string, in, out any) error {
+	if err := handler.RefuseWait(ctx, "calling", route); err != nil {
+		return err
+	}
 	codec := s.codec()
 	if s.interceptor() != nil {
 		payload, err := handler.AppendArgWith(codec, nil, in)
@@ -392,6 +395,9 @@ func callTyped(ctx context.Context, s sender, route string, in, out any) error {
 
 // callRaw is CallRaw for either sender.
 func callRaw(ctx context.Context, s sender, route string, req, reply []byte) ([]byte, error) {
+	if err := handler.RefuseWait(ctx, "calling", route); err != nil {
+		return reply, err
+	}
 	if s.interceptor() != nil {
 		return sendVia(ctx, s, proto.CodecRaw, route, req, reply)
 	}
@@ -435,6 +441,9 @@ func (c *Client) notify(ctx context.Context, codec proto.Codec, route string, pa
 	}
 	w, err := c.pick()
 	if err == c.noConn && c.opts.WaitForReady {
+		if werr := handler.RefuseWait(ctx, "waiting for a connection to notify", route); werr != nil {
+			return werr
+		}
 		w, err = c.awaitConn(ctx, route, err)
 	}
 	if err != nil {

@@ -39,6 +39,9 @@ type streamTable struct {
 // (no such route, draining, too many streams) arrives on the first Read
 // or Write as an Unprocessed *handler.Error.
 func (c *Client) OpenStream(ctx context.Context, route string) (handler.Stream, error) {
+	if err := handler.RefuseWait(ctx, "opening stream", route); err != nil {
+		return nil, err // its Read and Write wait
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, stream.ContextError(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 // BenchmarkTypedJSON serves typed routes with JSON arguments and replies,
@@ -36,6 +37,33 @@ func BenchmarkTypedJSON(b *testing.B) {
 			for b.Loop() {
 				var err error
 				if buf, err = bc.h.ServeRPC(c, req, buf[:0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRefuseWait measures the check every client call that waits
+// makes first: for a caller's own context, what a call pays when it is
+// not refused.
+//
+//	go test -run '^$' -bench RefuseWait ./handler
+func BenchmarkRefuseWait(b *testing.B) {
+	timeout, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	for _, bc := range []struct {
+		name string
+		ctx  context.Context
+	}{
+		{"Background", context.Background()},
+		{"WithTimeout", timeout},
+		{"PooledCall", &Call{Route: "A/Pooled"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := RefuseWait(bc.ctx, "calling", "B/Other"); err != nil {
 					b.Fatal(err)
 				}
 			}

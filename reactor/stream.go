@@ -220,9 +220,8 @@ func (c *conn) closeStreams() {
 // never from an inline handler.
 func (p *Peer) OpenStream(ctx context.Context, route string) (handler.Stream, error) {
 	c := p.c
-	if hc := handler.CallFrom(ctx); hc != nil && hc.Inline {
-		return nil, &handler.Error{Code: proto.CodeFailedPrecondition, Unprocessed: true,
-			Message: "opening stream " + route + " from an inline handler: its Read and Write would block the event loop; register the calling route with handler.Blocking()"}
+	if err := handler.RefuseWait(ctx, "opening the peer's stream", route); err != nil {
+		return nil, err // its Read and Write wait
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, stream.ContextError(err)

@@ -119,6 +119,7 @@ func TestSuiteOverTLS(t *testing.T) {
 		"TestStreamShutdown", "TestStreamsManyAtOnce", "TestStreamMaxStreams", "TestStreamFromServer",
 		"TestStreamMiddleware", "TestCompression", "TestCompressionNotAsked", "TestCompressionRefused", "TestCompressionWithCredentials", "TestHelloAfterBlockingCall",
 		"TestStreamCompression", "TestStreamCompressionRaw", "TestPubSubCompression", "TestPeerCodec",
+		"TestInlineHandlerCallingOut",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
