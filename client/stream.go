@@ -192,10 +192,7 @@ func (w *wire) acceptStream(f *proto.Frame) error {
 	w.calls.wg.Add(1)
 	go func() {
 		defer w.calls.wg.Done()
-		err := rt.ServeStream(call)
-		if pe, ok := err.(*handler.PanicError); ok {
-			w.srv.log.Error("rpcd: client stream handler panicked", "route", pe.Route, "panic", pe.Value, "stack", string(pe.Stack))
-		}
+		err := w.srv.run.Stream(rt, call)
 		st.Finish(err)
 		call.End()
 	}()

@@ -29,6 +29,7 @@ type Server struct {
 	reg  *handler.Registry
 	opts Options
 	log  *slog.Logger
+	run  handler.Runner // runs every call (handler/run.go)
 
 	started  atomic.Bool
 	ready    chan struct{} // closed once serving, or when start-up failed
@@ -67,7 +68,7 @@ func New(reg *handler.Registry, opts Options) *Server {
 	opts = opts.withDefaults()
 	pre := opts.Limits
 	pre.MaxFrameSize = min(pre.MaxFrameSize, proto.HeaderSize+opts.PreAuthMaxFrame)
-	return &Server{
+	s := &Server{
 		preAuth:  pre,
 		reg:      reg,
 		opts:     opts,
@@ -78,6 +79,9 @@ func New(reg *handler.Registry, opts Options) *Server {
 		done:     make(chan struct{}),
 		conns:    make(map[*conn]struct{}),
 	}
+	s.run = handler.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger, Failed: s.stats.callFailed,
+		Compress: s.compressReply}
+	return s
 }
 
 // Listen listens on addr: "host:port" or "tcp://host:port" for TCP,

@@ -175,11 +175,7 @@ func (c *conn) settleStream(st *stream.Stream, takes []byte) {
 // runStream runs a stream's handler and sends its outcome.
 func (c *conn) runStream(rt *handler.StreamRoute, call *handler.Call, st *stream.Stream) {
 	defer c.s.streams.done()
-	err := rt.ServeStream(call)
-	if err != nil {
-		c.logPanic(err)
-		c.s.stats.callFailed(err)
-	}
+	err := c.s.run.Stream(rt, call)
 	st.Finish(err)
 	call.End()
 }
