@@ -3,6 +3,7 @@ package admin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/reactor"
 )
@@ -28,11 +29,19 @@ var (
 		"Calls of Blocking routes queued for the goroutine pool or running on it now.", nil, nil)
 	drainingDesc = prometheus.NewDesc("rpcd_draining",
 		"1 once the server has begun to drain (it takes no new connection or call), else 0.", nil, nil)
+	overrunsDesc = prometheus.NewDesc("rpcd_inline_overruns_total",
+		"Inline handler runs that held their event loop past the watchdog's threshold, by route.",
+		[]string{"route"}, nil)
+	movedDesc = prometheus.NewDesc("rpcd_inline_moved",
+		"1 for a route that moved itself from the event loop to the blocking pool, its inline runs having kept passing their budget; 0 for a route that runs inline.",
+		[]string{"route"}, nil)
 )
 
 // ServerCollector returns a prometheus.Collector of srv's own counters
 // (reactor.Stats): connections, bytes, slow consumers, error replies by
-// code, Blocking calls and draining. New registers it; a program with a
+// code, Blocking calls and draining; and, for every route that runs or ran
+// inline (Server.Routes), its watchdog overruns and whether it moved to
+// the blocking pool. New registers it; a program with a
 // /metrics of its own can register it there.
 func ServerCollector(srv *reactor.Server) prometheus.Collector { return serverCollector{srv} }
 
@@ -40,7 +49,7 @@ type serverCollector struct{ srv *reactor.Server }
 
 // Describe implements prometheus.Collector.
 func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{connsDesc, connsOpenedDesc, connsRefusedDesc, bytesInDesc, bytesOutDesc, slowDesc, errorsDesc, blockingDesc, drainingDesc} {
+	for _, d := range []*prometheus.Desc{connsDesc, connsOpenedDesc, connsRefusedDesc, bytesInDesc, bytesOutDesc, slowDesc, errorsDesc, blockingDesc, drainingDesc, overrunsDesc, movedDesc} {
 		ch <- d
 	}
 }
@@ -70,4 +79,25 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(n), metrics.CodeName(slot))
 		}
 	}
+	for _, r := range inlineRoutes(c.srv) {
+		moved := 0.0
+		if r.Moved {
+			moved = 1
+		}
+		ch <- prometheus.MustNewConstMetric(overrunsDesc, prometheus.CounterValue, float64(r.Overruns), r.Name)
+		ch <- prometheus.MustNewConstMetric(movedDesc, prometheus.GaugeValue, moved, r.Name)
+	}
+}
+
+// inlineRoutes returns the routes of srv that run inline or did: every
+// call route but those registered with handler.Blocking. Routes are
+// registered names, so their number is bounded.
+func inlineRoutes(srv *reactor.Server) []handler.RouteInfo {
+	var out []handler.RouteInfo
+	for _, r := range srv.Routes() {
+		if !r.Stream && (!r.Blocking || r.Moved) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

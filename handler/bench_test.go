@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rpcd/rpcd/proto"
 )
 
 // BenchmarkTypedJSON serves typed routes with JSON arguments and replies,
@@ -69,4 +71,50 @@ func BenchmarkRefuseWait(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRun measures what the runner adds to a raw call: the handler
+// through Route.ServeOwn in a Response whose length is set and checked
+// against the frame limit (what the reactor's inline path did before the
+// runner), through Run, and through Run as an inline call (watched, one
+// call in 64 timed).
+//
+//	go test -run '^$' -bench 'Run$' -cpu 1 ./handler
+func BenchmarkRun(b *testing.B) {
+	reg := NewRegistry()
+	reg.HandleFunc("Bench/Echo", func(_ context.Context, req, reply []byte) ([]byte, error) {
+		return append(reply, req...), nil
+	})
+	rt := reg.Lookup([]byte("Bench/Echo"))
+	req := make([]byte, 16)
+	out := make([]byte, 0, 256)
+	call := &Call{Route: "Bench/Echo", ID: 1, Inline: true}
+	r := &Runner{}
+	b.Run("ServeOwn", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var start int
+			var own []byte
+			var err error
+			out, start = proto.BeginResponse(out[:0], call.ID, call.Codec)
+			if out, own, err = rt.ServeOwn(call, req, out, 64<<10); err != nil || proto.FinishFrameWith(out, start, len(own)) > proto.DefaultMaxFrameSize {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Run", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			j := Job{Route: rt, Call: call, Req: req, Large: 64 << 10}
+			out, _ = r.Run(&j, out[:0])
+		}
+	})
+	b.Run("RunInline", func(b *testing.B) {
+		b.ReportAllocs()
+		w := new(Watch)
+		for b.Loop() {
+			j := Job{Route: rt, Call: call, Req: req, Large: 64 << 10, Watch: w}
+			out, _ = r.Run(&j, out[:0])
+		}
+	})
 }

@@ -8,7 +8,9 @@
 // the one place a call's lifecycle is run: the handler under the
 // registry's middleware, a panic turned into an Internal error and logged
 // with its stack, the reply held to the frame limit, a failure answered
-// with its code.
+// with its code; and, for a call run inline on an event loop, the marks a
+// watchdog reads (Runner.Check) and the timing that moves a route whose
+// inline runs keep passing their budget to the blocking pool.
 //
 // An inline handler must not wait: RefuseWait, which clients and peers
 // call before a call that waits for a reply, refuses such calls from an

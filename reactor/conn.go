@@ -60,6 +60,8 @@ type conn struct {
 
 	peer *Peer // the connection for handlers and server push; set once
 
+	inline handler.Watch // the inline handler the loop runs, for the watchdog (watchdog.go)
+
 	streams streamTable // open streams (stream.go)
 
 	mu        sync.Mutex
@@ -166,7 +168,8 @@ func (c *conn) beforeAuth(f *proto.Frame, out []byte) ([]byte, *ending) {
 }
 
 // handleCall answers a Request or one-way call: refused, queued for the
-// blocking pool, or run inline by the server's runner (handler.Runner).
+// blocking pool, or run inline by the server's runner (handler.Runner),
+// which the watchdog watches through c.inline.
 func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	oneWay := f.Kind == proto.KindOneWay
 	c.tookIn(f.ID)
@@ -203,7 +206,7 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	call := c.call
 	call.Route, call.ID, call.Codec, call.Metadata = rt.Name(), f.ID, f.Codec, f.Metadata
 	call.Start(c.s.opts.BaseContext, deadline)
-	j := handler.Job{Route: rt, Call: call, Req: payload, OneWay: oneWay, Zip: c.zip, Large: bigFrame}
+	j := handler.Job{Route: rt, Call: call, Req: payload, OneWay: oneWay, Zip: c.zip, Large: bigFrame, Watch: &c.inline}
 	out, own := c.s.run.Run(&j, out)
 	if !call.End() {
 		c.newInlineCall() // the handler took Done: contexts derived from call may outlive it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,145 @@ func TestInlineHandlerCallingOut(t *testing.T) {
 	})
 	if _, err := c.CallRaw(ctxT(t), "Inline/Notifies", nil, nil); err != nil {
 		t.Fatalf("Notify from an inline handler: %v", err)
+	}
+}
+
+// TestWatchdog: an inline handler that holds its event loop past
+// InlineThreshold, one that would never return on its own among them, is
+// reported while it runs: counted on its route (Server.Routes, Sys/Routes),
+// logged once for the route with the route, the connection and the stack
+// of the handler; a second overrun is counted, not logged again. A
+// handler that returns in time is never reported.
+func TestWatchdog(t *testing.T) {
+	reg := builtinRegistry()
+	release := make(chan struct{})
+	reg.HandleFunc("Inline/Stuck", func(context.Context, []byte, []byte) ([]byte, error) {
+		<-release // until the test lets it go
+		return nil, nil
+	}, handler.Inline()) // so that it stays on the loop whatever it does
+	var logs syncBuffer
+	s := start(t, reg, reactor.Options{InlineThreshold: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	c := dial(t, s, client.Options{})
+	ctx := ctxT(t)
+
+	overruns := func(route string) uint64 {
+		for _, r := range s.Routes() {
+			if r.Name == route {
+				return r.Overruns
+			}
+		}
+		t.Fatalf("no route %s", route)
+		return 0
+	}
+	for run := uint64(1); run <= 2; run++ {
+		done := make(chan error, 1)
+		go func() { _, err := c.CallRaw(ctx, "Inline/Stuck", nil, nil); done <- err }()
+		for deadline := time.Now().Add(5 * time.Second); overruns("Inline/Stuck") < run; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("run %d: the watchdog has not reported the stuck handler within 5s; logs:\n%s", run, logs.String())
+			}
+		}
+		release <- struct{}{}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 20 {
+		if _, err := c.CallRaw(ctx, builtin.EchoPacket, []byte("quick"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := overruns("Inline/Stuck"); n != 2 {
+		t.Errorf("Inline/Stuck: %d overruns, want 2", n)
+	}
+	if n := overruns(builtin.EchoPacket); n != 0 {
+		t.Errorf("%s: %d overruns, want 0", builtin.EchoPacket, n)
+	}
+	var routes []handler.RouteInfo
+	if err := c.Call(ctx, builtin.Routes, nil, &routes); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range routes {
+		if r.Name == "Inline/Stuck" && (r.Overruns != 2 || !r.Inline || r.Blocking || r.Moved) {
+			t.Errorf("Sys/Routes: %+v", r)
+		}
+	}
+	log := logs.String()
+	if n := strings.Count(log, "holds its event loop past the watchdog's threshold"); n != 1 {
+		t.Fatalf("%d overrun logs, want 1:\n%s", n, log)
+	}
+	for _, want := range []string{"level=WARN", "route=Inline/Stuck", "threshold=50ms", "remote=127.0.0.1:", "TestWatchdog.func1", "handler.(*Runner).serveInline"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the overrun log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+// TestInlineRouteMoves: a route whose inline runs keep passing their
+// budget (here, every run overruns the watchdog's threshold) moves itself
+// to the blocking pool: logged once, shown in Sys/Routes, and its next
+// calls run on the pool, where it may call out. A route pinned with
+// handler.Inline, as slow, stays on the loop.
+func TestInlineRouteMoves(t *testing.T) {
+	reg := builtinRegistry()
+	slow := func(ctx context.Context, _, reply []byte) ([]byte, error) {
+		time.Sleep(60 * time.Millisecond)
+		if handler.CallFrom(ctx).Inline {
+			return append(reply, "inline"...), nil
+		}
+		return append(reply, "pool"...), nil
+	}
+	reg.HandleFunc("Slow/Moves", slow)
+	reg.HandleFunc("Slow/Pinned", slow, handler.Inline())
+	var logs syncBuffer
+	s := start(t, reg, reactor.Options{InlineThreshold: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	c := dial(t, s, client.Options{})
+	ctx := ctxT(t)
+
+	where := func(route string) string {
+		reply, err := c.CallRaw(ctx, route, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", route, err)
+		}
+		return string(reply)
+	}
+	moved := 0
+	for i := 1; i <= 20 && moved == 0; i++ {
+		if where("Slow/Moves") == "pool" {
+			moved = i
+		}
+	}
+	// The 8th overrun moves it; the call after runs on the pool. An
+	// overrun may be missed on a busy machine, hence the slack.
+	if moved < 9 || moved > 12 {
+		t.Fatalf("Slow/Moves ran on the pool first at call %d; want the 9th or soon after\n%s", moved, logs.String())
+	}
+	for range 12 {
+		if w := where("Slow/Pinned"); w != "inline" {
+			t.Fatalf("the pinned route ran on the %s", w)
+		}
+	}
+	var routes []handler.RouteInfo
+	if err := c.Call(ctx, builtin.Routes, nil, &routes); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range routes {
+		switch r.Name {
+		case "Slow/Moves":
+			if !r.Blocking || !r.Moved || r.Inline || r.Overruns < 8 {
+				t.Errorf("Sys/Routes: %+v", r)
+			}
+		case "Slow/Pinned":
+			if r.Blocking || r.Moved || !r.Inline || r.Overruns < 8 {
+				t.Errorf("Sys/Routes: %+v", r)
+			}
+		}
+	}
+	log := logs.String()
+	if n := strings.Count(log, "route moved from the event loop to the blocking pool"); n != 1 || !strings.Contains(log, `route=Slow/Moves budget=1ms over="8 of its last 16 timed runs"`) {
+		t.Fatalf("%d logs of a move:\n%s", n, log)
+	}
+	if strings.Contains(log, "moved from the event loop to the blocking pool\" route=Slow/Pinned") {
+		t.Fatal("the pinned route moved")
 	}
 }

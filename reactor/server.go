@@ -80,7 +80,7 @@ func New(reg *handler.Registry, opts Options) *Server {
 		conns:    make(map[*conn]struct{}),
 	}
 	s.run = handler.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger, Failed: s.stats.callFailed,
-		Compress: s.compressReply}
+		Compress: s.compressReply, Budget: opts.InlineBudget}
 	return s
 }
 
@@ -186,6 +186,8 @@ func (s *Server) serve(ln net.Listener) error {
 	var sweeping sync.WaitGroup
 	sweeping.Add(1)
 	go func() { defer sweeping.Done(); s.sweep(stopSweep) }()
+	sweeping.Add(1)
+	go func() { defer sweeping.Done(); s.watchdog(stopSweep) }() // watchdog.go
 	defer func() { close(stopSweep); sweeping.Wait() }()
 	close(s.ready)
 
