@@ -204,10 +204,30 @@ func (rt *Route) ServeOwn(ctx context.Context, req, buf []byte, large int) (out,
 	start := len(buf)
 	defer func() {
 		if p := recover(); p != nil {
-			out, own, err = buf[:start], nil, &PanicError{Route: rt.name, Value: p, Stack: debug.Stack()}
+			out, own, err = buf[:start], nil, rt.panicked(p)
 		}
 	}()
 	reply, err := rt.handler.ServeRPC(ctx, req, buf[start:start])
+	return placeReply(buf, start, reply, large, err)
+}
+
+// serveInline is ServeOwn for a call run inline on an event loop: a
+// function of its own, so that a goroutine's stack tells a watchdog which
+// goroutine is an event loop held by a handler (Runner.Check).
+func (rt *Route) serveInline(ctx context.Context, req, buf []byte, large int) (out, own []byte, err error) {
+	start := len(buf)
+	defer func() {
+		if p := recover(); p != nil {
+			out, own, err = buf[:start], nil, rt.panicked(p)
+		}
+	}()
+	reply, err := rt.handler.ServeRPC(ctx, req, buf[start:start])
+	return placeReply(buf, start, reply, large, err)
+}
+
+// placeReply returns ServeOwn's results for a handler that returned reply
+// and err, given buf whose first start bytes were there before it ran.
+func placeReply(buf []byte, start int, reply []byte, large int, err error) ([]byte, []byte, error) {
 	switch {
 	case err != nil:
 		return buf, nil, err
@@ -219,6 +239,12 @@ func (rt *Route) ServeOwn(ctx context.Context, req, buf []byte, large int) (out,
 		return buf, reply, nil
 	}
 	return append(buf, reply...), nil, nil
+}
+
+// panicked is the error of rt's handler that panicked with p, on the
+// handler's goroutine: its stack is taken here.
+func (rt *Route) panicked(p any) error {
+	return &PanicError{Route: rt.name, Value: p, Stack: debug.Stack()}
 }
 
 // ValidRoute reports why name cannot be a route, or nil if it can.

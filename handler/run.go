@@ -110,7 +110,19 @@ func (r *Runner) Run(j *Job, out []byte) (_, own []byte) {
 	switch {
 	case err != nil:
 	case j.Watch != nil:
-		out, own, err = r.serveInline(j, out, large)
+		// Shown to the watchdog: two atomic adds, and a store when the
+		// connection's route changes; one call in sampleEvery timed.
+		w := j.Watch
+		if w.route.Load() != j.Route {
+			w.route.Store(j.Route)
+		}
+		w.seq.Add(1) // running
+		if w.calls++; w.calls < sampleEvery {
+			out, own, err = j.Route.serveInline(call, j.Req, out, large)
+		} else {
+			out, own, err = r.timeInline(j, out, large)
+		}
+		w.seq.Add(1) // returned
 	default:
 		out, own, err = j.Route.ServeOwn(call, j.Req, out, large)
 	}
@@ -233,27 +245,17 @@ type Watch struct {
 	told  bool
 }
 
-// serveInline is Route.ServeOwn for an inline call, shown to the watchdog
-// on j.Watch (two atomic adds, and a store when the connection's route
-// changes) and, one call in sampleEvery, timed against the budget. The
-// watchdog finds the stacks of stuck handlers by this function's name.
-func (r *Runner) serveInline(j *Job, out []byte, large int) ([]byte, []byte, error) {
-	w, rt := j.Watch, j.Route
-	if w.route.Load() != rt {
-		w.route.Store(rt)
+// timeInline runs an inline call that is timed against the budget,
+// unless the route cannot move.
+func (r *Runner) timeInline(j *Job, out []byte, large int) ([]byte, []byte, error) {
+	j.Watch.calls = 0
+	rt := j.Route
+	if r.Budget < 0 || rt.pinned || rt.state.moved.Load() {
+		return rt.serveInline(j.Call, j.Req, out, large)
 	}
-	w.seq.Add(1) // running
-	var own []byte
-	var err error
-	if w.calls++; w.calls < sampleEvery || r.Budget < 0 || rt.pinned {
-		out, own, err = rt.ServeOwn(j.Call, j.Req, out, large)
-	} else {
-		w.calls = 0
-		began := time.Now()
-		out, own, err = rt.ServeOwn(j.Call, j.Req, out, large)
-		r.ran(rt, time.Since(began) > r.budget())
-	}
-	w.seq.Add(1) // returned
+	began := time.Now()
+	out, own, err := rt.serveInline(j.Call, j.Req, out, large)
+	r.ran(rt, time.Since(began) > r.budget())
 	return out, own, err
 }
 
@@ -322,8 +324,8 @@ func (r *Runner) ran(rt *Route, over bool) {
 	}
 }
 
-// inlineFrame is how serveInline shows in a stack.
-const inlineFrame = "rpcd/handler.(*Runner).serveInline("
+// inlineFrame is how Route.serveInline shows in a stack.
+const inlineFrame = "rpcd/handler.(*Route).serveInline("
 
 // inlineStacks returns the stacks of the goroutines that are running an
 // inline handler now: the one the watchdog found stuck, and any other
