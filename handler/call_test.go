@@ -146,7 +146,7 @@ func TestRefuseWait(t *testing.T) {
 		{"Background", context.Background(), false},
 		{"a pooled call", pooled, false},
 		{"an inline call", inline, true},
-		{"derived from an inline call", context.WithoutCancel(context.WithValue(inline, struct{}{}, 1)), true},
+		{"derived from an inline call", context.WithoutCancel(context.WithValue(inline, ctxKey("k"), 1)), true},
 	} {
 		err := RefuseWait(tc.ctx, "calling", "B/Other")
 		if !tc.refused {
