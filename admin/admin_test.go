@@ -419,6 +419,82 @@ func TestPprof(t *testing.T) {
 	}
 }
 
+// stuckRoute registers Test/Stuck, an inline route that holds its event
+// loop for hold, on reg.
+func stuckRoute(reg *handler.Registry, hold time.Duration) {
+	reg.HandleFunc("Test/Stuck", func(_ context.Context, _, reply []byte) ([]byte, error) {
+		time.Sleep(hold)
+		return reply, nil
+	})
+}
+
+// overrun calls route once and waits until the watchdog has counted the
+// server's nth overrun of it.
+func (r *rig) overrun(t *testing.T, c *client.Client, route string, n uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.CallRaw(ctx, route, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		for _, info := range r.srv.Routes() {
+			if info.Name == route && info.Overruns >= n {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the watchdog has not counted overrun %d of %s", n, route)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// TestInlineOverruns: /metrics counts each inline route's overruns and
+// says whether it moved to the blocking pool; /stats.json lists the routes
+// with either, for the live page.
+func TestInlineOverruns(t *testing.T) {
+	reg := testRoutes()
+	stuckRoute(reg, 60*time.Millisecond)
+	r := newRigWith(t, reg, reactor.Options{InlineThreshold: 20 * time.Millisecond})
+	c := r.dial(t)
+	r.overrun(t, c, "Test/Stuck", 1)
+	got := scrape(t, r.admin)
+	for key, w := range map[string]float64{
+		`rpcd_inline_overruns_total{route="Test/Stuck"}`: 1,
+		`rpcd_inline_moved{route="Test/Stuck"}`:          0,
+		`rpcd_inline_overruns_total{route="Math/Sum"}`:   0,
+		`rpcd_inline_moved{route="Math/Sum"}`:            0,
+	} {
+		if v, ok := got[key]; !ok || v != w {
+			t.Errorf("%s = %v (present: %v), want %v", key, v, ok, w)
+		}
+	}
+	for key := range got {
+		if strings.Contains(key, `route="Test/Slow"`) && strings.HasPrefix(key, "rpcd_inline") {
+			t.Errorf("a route registered Blocking has an inline series: %s", key)
+		}
+	}
+
+	// Seven more overruns: 8 of its last 16 timed runs over budget.
+	for n := uint64(2); n <= 8; n++ {
+		r.overrun(t, c, "Test/Stuck", n)
+	}
+	got = scrape(t, r.admin)
+	if got[`rpcd_inline_overruns_total{route="Test/Stuck"}`] != 8 || got[`rpcd_inline_moved{route="Test/Stuck"}`] != 1 {
+		t.Errorf("after 8 overruns: %v overruns, moved %v", got[`rpcd_inline_overruns_total{route="Test/Stuck"}`], got[`rpcd_inline_moved{route="Test/Stuck"}`])
+	}
+	var st admin.Stats
+	code, body := get(t, r.admin+"/stats.json")
+	if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil {
+		t.Fatalf("/stats.json: %d %v\n%s", code, err, body)
+	}
+	if st.InlineOverruns != 8 || len(st.Inline) != 1 || st.Inline[0] != (admin.InlineStats{Route: "Test/Stuck", Overruns: 8, Moved: true}) {
+		t.Fatalf("/stats.json: inline_overruns %d, inline %+v", st.InlineOverruns, st.Inline)
+	}
+}
+
 // TestPageSelfContained: the live page loads nothing from elsewhere.
 func TestPageSelfContained(t *testing.T) {
 	r := newRig(t, nil)
@@ -431,6 +507,11 @@ func TestPageSelfContained(t *testing.T) {
 	}
 	if !strings.Contains(body, `fetch("stats.json"`) {
 		t.Fatal("the page does not read stats.json")
+	}
+	for _, want := range []string{"st.inline_overruns", "st.inline", `id="inline-routes"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page does not show the watchdog's figures: no %s", want)
+		}
 	}
 }
 

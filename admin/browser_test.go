@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/reactor"
 )
 
 // browserTimeout bounds one headless browser run; a run takes about 2 s
@@ -97,8 +98,11 @@ func number(t *testing.T, s string) float64 {
 // shows the server's figures, and after more calls, the new ones.
 func TestLivePageInBrowser(t *testing.T) {
 	bin := findChromium(t)
-	r := newRig(t, testRoutes())
+	reg := testRoutes()
+	stuckRoute(reg, 80*time.Millisecond)
+	r := newRigWith(t, reg, reactor.Options{InlineThreshold: 20 * time.Millisecond})
 	c := r.dial(t)
+	r.overrun(t, c, "Test/Stuck", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	calls := func(n int) {
@@ -118,10 +122,11 @@ func TestLivePageInBrowser(t *testing.T) {
 		"status":       "serving",
 		"addr":         r.srv.Addr().String(),
 		"conns":        "1",
-		"calls-total":  "27",
+		"calls-total":  "28",
 		"errors-total": "2",
 		"in-flight":    "0",
 		"slow":         "0",
+		"overruns":     "1",
 	} {
 		if got := field(t, dom, id); got != want {
 			t.Errorf("first load: #%s shows %q, want %q", id, got, want)
@@ -144,6 +149,9 @@ func TestLivePageInBrowser(t *testing.T) {
 	if got := number(t, field(t, dom, "calls-per-s")); got <= 0 {
 		t.Errorf("first load: #calls-per-s shows %v, want more than 0", got)
 	}
+	if m := regexp.MustCompile(`<tr data-inline-route="Test/Stuck"><td class="route">Test/Stuck</td><td class="overruns some">1</td><td class="where">event loop</td></tr>`).FindString(dom); m == "" {
+		t.Error("first load: the table of inline overruns does not show Test/Stuck's")
+	}
 	if got := cell(t, dom, builtin.EchoPacket, "p99"); got == "–" {
 		t.Errorf("first load: %s has no p99", builtin.EchoPacket)
 	}
@@ -153,8 +161,8 @@ func TestLivePageInBrowser(t *testing.T) {
 
 	calls(40)
 	dom2 := dumpDOM(t, bin, r.admin+"/")
-	if got := field(t, dom2, "calls-total"); got != "67" {
-		t.Errorf("after 40 more calls: #calls-total shows %q, want 67", got)
+	if got := field(t, dom2, "calls-total"); got != "68" {
+		t.Errorf("after 40 more calls: #calls-total shows %q, want 68", got)
 	}
 	if got := cell(t, dom2, builtin.EchoPacket, "calls"); got != "65" {
 		t.Errorf("after 40 more calls: %s calls %q, want 65", builtin.EchoPacket, got)

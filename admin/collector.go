@@ -3,6 +3,7 @@ package admin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/reactor"
 )
@@ -33,21 +34,28 @@ var (
 	topicRefusedDesc = prometheus.NewDesc("rpcd_pubsub_refused_total",
 		"Publishes and subscriptions the server's topic permissions refused, by kind (publish or subscribe) and prefix: the first token of the topic or pattern when a rule names it, * or > for a wildcard, else other.",
 		[]string{"kind", "prefix"}, nil)
+	overrunsDesc = prometheus.NewDesc("rpcd_inline_overruns_total",
+		"Inline handler runs that held their event loop past the watchdog's threshold, by route.",
+		[]string{"route"}, nil)
+	movedDesc = prometheus.NewDesc("rpcd_inline_moved",
+		"1 for a route that moved itself from the event loop to the blocking pool, its inline runs having kept passing their budget; 0 for a route that runs inline.",
+		[]string{"route"}, nil)
 )
 
 // ServerCollector returns a prometheus.Collector of srv's own counters
 // (reactor.Stats): connections, bytes, slow consumers, connections handed
-// off their event loops, error replies by
-// code, Blocking calls, draining, and the publishes and subscriptions its
-// topic permissions refused. New registers it; a program with a /metrics
-// of its own can register it there.
+// off their event loops, error replies by code, Blocking calls, draining,
+// and the publishes and subscriptions its topic permissions refused; and,
+// for every route that runs or ran inline (Server.Routes), its watchdog
+// overruns and whether it moved to the blocking pool. New registers it; a
+// program with a /metrics of its own can register it there.
 func ServerCollector(srv *reactor.Server) prometheus.Collector { return serverCollector{srv} }
 
 type serverCollector struct{ srv *reactor.Server }
 
 // Describe implements prometheus.Collector.
 func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{connsDesc, connsOpenedDesc, connsRefusedDesc, bytesInDesc, bytesOutDesc, slowDesc, handedOffDesc, errorsDesc, blockingDesc, drainingDesc, topicRefusedDesc} {
+	for _, d := range []*prometheus.Desc{connsDesc, connsOpenedDesc, connsRefusedDesc, bytesInDesc, bytesOutDesc, slowDesc, handedOffDesc, errorsDesc, blockingDesc, drainingDesc, topicRefusedDesc, overrunsDesc, movedDesc} {
 		ch <- d
 	}
 }
@@ -81,4 +89,25 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	for r, n := range c.srv.PubSubStats().Refused {
 		ch <- prometheus.MustNewConstMetric(topicRefusedDesc, prometheus.CounterValue, float64(n), r.Kind, r.Label)
 	}
+	for _, r := range inlineRoutes(c.srv) {
+		moved := 0.0
+		if r.Moved {
+			moved = 1
+		}
+		ch <- prometheus.MustNewConstMetric(overrunsDesc, prometheus.CounterValue, float64(r.Overruns), r.Name)
+		ch <- prometheus.MustNewConstMetric(movedDesc, prometheus.GaugeValue, moved, r.Name)
+	}
+}
+
+// inlineRoutes returns the routes of srv that run inline or did: every
+// call route but those registered with handler.Blocking. Routes are
+// registered names, so their number is bounded.
+func inlineRoutes(srv *reactor.Server) []handler.RouteInfo {
+	var out []handler.RouteInfo
+	for _, r := range srv.Routes() {
+		if !r.Stream && (!r.Blocking || r.Moved) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -94,9 +94,22 @@ type Stats struct {
 	ErrorsPerS   float64           `json:"errors_per_s"`
 	ErrorsByCode map[string]uint64 `json:"errors_by_code"`
 
+	// InlineOverruns counts the inline handler runs that held their event
+	// loop past the watchdog's threshold, all routes together; Inline
+	// lists the routes with any, or that moved to the blocking pool.
+	InlineOverruns uint64        `json:"inline_overruns"`
+	Inline         []InlineStats `json:"inline"`
+
 	// The calls that reached a handler, from Options.Metrics; absent
 	// without it.
 	Calls *CallStats `json:"calls,omitempty"`
+}
+
+// InlineStats is what the watchdog saw of one inline route.
+type InlineStats struct {
+	Route    string `json:"route"`
+	Overruns uint64 `json:"overruns"` // runs past the watchdog's threshold
+	Moved    bool   `json:"moved"`    // moved itself to the blocking pool
 }
 
 // CallStats are the figures of the calls that reached a handler: all
@@ -159,6 +172,13 @@ func (h *Handler) Stats() Stats {
 		}
 	}
 	out.ErrorsPerS = perS(out.Errors, baseErrors)
+	out.Inline = []InlineStats{}
+	for _, r := range inlineRoutes(h.srv) {
+		out.InlineOverruns += r.Overruns
+		if r.Overruns > 0 || r.Moved {
+			out.Inline = append(out.Inline, InlineStats{Route: r.Name, Overruns: r.Overruns, Moved: r.Moved})
+		}
+	}
 	if h.metrics == nil {
 		return out
 	}

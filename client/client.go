@@ -73,7 +73,8 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	c := &Client{addr: addr, opts: opts, log: opts.Logger, noConn: errNoConn(addr), ready: make(chan struct{}), icpt: chain(opts.Interceptors)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.pubs.fn = opts.PublishRefused
-	c.srv = &serving{reg: opts.Handler, pushes: opts.Pushes, max: opts.MaxHandlers, peer: c, dropped: func() { c.dropped.Add(1) }, subs: &c.subs, pubs: &c.pubs, log: opts.Logger}
+	c.srv = &serving{reg: opts.Handler, pushes: opts.Pushes, max: opts.MaxHandlers, peer: c, dropped: func() { c.dropped.Add(1) }, subs: &c.subs, pubs: &c.pubs,
+		run: handler.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger}}
 	c.srv.window = opts.StreamWindow
 	if opts.Conns > 1 {
 		c.idle = &idleWires{max: opts.Conns}
@@ -363,6 +364,9 @@ func (c *Client) interceptor() Interceptor { return c.icpt }
 
 // callTyped is Call for either sender.
 func callTyped(ctx context.Context, s sender, route string, in, out any) error {
+	if err := handler.RefuseWait(ctx, "calling", route); err != nil {
+		return err
+	}
 	codec := s.codec()
 	if s.interceptor() != nil {
 		payload, err := handler.AppendArgWith(codec, nil, in)
@@ -395,6 +399,9 @@ func callTyped(ctx context.Context, s sender, route string, in, out any) error {
 
 // callRaw is CallRaw for either sender.
 func callRaw(ctx context.Context, s sender, route string, req, reply []byte) ([]byte, error) {
+	if err := handler.RefuseWait(ctx, "calling", route); err != nil {
+		return reply, err
+	}
 	if s.interceptor() != nil {
 		return sendVia(ctx, s, proto.CodecRaw, route, req, reply)
 	}
@@ -438,6 +445,9 @@ func (c *Client) notify(ctx context.Context, codec proto.Codec, route string, pa
 	}
 	w, err := c.pick()
 	if err == c.noConn && c.opts.WaitForReady {
+		if werr := handler.RefuseWait(ctx, "waiting for a connection to notify", route); werr != nil {
+			return werr
+		}
 		w, err = c.awaitConn(ctx, route, err)
 	}
 	if err != nil {

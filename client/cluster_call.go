@@ -40,6 +40,9 @@ func (k *Cluster) notify(ctx context.Context, codec proto.Codec, route string, p
 	for {
 		n, err := k.pick(ctx, route, payload, nil)
 		if err == k.noNode && k.opts.WaitForReady {
+			if werr := handler.RefuseWait(ctx, "waiting for a node to notify", route); werr != nil {
+				return werr
+			}
 			err = k.awaitNode(ctx, route, err)
 			if err == nil {
 				continue

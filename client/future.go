@@ -52,6 +52,10 @@ func (c *Client) GoRaw(ctx context.Context, route string, req []byte) *Future {
 // goTyped is Go for either sender.
 func goTyped(ctx context.Context, s sender, route string, in, out any) *Future {
 	f := &Future{done: make(chan struct{}), out: out, route: route, codec: s.codec()}
+	if err := handler.RefuseWait(ctx, "calling", route); err != nil {
+		f.complete(err) // its Wait would stall the loop, and the call ends with the handler
+		return f
+	}
 	payload, err := handler.AppendArgWith(f.codec, nil, in)
 	if err != nil {
 		f.complete(err)
@@ -68,6 +72,10 @@ func goTyped(ctx context.Context, s sender, route string, in, out any) *Future {
 // goRaw is GoRaw for either sender.
 func goRaw(ctx context.Context, s sender, route string, req []byte) *Future {
 	f := &Future{done: make(chan struct{}), route: route}
+	if err := handler.RefuseWait(ctx, "calling", route); err != nil {
+		f.complete(err)
+		return f
+	}
 	if s.interceptor() != nil {
 		goVia(ctx, s, proto.CodecRaw, route, bytes.Clone(req), f)
 		return f

@@ -68,6 +68,9 @@ func (c *Client) SubscribeFunc(ctx context.Context, pattern string, fn func(m Me
 
 func (c *Client) subscribe(ctx context.Context, sub *Subscription) (*Subscription, error) {
 	pattern := sub.pattern
+	if err := handler.RefuseWait(ctx, "subscribing to", pattern); err != nil {
+		return nil, err // it waits for the server to take the subscription in
+	}
 	if err := proto.ValidPattern([]byte(pattern)); err != nil || len(pattern) > c.opts.Limits.MaxRoute {
 		return nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad pattern " + pattern, Unprocessed: true}
 	}
@@ -326,6 +329,9 @@ func (c *Client) publish(ctx context.Context, topic string, codec proto.Codec, p
 	h.Deadline = 0 // a publish carries none
 	w, err := c.pick()
 	if err == c.noConn && c.opts.WaitForReady {
+		if werr := handler.RefuseWait(ctx, "waiting for a connection to publish to", topic); werr != nil {
+			return werr
+		}
 		w, err = c.awaitConn(ctx, topic, err)
 	}
 	if err != nil {

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -36,7 +35,7 @@ type serving struct {
 	subs    *subTable         // the client's subscriptions, for Message frames
 	pubs    *publishRefusals  // the server's refusals of the client's publishes
 	window  int               // the window granted to each stream (Options.StreamWindow)
-	log     *slog.Logger
+	run     handler.Runner    // runs the server's calls and streams
 }
 
 // serverCalls are the handlers a wire is running for the server.
@@ -121,29 +120,13 @@ func (w *wire) serve(f *proto.Frame) {
 func (w *wire) runHandler(rt *handler.Route, call *handler.Call, req []byte, oneWay bool) {
 	sc := &w.calls
 	defer sc.wg.Done()
-	out, start := proto.BeginResponse(nil, call.ID, call.Codec)
-	out, err := rt.Serve(call, req, out)
-	if pe, ok := err.(*handler.PanicError); ok {
-		w.srv.log.Error("rpcd: client handler panicked", "route", pe.Route, "panic", pe.Value, "stack", string(pe.Stack))
-	}
+	out, _ := w.srv.run.Run(&handler.Job{Route: rt, Call: call, Req: req, OneWay: oneWay}, nil)
 	sc.mu.Lock()
 	delete(sc.running, call)
 	sc.mu.Unlock()
 	call.End()
 	if oneWay || w.dead() {
 		return
-	}
-	if err == nil {
-		if n := proto.FinishFrame(out, start); n > w.lim.MaxFrameSize {
-			err = &handler.Error{Code: proto.CodeResourceExhausted, Message: "reply exceeds the frame limit"}
-		}
-	}
-	if err != nil {
-		var flags proto.Flags
-		if handler.IsUnprocessed(err) {
-			flags = proto.FlagUnprocessed
-		}
-		out = proto.AppendError(out[:start], call.ID, flags, handler.CodeOf(err), handler.MessageOf(err))
 	}
 	w.enqueueAsync(out)
 	if w.goingAway.Load() {

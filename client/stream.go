@@ -39,6 +39,9 @@ type streamTable struct {
 // (no such route, draining, too many streams) arrives on the first Read
 // or Write as an Unprocessed *handler.Error.
 func (c *Client) OpenStream(ctx context.Context, route string) (handler.Stream, error) {
+	if err := handler.RefuseWait(ctx, "opening stream", route); err != nil {
+		return nil, err // its Read and Write wait
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, stream.ContextError(err)
 	}
@@ -194,10 +197,7 @@ func (w *wire) acceptStream(f *proto.Frame) error {
 	w.calls.wg.Add(1)
 	go func() {
 		defer w.calls.wg.Done()
-		err := rt.ServeStream(call)
-		if pe, ok := err.(*handler.PanicError); ok {
-			w.srv.log.Error("rpcd: client stream handler panicked", "route", pe.Route, "panic", pe.Value, "stack", string(pe.Stack))
-		}
+		err := w.srv.run.Stream(rt, call)
 		st.Finish(err)
 		call.End()
 	}()

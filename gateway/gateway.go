@@ -87,6 +87,7 @@ type Gateway struct {
 	reg      *handler.Registry
 	opts     Options
 	log      *slog.Logger
+	run      handler.Runner // runs the calls (handler/run.go)
 	ids      atomic.Uint32
 	draining atomic.Bool
 }
@@ -106,7 +107,8 @@ func New(reg *handler.Registry, opts Options) *Gateway {
 	if opts.CompressMin == 0 {
 		opts.CompressMin = 1 << 10
 	}
-	return &Gateway{reg: reg, opts: opts, log: opts.Logger}
+	return &Gateway{reg: reg, opts: opts, log: opts.Logger,
+		run: handler.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger}}
 }
 
 // Drain makes the gateway refuse new calls with Unavailable (503), marked
@@ -224,7 +226,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		close(cancelled)
 	})
 	rp := bufPool.Get().(*[]byte)
-	out, err := rt.Serve(call, body, (*rp)[:0])
+	out, err := g.run.Outcome(rt, call, body, (*rp)[:0])
 	if !stop() {
 		<-cancelled // the cancel has run; End must not race it
 	}
@@ -235,15 +237,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			bufPool.Put(rp)
 		}
 	}()
-	if err == nil && proto.HeaderSize+len(out) > g.opts.Limits.MaxFrameSize {
-		err = handler.Errorf(proto.CodeResourceExhausted, "reply of %d bytes exceeds the frame limit of %d",
-			proto.HeaderSize+len(out), g.opts.Limits.MaxFrameSize)
-	}
 	if err != nil {
-		var pe *handler.PanicError
-		if errors.As(err, &pe) {
-			g.log.Error("rpcd: handler panicked", "route", pe.Route, "remote", r.RemoteAddr, "panic", pe.Value, "stack", string(pe.Stack))
-		}
 		g.fail(w, 0, err)
 		return
 	}

@@ -2,10 +2,19 @@
 // the per-call context and error codes as Go errors.
 //
 // It knows no transport. The same Registry serves calls read by the gnet
-// reactor, a test, or a client that accepts calls from its server. A
-// transport looks a route up with Registry.Lookup, fills in a Call (the
-// handler's context.Context) and runs Route.Serve, which turns a panic into
-// an Internal error.
+// reactor, the HTTP gateway, a test, or a client that accepts calls from
+// its server. A transport looks a route up with Registry.Lookup, fills in a
+// Call (the handler's context.Context) and hands the call to its Runner,
+// the one place a call's lifecycle is run: the handler under the
+// registry's middleware, a panic turned into an Internal error and logged
+// with its stack, the reply held to the frame limit, a failure answered
+// with its code; and, for a call run inline on an event loop, the marks a
+// watchdog reads (Runner.Check) and the timing that moves a route whose
+// inline runs keep passing their budget to the blocking pool.
+//
+// An inline handler must not wait: RefuseWait, which clients and peers
+// call before a call that waits for a reply, refuses such calls from an
+// inline handler's context at once.
 //
 // Raw handlers see the request payload as it arrived and append their reply
 // to a buffer the transport owns: on the reactor's inline path the payload is

@@ -34,7 +34,18 @@ type Route struct {
 	name     string
 	base     Handler // as registered
 	handler  Handler // base wrapped by the registry's middleware
-	blocking bool
+	blocking bool    // registered with Blocking
+	pinned   bool    // registered with Inline: never moved to the pool
+	state    *routeState
+}
+
+// routeState is what a route measures of its inline runs and where that
+// has made it run; the copies of a Route that Use makes share it.
+type routeState struct {
+	moved    atomic.Bool   // runs on the blocking pool: its inline runs kept passing their budget (run.go)
+	runs     atomic.Uint32 // its last timed inline runs, the newest in bit 0: 1 for a run over budget
+	overruns atomic.Uint64 // inline runs a watchdog saw pass its threshold
+	logged   atomic.Bool   // the first overrun has been logged, with a stack
 }
 
 // RouteOption configures a route at registration.
@@ -43,7 +54,19 @@ type RouteOption func(*Route)
 // Blocking marks a route whose handler may block (disk, network, locks held
 // long). The reactor runs it on a bounded goroutine pool instead of inline on
 // the event loop; its reply still goes out through the loop.
+//
+// A route registered without Blocking runs inline, on the event loop that
+// read its call, and must not block: calls it makes through a Client, a
+// Cluster or its Peer that would wait for a reply are refused at once
+// (RefuseWait). A route whose inline runs keep passing their budget moves
+// itself to the pool (see Runner), unless it is registered with Inline.
 func Blocking() RouteOption { return func(r *Route) { r.blocking = true } }
+
+// Inline pins a route to the event loop: it runs inline even if its runs
+// keep passing the inline budget, which would otherwise move it to the
+// blocking pool (see Runner). The watchdog still reports its overruns. A
+// route cannot be both Blocking and Inline.
+func Inline() RouteOption { return func(r *Route) { r.pinned = true } }
 
 // Handle registers h for route. A route is 1 to proto.DefaultMaxRoute bytes
 // of printable ASCII, by convention "Controller/Action". Handle panics if the
@@ -55,9 +78,12 @@ func (r *Registry) Handle(route string, h Handler, opts ...RouteOption) {
 	if h == nil {
 		panic("rpcd: nil handler for route " + route)
 	}
-	rt := &Route{name: route, base: h}
+	rt := &Route{name: route, base: h, state: new(routeState)}
 	for _, o := range opts {
 		o(rt)
+	}
+	if rt.blocking && rt.pinned {
+		panic("rpcd: route " + route + " registered both Blocking and Inline")
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -125,8 +151,11 @@ func (r *Registry) LookupCached(name []byte, c *RouteCache) *Route {
 // RouteInfo describes a registered route.
 type RouteInfo struct {
 	Name     string `json:"name"`
-	Blocking bool   `json:"blocking,omitempty"`
-	Stream   bool   `json:"stream,omitempty"` // a stream route (HandleStream)
+	Blocking bool   `json:"blocking,omitempty"` // runs on the blocking pool: registered so, or Moved
+	Moved    bool   `json:"moved,omitempty"`    // moved itself to the pool: its inline runs kept passing their budget
+	Inline   bool   `json:"inline,omitempty"`   // pinned to the event loop (registered with Inline)
+	Overruns uint64 `json:"overruns,omitempty"` // inline runs a watchdog saw pass its threshold
+	Stream   bool   `json:"stream,omitempty"`   // a stream route (HandleStream)
 }
 
 // Routes lists the registered routes, stream routes among them, sorted by
@@ -135,7 +164,9 @@ func (r *Registry) Routes() []RouteInfo {
 	m := *r.routes.Load()
 	out := make([]RouteInfo, 0, len(m))
 	for _, rt := range m {
-		out = append(out, RouteInfo{Name: rt.name, Blocking: rt.blocking})
+		moved := rt.state.moved.Load()
+		out = append(out, RouteInfo{Name: rt.name, Blocking: rt.blocking || moved, Moved: moved,
+			Inline: rt.pinned, Overruns: rt.state.overruns.Load()})
 	}
 	for _, name := range r.StreamRoutes() {
 		out = append(out, RouteInfo{Name: name, Stream: true})
@@ -147,8 +178,11 @@ func (r *Registry) Routes() []RouteInfo {
 // Name returns the route's name.
 func (rt *Route) Name() string { return rt.name }
 
-// IsBlocking reports whether the route was registered with Blocking.
-func (rt *Route) IsBlocking() bool { return rt.blocking }
+// IsBlocking reports whether the route runs on the blocking pool: it was
+// registered with Blocking, or its inline runs kept passing their budget
+// and it moved itself there. A transport asks at every call: a route that
+// moves runs on the pool from its next call on.
+func (rt *Route) IsBlocking() bool { return rt.blocking || rt.state.moved.Load() }
 
 // Serve runs the route's handler (with middleware) on req and appends the
 // reply to buf, returning the extended buf. The handler gets an empty slice
@@ -170,10 +204,30 @@ func (rt *Route) ServeOwn(ctx context.Context, req, buf []byte, large int) (out,
 	start := len(buf)
 	defer func() {
 		if p := recover(); p != nil {
-			out, own, err = buf[:start], nil, &PanicError{Route: rt.name, Value: p, Stack: debug.Stack()}
+			out, own, err = buf[:start], nil, rt.panicked(p)
 		}
 	}()
 	reply, err := rt.handler.ServeRPC(ctx, req, buf[start:start])
+	return placeReply(buf, start, reply, large, err)
+}
+
+// serveInline is ServeOwn for a call run inline on an event loop: a
+// function of its own, so that a goroutine's stack tells a watchdog which
+// goroutine is an event loop held by a handler (Runner.Check).
+func (rt *Route) serveInline(ctx context.Context, req, buf []byte, large int) (out, own []byte, err error) {
+	start := len(buf)
+	defer func() {
+		if p := recover(); p != nil {
+			out, own, err = buf[:start], nil, rt.panicked(p)
+		}
+	}()
+	reply, err := rt.handler.ServeRPC(ctx, req, buf[start:start])
+	return placeReply(buf, start, reply, large, err)
+}
+
+// placeReply returns ServeOwn's results for a handler that returned reply
+// and err, given buf whose first start bytes were there before it ran.
+func placeReply(buf []byte, start int, reply []byte, large int, err error) ([]byte, []byte, error) {
 	switch {
 	case err != nil:
 		return buf, nil, err
@@ -185,6 +239,12 @@ func (rt *Route) ServeOwn(ctx context.Context, req, buf []byte, large int) (out,
 		return buf, reply, nil
 	}
 	return append(buf, reply...), nil, nil
+}
+
+// panicked is the error of rt's handler that panicked with p, on the
+// handler's goroutine: its stack is taken here.
+func (rt *Route) panicked(p any) error {
+	return &PanicError{Route: rt.name, Value: p, Stack: debug.Stack()}
 }
 
 // ValidRoute reports why name cannot be a route, or nil if it can.

@@ -10,7 +10,9 @@
 // handler that calls on with its own context passes the trace on by
 // itself: the middleware puts its span's trace context there, and without
 // the middleware the client passes on the traceparent the incoming call
-// carried.
+// carried. Such a handler waits for the call, so its route is registered
+// with handler.Blocking(): an inline handler's calls that wait are
+// refused (handler.RefuseWait).
 //
 // Only this package imports OpenTelemetry: a program that does not use it
 // pays nothing for it, and Middleware(nil) leaves every handler as it is.

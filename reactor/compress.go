@@ -49,10 +49,12 @@ func expandRefusal(err error) proto.Code {
 // compressReply compresses the payload of the Response begun at
 // out[start:], with own's bytes after it, with zip if it is large enough
 // and shrinks; it returns out and what is left of own to write after it.
-// The pool passes the zip its task was given: c.zip is the loop's.
-func (c *conn) compressReply(out []byte, start int, own []byte, zip proto.Compression) ([]byte, []byte) {
+// It is the runner's Compress (handler.Runner): an inline call's Job
+// carries the connection's zip, a pooled call's the zip its task was
+// given (the pool never reads conn.zip, which is the loop's).
+func (s *Server) compressReply(out []byte, start int, own []byte, zip proto.Compression) ([]byte, []byte) {
 	at := start + proto.HeaderSize // a Response has no route or metadata
-	if len(out)-at+len(own) < c.s.opts.CompressMin {
+	if len(out)-at+len(own) < s.opts.CompressMin {
 		return out, own
 	}
 	if own != nil {

@@ -44,6 +44,26 @@ type Options struct {
 	// default 128.
 	BlockingWorkers int
 
+	// InlineThreshold is how long an inline handler (one registered
+	// without handler.Blocking) may hold its event loop before the
+	// watchdog reports it: the run is counted on its route, the route's
+	// first such run is logged with the stacks of the goroutines running
+	// inline handlers, and the run counts as over budget (InlineBudget).
+	// The watchdog looks every InlineThreshold/2, so it reports a handler
+	// after between 1 and 1.5 times InlineThreshold, a handler that never
+	// returns among them. Default 100ms: far beyond what an inline handler
+	// should take (microseconds) and beyond the pauses a busy machine gives
+	// a loop, yet well within any caller's deadline; a negative value turns
+	// the watchdog off.
+	InlineThreshold time.Duration
+
+	// InlineBudget is the time an inline run may take: a route whose timed
+	// inline runs (one call in 64 per connection, and every run the
+	// watchdog reports) keep taking longer, 8 of its last 16, moves itself
+	// to the blocking pool, unless registered with handler.Inline. Default
+	// handler.DefaultInlineBudget (1ms); a negative value moves no route.
+	InlineBudget time.Duration
+
 	// BlockingQueue bounds the Blocking calls, server-wide, waiting for a
 	// worker; past it, calls get ResourceExhausted. Default 4096.
 	BlockingQueue int
@@ -173,6 +193,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BlockingQueue <= 0 {
 		o.BlockingQueue = 4096
+	}
+	if o.InlineThreshold == 0 {
+		o.InlineThreshold = 100 * time.Millisecond
+	}
+	if o.InlineBudget == 0 {
+		o.InlineBudget = handler.DefaultInlineBudget
 	}
 	if o.MaxConns <= 0 {
 		o.MaxConns = 10000

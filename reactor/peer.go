@@ -91,9 +91,8 @@ func (p *Peer) notify(ctx context.Context, route string, codec proto.Codec, payl
 }
 
 func (p *Peer) call(ctx context.Context, route string, codec proto.Codec, payload, reply []byte) ([]byte, error) {
-	if hc := handler.CallFrom(ctx); hc != nil && hc.Inline {
-		return reply, &handler.Error{Code: proto.CodeFailedPrecondition, Unprocessed: true,
-			Message: "calling " + route + " on the peer would block the event loop: register the calling route with handler.Blocking(), or use Notify"}
+	if err := handler.RefuseWait(ctx, "calling the peer's", route); err != nil {
+		return reply, err // Notify, which does not wait, works inline
 	}
 	c := p.c
 	h, err := c.s.header(ctx, proto.KindRequest, codec, route, payload)

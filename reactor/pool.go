@@ -77,25 +77,18 @@ func (t *task) run() {
 	c, s := t.c, t.c.s
 	buf := bytebufferpool.Get()
 	id := t.call.ID
-	out, start := proto.BeginResponse(buf.B[:0], id, t.call.Codec)
-	payload := t.frame.B[t.payload:]
+	j := handler.Job{Route: t.rt, Call: &t.call, Req: t.frame.B[t.payload:], OneWay: t.oneWay, Zip: t.replyIn}
 	var zbuf *[]byte
-	var err error
-	if err = t.call.Err(); err == nil && t.zip != proto.CompressionNone {
+	if j.Err = t.call.Err(); j.Err == nil && t.zip != proto.CompressionNone { // not cancelled while queued
+		var err error
 		zbuf = compression.GetBuffer()
-		if payload, err = compression.Expand(*zbuf, payload, t.zip, t.room); err != nil {
-			err = &handler.Error{Code: expandRefusal(err), Message: err.Error(), Unprocessed: true}
+		if j.Req, err = compression.Expand(*zbuf, j.Req, t.zip, t.room); err != nil {
+			j.Err = &handler.Error{Code: expandRefusal(err), Message: err.Error(), Unprocessed: true}
 		}
 	}
-	if err == nil { // not cancelled while queued, and expanded
-		out, err = t.rt.Serve(&t.call, payload, out)
-	}
-	if t.replyIn != proto.CompressionNone && err == nil && !t.oneWay {
-		out, _ = c.compressReply(out, start, nil, t.replyIn)
-	}
-	out = c.finishReply(out, start, id, t.oneWay, err, 0)
+	out, _ := s.run.Run(&j, buf.B[:0]) // Large 0: the whole reply in out
 	if zbuf != nil {
-		compression.PutBuffer(zbuf, payload)
+		compression.PutBuffer(zbuf, j.Req)
 	}
 
 	c.mu.Lock()

@@ -29,6 +29,7 @@ type Server struct {
 	reg  *handler.Registry
 	opts Options
 	log  *slog.Logger
+	run  handler.Runner // runs every call (handler/run.go)
 
 	started  atomic.Bool
 	ready    chan struct{} // closed once serving, or when start-up failed
@@ -70,7 +71,7 @@ func New(reg *handler.Registry, opts Options) *Server {
 	opts = opts.withDefaults()
 	pre := opts.Limits
 	pre.MaxFrameSize = min(pre.MaxFrameSize, proto.HeaderSize+opts.PreAuthMaxFrame)
-	return &Server{
+	s := &Server{
 		preAuth:  pre,
 		reg:      reg,
 		opts:     opts,
@@ -82,6 +83,9 @@ func New(reg *handler.Registry, opts Options) *Server {
 		conns:    make(map[*conn]struct{}),
 		refusals: newTopicRefusals(),
 	}
+	s.run = handler.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger, Failed: s.stats.callFailed,
+		Compress: s.compressReply, Budget: opts.InlineBudget}
+	return s
 }
 
 // Listen listens on addr: "host:port" or "tcp://host:port" for TCP,
@@ -186,6 +190,8 @@ func (s *Server) serve(ln net.Listener) error {
 	var sweeping sync.WaitGroup
 	sweeping.Add(1)
 	go func() { defer sweeping.Done(); s.sweep(stopSweep) }()
+	sweeping.Add(1)
+	go func() { defer sweeping.Done(); s.watchdog(stopSweep) }() // watchdog.go
 	defer func() { close(stopSweep); sweeping.Wait() }()
 	close(s.ready)
 

@@ -180,11 +180,7 @@ func (c *conn) settleStream(st *stream.Stream, takes []byte) {
 // runStream runs a stream's handler and sends its outcome.
 func (c *conn) runStream(rt *handler.StreamRoute, call *handler.Call, st *stream.Stream) {
 	defer c.s.streams.done()
-	err := rt.ServeStream(call)
-	if err != nil {
-		c.logPanic(err)
-		c.s.stats.callFailed(err)
-	}
+	err := c.s.run.Stream(rt, call)
 	st.Finish(err)
 	call.End()
 }
@@ -225,9 +221,8 @@ func (c *conn) closeStreams() {
 // never from an inline handler.
 func (p *Peer) OpenStream(ctx context.Context, route string) (handler.Stream, error) {
 	c := p.c
-	if hc := handler.CallFrom(ctx); hc != nil && hc.Inline {
-		return nil, &handler.Error{Code: proto.CodeFailedPrecondition, Unprocessed: true,
-			Message: "opening stream " + route + " from an inline handler: its Read and Write would block the event loop; register the calling route with handler.Blocking()"}
+	if err := handler.RefuseWait(ctx, "opening the peer's stream", route); err != nil {
+		return nil, err // its Read and Write wait
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, stream.ContextError(err)

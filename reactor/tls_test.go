@@ -122,6 +122,7 @@ func TestSuiteOverTLS(t *testing.T) {
 		"TestPipelinedReaderNotCut", "TestHalfCloseAnswersAll", "TestClosedPeerCancelsCalls", "TestGoAwayOutlivesUnreadInput",
 		"TestFrameOutcomes", "TestNoCallsToAPeerGoingAway",
 		"TestTopicPermissions", "TestTopicRefusalsOnTheWire", "TestTopicsWithoutIdentity",
+		"TestInlineHandlerCallingOut",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

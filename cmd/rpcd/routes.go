@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"strconv"
 	"strings"
 
 	"github.com/rpcd/rpcd/handler"
@@ -14,9 +15,12 @@ var routesCmd = &command{
 	synopsis: "[flags]",
 	summary:  "list the routes a server has",
 	about: `Routes calls ` + builtin.Routes + ` on the server at -addr and prints one route per
-line, in the order the server returns them, with " (blocking)" after the
-routes that run on the server's blocking pool and " (stream)" after stream
-routes.`,
+line, in the order the server returns them, with notes in parentheses:
+"blocking" for the routes that run on the server's blocking pool, "moved
+from the event loop" for those of them that moved there because their inline
+runs kept passing their budget, "pinned inline" for routes registered with
+handler.Inline, "N inline overruns" for routes the watchdog caught holding
+their event loop, and "stream" for stream routes.`,
 	example: `rpcd routes -addr 127.0.0.1:7070`,
 	setup:   setupRoutes,
 }
@@ -50,13 +54,34 @@ func (c *cli) routes(f *dialFlags, args []string) error {
 	var b strings.Builder
 	for _, r := range routes {
 		b.WriteString(r.Name)
-		if r.Blocking {
-			b.WriteString(" (blocking)")
-		}
-		if r.Stream {
-			b.WriteString(" (stream)")
+		if notes := routeNotes(r); len(notes) > 0 {
+			b.WriteString(" (" + strings.Join(notes, ", ") + ")")
 		}
 		b.WriteByte('\n')
 	}
 	return c.write([]byte(b.String()))
+}
+
+// routeNotes says where r runs and what the watchdog saw of it.
+func routeNotes(r handler.RouteInfo) []string {
+	var notes []string
+	if r.Blocking {
+		notes = append(notes, "blocking")
+	}
+	if r.Moved {
+		notes = append(notes, "moved from the event loop")
+	}
+	if r.Inline {
+		notes = append(notes, "pinned inline")
+	}
+	switch {
+	case r.Overruns == 1:
+		notes = append(notes, "1 inline overrun")
+	case r.Overruns > 1:
+		notes = append(notes, strconv.FormatUint(r.Overruns, 10)+" inline overruns")
+	}
+	if r.Stream {
+		notes = append(notes, "stream")
+	}
+	return notes
 }
