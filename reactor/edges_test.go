@@ -410,3 +410,51 @@ func TestNoCallsToAPeerGoingAway(t *testing.T) {
 		t.Fatalf("%v id %d %v, want the Response to call 1", f.Kind, f.ID, err)
 	}
 }
+
+// TestCancelledBeforeItRan: a Blocking call cancelled while it waits for a
+// worker is answered Canceled with the Unprocessed flag: it never ran, and
+// its caller may send it again.
+func TestCancelledBeforeItRan(t *testing.T) {
+	reg := builtinRegistry()
+	release := make(chan struct{})
+	ran := make(chan uint32, 2)
+	reg.HandleFunc("Hold/On", func(ctx context.Context, req, reply []byte) ([]byte, error) {
+		ran <- handler.CallFrom(ctx).ID
+		<-release
+		return append(reply, req...), nil
+	}, handler.Blocking())
+	s := start(t, reg, reactor.Options{BlockingWorkers: 1})
+	r := dialRaw(t, s)
+	r.send(proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, "Hold/On", nil, []byte("a")))
+	if id := <-ran; id != 1 {
+		t.Fatalf("call %d ran first", id)
+	}
+	r.send(proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 2}, "Hold/On", nil, []byte("b")))
+	waitStats(t, s, "call 2 queued", func(st reactor.Stats) bool { return st.Blocking == 2 })
+	r.send(proto.AppendCancel(nil, 2))
+	r.send(proto.AppendPing(nil, nil))
+	if f, err := r.next(); err != nil || f.Kind != proto.KindPong {
+		t.Fatalf("%v %v, want the Pong: the Cancel is read", f.Kind, err)
+	}
+	close(release)
+	for range 2 {
+		f, err := r.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case f.ID == 1 && f.Kind == proto.KindResponse:
+		case f.ID == 2 && f.Kind == proto.KindError:
+			if code, msg := f.ErrorBody(); code != proto.CodeCanceled || f.Flags&proto.FlagUnprocessed == 0 {
+				t.Fatalf("the call cancelled before it ran: code %v flags %v %q, want Canceled, Unprocessed", code, f.Flags, msg)
+			}
+		default:
+			t.Fatalf("%v id %d", f.Kind, f.ID)
+		}
+	}
+	select {
+	case id := <-ran:
+		t.Fatalf("call %d ran after its cancel", id)
+	default:
+	}
+}

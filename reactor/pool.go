@@ -79,7 +79,9 @@ func (t *task) run() {
 	id := t.call.ID
 	j := handler.Job{Route: t.rt, Call: &t.call, Req: t.frame.B[t.payload:], OneWay: t.oneWay, Zip: t.replyIn}
 	var zbuf *[]byte
-	if j.Err = t.call.Err(); j.Err == nil && t.zip != proto.CompressionNone { // not cancelled while queued
+	if err := t.call.Err(); err != nil { // cancelled, or past its deadline, while queued: never run
+		j.Err = &handler.Error{Code: handler.CodeOf(err), Message: "call " + t.call.Route + " ended before it ran: " + err.Error(), Unprocessed: true}
+	} else if t.zip != proto.CompressionNone {
 		var err error
 		zbuf = compression.GetBuffer()
 		if j.Req, err = compression.Expand(*zbuf, j.Req, t.zip, t.room); err != nil {
