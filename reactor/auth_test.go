@@ -70,6 +70,9 @@ func TestAuthentication(t *testing.T) {
 		{"no hello in time", nil, proto.CodeUnauthenticated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if overWS && tc.name == "oversized frame before hello" {
+				t.Skip("a WebSocket message carries a whole frame: a header cannot come alone")
+			}
 			r := dialRaw(t, s)
 			if tc.bytes != nil {
 				r.send(tc.bytes)

@@ -45,6 +45,9 @@ func start(t testing.TB, reg *handler.Registry, opts reactor.Options) *reactor.S
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
+	if overWS {
+		serveWS(t, s)
+	}
 	return s
 }
 
@@ -54,6 +57,9 @@ func dial(t testing.TB, s *reactor.Server, opts client.Options) *client.Client {
 	defer cancel()
 	if overTLS {
 		opts.TLS = clientTLS(t, false)
+	}
+	if overWS {
+		opts.Dial = wsDial(t, s)
 	}
 	c, err := client.Dial(ctx, s.Addr().String(), opts)
 	if err != nil {
@@ -563,9 +569,12 @@ type rawConn struct {
 func dialRaw(t testing.TB, s *reactor.Server) *rawConn {
 	var nc net.Conn
 	var err error
-	if overTLS {
+	switch {
+	case overTLS:
 		nc, err = tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", s.Addr().String(), clientTLS(t, false))
-	} else {
+	case overWS:
+		nc, err = wsDial(t, s)(context.Background(), "")
+	default:
 		nc, err = net.DialTimeout("tcp", s.Addr().String(), 5*time.Second)
 	}
 	if err != nil {

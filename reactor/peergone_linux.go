@@ -13,6 +13,9 @@ import (
 // reset, and the socket is closed. A peer that only shut down its write
 // side took the Ping, and the socket stays open.
 func peerGone(nc net.Conn) bool {
+	if pc, ok := nc.(peerCloser); ok { // a WebSocket: no half-close
+		return pc.PeerClosed()
+	}
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
 	}

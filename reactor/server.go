@@ -272,6 +272,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.started.Load() || !s.draining.CompareAndSwap(false, true) {
 		return nil
 	}
+	s.mu.Lock() // a ServeConn that saw no drain has counted its connection
+	s.mu.Unlock()
 	<-s.ready
 	if s.startErr != nil {
 		return nil // never served

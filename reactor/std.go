@@ -163,8 +163,32 @@ func (l *stdLink) end() []func() {
 	return acks
 }
 
-// serveStd serves one connection of the TLS transport on the calling
-// goroutine until it ends.
+// ServeConn serves nc, a connection the server did not accept itself (a
+// WebSocket's: package ws), on the standard library transport, on the
+// calling goroutine, until it ends; a *tls.Conn has its handshake first.
+// The server must be serving (Start or Serve): a connection that comes
+// before, or once it drains, or past MaxConns, gets a GoAway and is
+// closed. Shutdown ends it as it ends the server's own connections.
+func (s *Server) ServeConn(nc net.Conn) {
+	select {
+	case <-s.ready:
+	default:
+		s.refuse(nc, proto.CodeUnavailable, "server is not serving yet")
+		return
+	}
+	s.mu.Lock() // Shutdown sets draining and then takes mu: no Add after its Wait
+	if s.startErr != nil || s.draining.Load() {
+		s.mu.Unlock()
+		s.refuse(nc, proto.CodeUnavailable, "server is draining")
+		return
+	}
+	s.stdConns.Add(1)
+	s.mu.Unlock()
+	s.serveStd(nc)
+}
+
+// serveStd serves one connection of the TLS transport, or one given to
+// ServeConn, on the calling goroutine until it ends.
 func (s *Server) serveStd(nc net.Conn) {
 	defer s.stdConns.Done()
 	var id *handler.Identity
@@ -297,6 +321,10 @@ func (c *conn) runStd(l *stdLink, ending bool) {
 		}
 	}
 }
+
+// peerCloser is a connection that knows whether its peer closed it for
+// good (a ws.Conn: a WebSocket has no half-close).
+type peerCloser interface{ PeerClosed() bool }
 
 // halfClosedLook is how often a half-closed connection with calls still
 // running looks whether its peer has closed for good.

@@ -212,7 +212,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		logger.Error("rpcd: cannot listen", "addr", f.addr, "err", err)
 		return exitStatus(exitFail)
 	}
-	gw, err := startGateway(&f.gateway, reg, proto.Limits{MaxFrameSize: f.maxFrame}, f.compressMin, f.frameTimeout, f.idleTimeout, tlsConfig, authenticator, logger)
+	gw, err := startGateway(srv, &f.gateway, reg, proto.Limits{MaxFrameSize: f.maxFrame}, f.compressMin, f.frameTimeout, f.idleTimeout, tlsConfig, authenticator, logger)
 	if err != nil {
 		logger.Error("rpcd: cannot listen", "gateway", f.gateway.addr, "err", err)
 		_ = srv.Shutdown(context.Background())

@@ -17,6 +17,7 @@ import (
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/reactor"
+	"github.com/rpcd/rpcd/ws"
 )
 
 // gatewayFlags are serve's flags for the HTTP/JSON gateway.
@@ -30,7 +31,7 @@ type gatewayFlags struct {
 const defaultGatewayConns = 10000
 
 func (f *gatewayFlags) define(fs *flag.FlagSet) {
-	fs.StringVar(&f.addr, "gateway", "", "also serve the routes as HTTP/JSON (POST /rpc/Controller/Action) on this `address`; empty for none (docs/gateway.md)")
+	fs.StringVar(&f.addr, "gateway", "", "also serve the routes as HTTP/JSON (POST /rpc/Controller/Action), and rpcd over WebSocket at /ws, on this `address`; empty for none (docs/gateway.md)")
 	fs.IntVar(&f.maxConns, "gateway-max-conns", 0, "with -gateway: most gateway connections open at once; past it, new ones wait to be accepted; 0 means 10000")
 }
 
@@ -55,8 +56,9 @@ type httpGateway struct {
 
 // startGateway listens on f.addr and serves reg's routes through a
 // gateway with the reactor's limits, compression (-compress-min), TLS and
-// authenticator; nil when no -gateway is given.
-func startGateway(f *gatewayFlags, reg *handler.Registry, limits proto.Limits, compressMin int, frameTimeout, idleTimeout time.Duration,
+// authenticator, and WebSocket connections at /ws, which srv serves; nil
+// when no -gateway is given.
+func startGateway(srv *reactor.Server, f *gatewayFlags, reg *handler.Registry, limits proto.Limits, compressMin int, frameTimeout, idleTimeout time.Duration,
 	tlsConfig *tls.Config, authenticator auth.Authenticator, logger *slog.Logger) (*httpGateway, error) {
 	if f.addr == "" {
 		return nil, nil
@@ -85,8 +87,11 @@ func startGateway(f *gatewayFlags, reg *handler.Registry, limits proto.Limits, c
 		addr: ln.Addr(),
 		done: make(chan error, 1),
 	}
+	mux := http.NewServeMux()
+	mux.Handle(ws.Path, ws.Handler(srv, ws.Options{MaxFrameSize: limits.MaxFrameSize, Logger: logger}))
+	mux.Handle("/", g.gw)
 	g.srv = &http.Server{
-		Handler:           g.gw,
+		Handler:           mux,
 		ReadHeaderTimeout: frameTimeout,
 		ReadTimeout:       frameTimeout, // the whole request, as for a frame
 		IdleTimeout:       idleTimeout,

@@ -17,7 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/proto"
+	"github.com/rpcd/rpcd/ws"
 )
 
 // gatewayAddr returns the address in serve's "rpcd: gateway serving" line
@@ -284,5 +288,31 @@ func TestServeGatewayCompression(t *testing.T) {
 		if code := d.stop(t, syscall.SIGTERM); code != 0 {
 			t.Errorf("exit status %d; log:\n%s", code, d.log.String())
 		}
+	}
+}
+
+// TestProcessWebSocket checks that `rpcd serve -gateway` takes rpcd over
+// WebSocket at /ws on the gateway's listener, with the main port's
+// authentication: a client with the token is served, as an identity;
+// one without gets the GoAway of a connection that has not
+// authenticated.
+func TestProcessWebSocket(t *testing.T) {
+	files := writeTestFiles(t)
+	d := startServe(t, "-log-format", "json", "-gateway", "127.0.0.1:0", "-auth-tokens", files.tokens, "-auth-require", "Math/Sum=admin")
+	url := "ws://" + gatewayAddr(t, d.log.String()) + ws.Path
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	dialWS := func(ctx context.Context, _ string) (net.Conn, error) { return ws.Dial(ctx, url, nil) }
+	c, err := client.Dial(ctx, "ws", client.Options{Dial: dialWS, Credentials: &client.Credentials{Method: "token", Secret: []byte("t-admin")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var sum int64
+	if err := c.Call(ctx, builtin.Sum, builtin.SumArgs{A: 1, B: 2}, &sum); err != nil || sum != 3 {
+		t.Fatalf("Math/Sum over WebSocket as admin: %d, %v", sum, err)
+	}
+	if _, err := client.Dial(ctx, "ws", client.Options{Dial: dialWS, Credentials: &client.Credentials{Method: "token", Secret: []byte("t-nobody")}, MaxRetries: -1}); handler.CodeOf(err) != proto.CodeUnauthenticated {
+		t.Fatalf("a wrong token over WebSocket: %v, want Unauthenticated", err)
 	}
 }
