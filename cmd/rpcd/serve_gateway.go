@@ -31,7 +31,7 @@ type gatewayFlags struct {
 const defaultGatewayConns = 10000
 
 func (f *gatewayFlags) define(fs *flag.FlagSet) {
-	fs.StringVar(&f.addr, "gateway", "", "also serve the routes as HTTP/JSON (POST /rpc/Controller/Action), and rpcd over WebSocket at /ws, on this `address`; empty for none (docs/gateway.md)")
+	fs.StringVar(&f.addr, "gateway", "", "also serve the routes as HTTP/JSON (POST /rpc/Controller/Action), JSON-RPC 2.0 (POST /jsonrpc), and rpcd over WebSocket at /ws, on this `address`; empty for none (docs/gateway.md)")
 	fs.IntVar(&f.maxConns, "gateway-max-conns", 0, "with -gateway: most gateway connections open at once; past it, new ones wait to be accepted; 0 means 10000")
 }
 
@@ -56,8 +56,8 @@ type httpGateway struct {
 
 // startGateway listens on f.addr and serves reg's routes through a
 // gateway with the reactor's limits, compression (-compress-min), TLS and
-// authenticator, and WebSocket connections at /ws, which srv serves; nil
-// when no -gateway is given.
+// authenticator, JSON-RPC 2.0 at /jsonrpc, and WebSocket connections at
+// /ws, which srv serves; nil when no -gateway is given.
 func startGateway(srv *reactor.Server, f *gatewayFlags, reg *handler.Registry, limits proto.Limits, compressMin int, frameTimeout, idleTimeout time.Duration,
 	tlsConfig *tls.Config, authenticator auth.Authenticator, logger *slog.Logger) (*httpGateway, error) {
 	if f.addr == "" {
@@ -89,6 +89,7 @@ func startGateway(srv *reactor.Server, f *gatewayFlags, reg *handler.Registry, l
 	}
 	mux := http.NewServeMux()
 	mux.Handle(ws.Path, ws.Handler(srv, ws.Options{MaxFrameSize: limits.MaxFrameSize, Logger: logger}))
+	mux.Handle(gateway.JSONRPCPath, g.gw.JSONRPC())
 	mux.Handle("/", g.gw)
 	g.srv = &http.Server{
 		Handler:           mux,

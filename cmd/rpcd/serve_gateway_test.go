@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"syscall"
@@ -314,5 +315,25 @@ func TestProcessWebSocket(t *testing.T) {
 	}
 	if _, err := client.Dial(ctx, "ws", client.Options{Dial: dialWS, Credentials: &client.Credentials{Method: "token", Secret: []byte("t-nobody")}, MaxRetries: -1}); handler.CodeOf(err) != proto.CodeUnauthenticated {
 		t.Fatalf("a wrong token over WebSocket: %v, want Unauthenticated", err)
+	}
+}
+
+// TestProcessJSONRPC checks that `rpcd serve -gateway` answers JSON-RPC
+// 2.0 at /jsonrpc, a batch included, with curl as the tool.
+func TestProcessJSONRPC(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl here")
+	}
+	d := startServe(t, "-log-format", "json", "-gateway", "127.0.0.1:0")
+	url := "http://" + gatewayAddr(t, d.log.String()) + "/jsonrpc"
+	batch := `[{"jsonrpc":"2.0","method":"Math/Sum","params":{"a":1,"b":2},"id":1},{"jsonrpc":"2.0","method":"No/Such","id":2}]`
+	out, err := exec.Command(curl, "-sS", "-H", "Content-Type: application/json", "--data", batch, url).Output()
+	if err != nil {
+		t.Fatalf("curl: %v", err)
+	}
+	want := `[{"jsonrpc":"2.0","result":3,"id":1},{"jsonrpc":"2.0","error":{"code":-32601,"message":"no route No/Such","data":{"code":5,"name":"NotFound","unprocessed":true}},"id":2}]` + "\n"
+	if string(out) != want {
+		t.Fatalf("curl got %s\nwant %s", out, want)
 	}
 }

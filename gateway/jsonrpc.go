@@ -1,0 +1,288 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// JSON-RPC 2.0 (https://www.jsonrpc.org/specification) over HTTP, so that
+// the tools and libraries that speak it call rpcd's routes: POST a request
+// object, or a batch of them, to the gateway's JSON-RPC path; the method
+// is the route, the params its argument. docs/gateway.md, "JSON-RPC 2.0".
+
+// JSONRPCPath is where `rpcd serve -gateway` serves JSON-RPC.
+const JSONRPCPath = "/jsonrpc"
+
+// The error codes JSON-RPC defines, and the one rpcd uses for every other
+// error of a call (one of the "server error" codes the specification
+// leaves to implementations); the error's data holds rpcd's own code.
+const (
+	JSONRPCParseError     = -32700
+	JSONRPCInvalidRequest = -32600
+	JSONRPCMethodNotFound = -32601
+	JSONRPCInvalidParams  = -32602
+	JSONRPCInternalError  = -32603
+	JSONRPCServerError    = -32000
+)
+
+// jsonrpcRequest is a request object as it is read.
+type jsonrpcRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	Method  *string         `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	ID      json.RawMessage `json:"id"` // absent: a notification
+}
+
+// jsonrpcResponse is a response object.
+type jsonrpcResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *jsonrpcError   `json:"error,omitempty"`
+	ID      json.RawMessage `json:"id"`
+}
+
+// jsonrpcError is a response's error object.
+type jsonrpcError struct {
+	Code    int          `json:"code"`
+	Message string       `json:"message"`
+	Data    *jsonrpcRPCD `json:"data,omitempty"`
+}
+
+// jsonrpcRPCD is the data of an error that came from a call: rpcd's code
+// (a number and its name, as protocol.md's table has them) and whether
+// the call is known not to have run.
+type jsonrpcRPCD struct {
+	Code        int    `json:"code"`
+	Name        string `json:"name"`
+	Unprocessed bool   `json:"unprocessed,omitempty"`
+}
+
+var jsonNull = json.RawMessage("null")
+
+// JSONRPC returns the gateway's JSON-RPC 2.0 handler: a POST of one
+// request object, or of a batch (an array of them), calls each method as
+// a route with its params as the argument, in order, and answers with
+// the response objects (none for notifications: 204 then). It
+// authenticates, takes metadata and a deadline from the headers, and
+// refuses while draining, as the gateway's other calls.
+func (g *Gateway) JSONRPC() http.Handler {
+	return http.HandlerFunc(g.serveJSONRPC)
+}
+
+func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		g.fail(w, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
+			Message: "method " + r.Method + ": JSON-RPC requests are POSTed"})
+		return
+	}
+	if codec, err := codecOf(r.Header.Get("Content-Type")); err != nil || codec != proto.CodecJSON {
+		g.fail(w, http.StatusUnsupportedMediaType, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
+			Message: "Content-Type " + r.Header.Get("Content-Type") + ": JSON-RPC takes " + ContentJSON})
+		return
+	}
+	id, err := g.authenticate(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rpcd"`)
+		g.fail(w, 0, err)
+		return
+	}
+	md, status, err := g.metadata(r.Header)
+	if err != nil {
+		g.fail(w, status, err)
+		return
+	}
+	deadline, err := deadlineOf(r)
+	if err != nil {
+		g.fail(w, 0, err)
+		return
+	}
+	body, err := readBody(r.Body, r.ContentLength, g.opts.Limits.MaxFrameSize, nil)
+	if err != nil {
+		g.fail(w, http.StatusRequestEntityTooLarge, err)
+		return
+	}
+	c := jsonrpcCall{g: g, r: r, id: id, md: md, deadline: deadline}
+	var out []byte
+	switch trimmed := bytes.TrimLeft(body, " \t\r\n"); {
+	case !json.Valid(body):
+		out = mustJSON(jsonrpcResponse{JSONRPC: "2.0", ID: jsonNull, Error: &jsonrpcError{Code: JSONRPCParseError, Message: "parse error: the body is not JSON"}})
+	case len(trimmed) > 0 && trimmed[0] == '[':
+		var batch []json.RawMessage
+		_ = json.Unmarshal(body, &batch)
+		if len(batch) == 0 {
+			out = mustJSON(jsonrpcResponse{JSONRPC: "2.0", ID: jsonNull, Error: &jsonrpcError{Code: JSONRPCInvalidRequest, Message: "invalid request: an empty batch"}})
+			break
+		}
+		var resps []jsonrpcResponse
+		for _, one := range batch {
+			if resp, ok := c.run(one); ok {
+				resps = append(resps, resp)
+			}
+		}
+		if len(resps) > 0 {
+			out = mustJSON(resps)
+		}
+	default:
+		if resp, ok := c.run(body); ok {
+			out = mustJSON(resp)
+		}
+	}
+	h := w.Header()
+	if out == nil { // notifications only
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	h.Set("Content-Type", ContentJSON)
+	h.Set("Content-Length", strconv.Itoa(len(out)+1))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(out, '\n'))
+}
+
+// jsonrpcCall is what the calls of one JSON-RPC request share.
+type jsonrpcCall struct {
+	g        *Gateway
+	r        *http.Request
+	id       *handler.Identity
+	md       proto.Metadata
+	deadline time.Time
+}
+
+// run runs one request object and returns its response, or false for a
+// notification (which gets none, whatever becomes of it).
+func (c *jsonrpcCall) run(raw json.RawMessage) (jsonrpcResponse, bool) {
+	resp := jsonrpcResponse{JSONRPC: "2.0", ID: jsonNull}
+	var req jsonrpcRequest
+	if err := json.Unmarshal(raw, &req); err != nil || req.JSONRPC != "2.0" || req.Method == nil || !validID(req.ID) {
+		resp.Error = &jsonrpcError{Code: JSONRPCInvalidRequest, Message: "invalid request: want an object with \"jsonrpc\": \"2.0\", a string \"method\", and an \"id\" that is a string, a number or null if any"}
+		if err == nil && validID(req.ID) && req.ID != nil {
+			resp.ID = req.ID
+		}
+		return resp, true
+	}
+	notify := req.ID == nil
+	if !notify {
+		resp.ID = req.ID
+	}
+	arg, err := paramsArg(req.Params)
+	if err != nil {
+		resp.Error = &jsonrpcError{Code: JSONRPCInvalidParams, Message: handler.MessageOf(err)}
+		return resp, !notify
+	}
+	result, err := c.call(*req.Method, arg)
+	if err != nil {
+		resp.Error = errorObject(err)
+	} else {
+		resp.Result = result
+	}
+	return resp, !notify
+}
+
+// call calls route with the JSON argument arg and returns its reply, which
+// must be JSON.
+func (c *jsonrpcCall) call(route string, arg []byte) (json.RawMessage, error) {
+	g := c.g
+	if g.draining.Load() {
+		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: "server is draining", Unprocessed: true}
+	}
+	rt := g.reg.Lookup([]byte(route))
+	if rt == nil || handler.ValidRoute(route) != nil || len(route) > g.opts.Limits.MaxRoute {
+		return nil, &handler.Error{Code: proto.CodeNotFound, Message: "no route " + route, Unprocessed: true}
+	}
+	if n := proto.HeaderSize + len(route) + len(c.md) + len(arg); n > g.opts.Limits.MaxFrameSize {
+		return nil, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
+			Message: "call of " + strconv.Itoa(n) + " bytes exceeds the frame limit of " + strconv.Itoa(g.opts.Limits.MaxFrameSize)}
+	}
+	call := &handler.Call{
+		Route: rt.Name(), ID: g.ids.Add(1), Codec: proto.CodecJSON, Metadata: c.md,
+		Remote: remoteAddr(c.r.RemoteAddr), Identity: c.id,
+	}
+	call.Start(g.opts.BaseContext, c.deadline)
+	cancelled := make(chan struct{})
+	stop := context.AfterFunc(c.r.Context(), func() {
+		call.Cancel(context.Canceled)
+		close(cancelled)
+	})
+	out, err := g.run.Outcome(rt, call, arg, nil)
+	if !stop() {
+		<-cancelled // the cancel has run; End must not race it
+	}
+	call.End()
+	switch {
+	case err != nil:
+		return nil, err
+	case len(out) == 0:
+		return jsonNull, nil // a raw route that answered nothing
+	case !json.Valid(out):
+		return nil, &handler.Error{Code: proto.CodeInternal, Message: "the reply of " + route + " is not JSON: call it at " + g.opts.Prefix + route + " instead"}
+	}
+	return out, nil
+}
+
+// paramsArg turns a request's params into the route's argument: an object
+// is the argument; an array must hold exactly one value, the argument
+// (JSON-RPC's params are structured, and a route takes one argument);
+// none is no argument.
+func paramsArg(params json.RawMessage) ([]byte, error) {
+	p := bytes.TrimSpace(params)
+	switch {
+	case len(p) == 0 || bytes.Equal(p, jsonNull):
+		return nil, nil
+	case p[0] == '{':
+		return p, nil
+	case p[0] == '[':
+		var one []json.RawMessage
+		if err := json.Unmarshal(p, &one); err != nil || len(one) != 1 {
+			return nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "invalid params: by position, give the route's one argument: [ARG]"}
+		}
+		return one[0], nil
+	}
+	return nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "invalid params: want an object, or an array holding the argument"}
+}
+
+// errorObject is the error object of a call's error: JSON-RPC's own code
+// where one fits (no such route: method not found; arguments that do not
+// decode: invalid params), else the server error, with rpcd's code in
+// data.
+func errorObject(err error) *jsonrpcError {
+	code := handler.CodeOf(err)
+	e := &jsonrpcError{Code: JSONRPCServerError, Message: handler.MessageOf(err),
+		Data: &jsonrpcRPCD{Code: int(code), Name: CodeName(code), Unprocessed: handler.IsUnprocessed(err)}}
+	switch {
+	case code == proto.CodeNotFound && handler.IsUnprocessed(err):
+		e.Code = JSONRPCMethodNotFound
+	case code == proto.CodeInvalidArgument && handler.IsUnprocessed(err):
+		e.Code = JSONRPCInvalidParams
+	case code == proto.CodeInternal:
+		e.Code = JSONRPCInternalError
+	}
+	return e
+}
+
+// validID reports whether id is absent or a string, a number or null.
+func validID(id json.RawMessage) bool {
+	if id == nil {
+		return true
+	}
+	switch id[0] {
+	case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return true
+	}
+	return false
+}
+
+// mustJSON encodes v, which always encodes.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
