@@ -205,10 +205,12 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		"auth", authenticator != nil,
 		"topics", topics != nil,
 		"compression", compressionText(f.compressMin))...)
+	notifySystemd(logger, "READY=1\nSTATUS=serving on "+srv.Addr().String())
 
 	sig := <-sigs
 	first := time.Now()
 	logger.Info("rpcd: draining", "signal", sig.String(), "timeout", f.drainTimeout.String())
+	notifySystemd(logger, "STOPPING=1\nSTATUS=draining on "+sig.String())
 	registered.deregister() // out of etcd before the GoAways: clients move their new calls elsewhere
 	ctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
 	defer cancel() // on a second signal, also cuts the drain short
