@@ -33,7 +33,9 @@ logs "rpcd: serving" with the address it is bound to. On SIGINT or SIGTERM
 it drains: it sends GoAway on every connection, answers the calls in flight
 for up to -drain-timeout, logs "rpcd: stopped" and exits 0, or 1 if the
 calls outlast -drain-timeout. A second signal, half a second or more after
-the first, exits at once with status 1.`,
+the first, exits at once with status 1. Mistakes in the flags, the
+environment or the file are all reported before it listens, with exit
+status 78.`,
 	example: `rpcd serve -addr 127.0.0.1:7070 -log-format json`,
 	setup:   setupServe,
 }
