@@ -115,7 +115,7 @@ func loadConfig(fs *flag.FlagSet, environ []string) *configuration {
 		warnings, err := applyCredentials(fs, dir, given, conf.sources)
 		conf.warnings = append(conf.warnings, warnings...)
 		if err != nil {
-			conf.err, conf.fatal = err, true
+			conf.err, conf.fatal = errors.Join(append(errs, err)...), true
 			return conf
 		}
 	}
