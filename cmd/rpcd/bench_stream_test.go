@@ -27,7 +27,7 @@ func TestProcessBenchStream(t *testing.T) {
 			})
 		}
 	}
-	if r := rpcd(t, "", "bench", "-scenario", "StreamUpload", "-c", "0"); r.code != 2 {
-		t.Fatalf("-c 0: exit %d, want 2\n%s", r.code, r.stderr)
+	if r := rpcd(t, "", "bench", "-scenario", "StreamUpload", "-c", "0"); r.code != exitUsage {
+		t.Fatalf("-c 0: exit %d, want 78\n%s", r.code, r.stderr)
 	}
 }

@@ -587,30 +587,30 @@ func TestBenchUsage(t *testing.T) {
 		wantCode   int
 		wantStderr string
 	}{
-		{"zero connections", []string{"-c", "0"}, 2, "-c is 0, want 1 or more"},
-		{"zero inflight", []string{"-inflight", "0"}, 2, "-inflight is 0"},
-		{"too many callers", []string{"-c", "2000", "-inflight", "2000"}, 2, "callers"},
-		{"unknown scenario", []string{"-scenario", "Nope"}, 2, `-scenario is "Nope", want one of NoArg, EchoString16`},
-		{"payload and size", []string{"-route", "Bench/EchoPacket", "-payload", notJSON, "-size", "3"}, 2, "-payload and -size both"},
-		{"route and scenario", []string{"-route", "Bench/EchoPacket", "-scenario", "NoArg"}, 2, "-route and -scenario both"},
-		{"size without route", []string{"-size", "3"}, 2, "-size goes with -route"},
-		{"expect-echo without route", []string{"-expect-echo"}, 2, "-expect-echo goes with -route"},
-		{"bad route", []string{"-route", "A B"}, 2, "want printable ASCII"},
-		{"negative size", []string{"-route", "A/B", "-size", "-1"}, 2, "-size is -1"},
-		{"json size too small", []string{"-route", "A/B", "-json-codec", "-size", "1"}, 2, "want at least 2"},
-		{"size past the frame", []string{"-route", "A/B", "-size", "100", "-max-frame", "64"}, 2, "exceeds -max-frame 64"},
-		{"payload not json", []string{"-route", "A/B", "-json-codec", "-payload", notJSON}, 2, "is not valid JSON"},
+		{"zero connections", []string{"-c", "0"}, exitUsage, "-c is 0, want 1 or more"},
+		{"zero inflight", []string{"-inflight", "0"}, exitUsage, "-inflight is 0"},
+		{"too many callers", []string{"-c", "2000", "-inflight", "2000"}, exitUsage, "callers"},
+		{"unknown scenario", []string{"-scenario", "Nope"}, exitUsage, `-scenario is "Nope", want one of NoArg, EchoString16`},
+		{"payload and size", []string{"-route", "Bench/EchoPacket", "-payload", notJSON, "-size", "3"}, exitUsage, "-payload and -size both"},
+		{"route and scenario", []string{"-route", "Bench/EchoPacket", "-scenario", "NoArg"}, exitUsage, "-route and -scenario both"},
+		{"size without route", []string{"-size", "3"}, exitUsage, "-size goes with -route"},
+		{"expect-echo without route", []string{"-expect-echo"}, exitUsage, "-expect-echo goes with -route"},
+		{"bad route", []string{"-route", "A B"}, exitUsage, "want printable ASCII"},
+		{"negative size", []string{"-route", "A/B", "-size", "-1"}, exitUsage, "-size is -1"},
+		{"json size too small", []string{"-route", "A/B", "-json-codec", "-size", "1"}, exitUsage, "want at least 2"},
+		{"size past the frame", []string{"-route", "A/B", "-size", "100", "-max-frame", "64"}, exitUsage, "exceeds -max-frame 64"},
+		{"payload not json", []string{"-route", "A/B", "-json-codec", "-payload", notJSON}, exitUsage, "is not valid JSON"},
 		{"payload missing", []string{"-route", "A/B", "-payload", filepath.Join(dir, "none")}, 1, "rpcd: reading -payload: open "},
-		{"negative n", []string{"-n", "-1"}, 2, "-n is -1"},
-		{"zero duration", []string{"-d", "0s"}, 2, "-d is 0s"},
-		{"negative warmup", []string{"-warmup", "-1s"}, 2, "-warmup is -1s"},
-		{"negative rate", []string{"-rate", "-5"}, 2, "-rate is -5"},
-		{"zero runs", []string{"-runs", "0"}, 2, "-runs is 0, want 1 or more"},
-		{"zero timeout", []string{"-timeout", "0s"}, 2, "-timeout is 0s"},
-		{"unknown matrix", []string{"-matrix", "all"}, 2, `-matrix is "all", want seed`},
-		{"matrix with -c", []string{"-matrix", "seed", "-c", "4"}, 2, "drop -c"},
-		{"matrix with scenario", []string{"-matrix", "seed", "-scenario", "NoArg"}, 2, "drop -scenario"},
-		{"argument", []string{"now"}, 2, `unexpected argument "now"`},
+		{"negative n", []string{"-n", "-1"}, exitUsage, "-n is -1"},
+		{"zero duration", []string{"-d", "0s"}, exitUsage, "-d is 0s"},
+		{"negative warmup", []string{"-warmup", "-1s"}, exitUsage, "-warmup is -1s"},
+		{"negative rate", []string{"-rate", "-5"}, exitUsage, "-rate is -5"},
+		{"zero runs", []string{"-runs", "0"}, exitUsage, "-runs is 0, want 1 or more"},
+		{"zero timeout", []string{"-timeout", "0s"}, exitUsage, "-timeout is 0s"},
+		{"unknown matrix", []string{"-matrix", "all"}, exitUsage, `-matrix is "all", want seed`},
+		{"matrix with -c", []string{"-matrix", "seed", "-c", "4"}, exitUsage, "drop -c"},
+		{"matrix with scenario", []string{"-matrix", "seed", "-scenario", "NoArg"}, exitUsage, "drop -scenario"},
+		{"argument", []string{"now"}, exitUsage, `unexpected argument "now"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -636,8 +636,8 @@ func TestBenchUsage(t *testing.T) {
 func TestProcessBenchUsage(t *testing.T) {
 	for _, args := range [][]string{{"-c", "0"}, {"-scenario", "Nope"}, {"-route", "A/B", "-payload", "f", "-size", "1"}} {
 		r := rpcd(t, "", append([]string{"bench"}, args...)...)
-		if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "usage: rpcd bench") {
-			t.Errorf("bench %q: exit status %d, stdout %q, stderr %q; want 2 and the usage", args, r.code, r.stdout, r.stderr)
+		if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, "usage: rpcd bench") {
+			t.Errorf("bench %q: exit status %d, stdout %q, stderr %q; want 78 and the usage", args, r.code, r.stdout, r.stderr)
 		}
 	}
 	r := rpcd(t, "", "bench", "-h")

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -17,26 +18,35 @@ import (
 )
 
 // A command that defines a -config flag (serve) takes every one of its
-// flags also from the environment and from a YAML file, generically over its
-// flag.FlagSet, so a flag added later needs no code here. The precedence is
-// flag > environment > file > default:
+// flags also from the environment, from systemd's credentials and from a
+// YAML file, generically over its flag.FlagSet, so a flag added later needs
+// no code here. The precedence is flag > environment > credential > file >
+// default:
 //
 //   - a flag given on the command line wins;
 //   - else the environment variable envPrefix + the flag's name in upper
 //     case with '-' as '_' (RPCD_MAX_CONNS for -max-conns), if set and not
 //     empty;
+//   - else, for a flag whose value is a file to read (its usage says
+//     `file`), the file of the flag's name in $CREDENTIALS_DIRECTORY, where
+//     systemd's LoadCredential= puts the files it hands the service
+//     (auth-tokens for -auth-tokens);
 //   - else the file's key of the flag's name (max-conns: 20000);
 //   - else the flag's default.
 //
 // The file is named by -config or, failing that, $RPCD_CONFIG. Every
-// mistake in it (a key that is no flag, a value of the wrong YAML type, a
-// duration or number that does not parse, a value the flag refuses) stops
-// the command with a usage error (exit status 2) naming the file, the line
-// and the key; so does a bad value in the environment, naming the variable.
+// mistake in it (a key that is no flag, a key given twice, a value of the
+// wrong YAML type, a duration or number that does not parse, a value the
+// flag refuses) is a usage error naming the file, the line and the key; so
+// is a bad value in the environment, naming the variable. All of them are
+// reported at once, with the command's own checks of the values (exit
+// status 78). A variable RPCD_… that names no flag, and a credential that
+// names no file flag, are warned about: a typo would otherwise be ignored.
 
 const (
-	configFlag = "config" // the flag that names the file
-	envPrefix  = "RPCD_"
+	configFlag     = "config" // the flag that names the file
+	envPrefix      = "RPCD_"
+	credentialsEnv = "CREDENTIALS_DIRECTORY" // set by systemd for a unit with LoadCredential=
 )
 
 // envName returns the environment variable that sets the flag name.
@@ -44,72 +54,203 @@ func envName(name string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
+// otherEnv are the RPCD_ variables that name no flag of serve but are
+// rpcd's all the same: they are not warned about.
+var otherEnv = []string{tokenEnv}
+
 // configSources says where the flags not given on the command line got
-// their values: "$RPCD_MAX_CONNS" or "rpcd.yaml:3", by flag name.
+// their values: "$RPCD_MAX_CONNS", "$CREDENTIALS_DIRECTORY/auth-tokens" or
+// "rpcd.yaml:3", by flag name.
 type configSources map[string]string
 
-// applyConfig sets the flags of fs that the command line did not set from
-// the environment (read through lookupEnv) and then from the file named by
-// -config or $RPCD_CONFIG. fs has been parsed and defines -config.
-func applyConfig(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) (configSources, error) {
+// configuration is what loadConfig made of the environment, the
+// credentials and the file.
+type configuration struct {
+	sources  configSources
+	warnings []string // what is ignored: unknown variables and credentials
+	err      error    // every mistake, joined (usage errors); nil for none
+	// fatal says the file could not be read or parsed: the flags it would
+	// set are unknown, so the command's own checks would mislead.
+	fatal  bool
+	warned bool // the command has logged the warnings
+}
+
+// loadConfig sets the flags of fs that the command line did not set from
+// environ (os.Environ's form), then from the credentials in
+// $CREDENTIALS_DIRECTORY, then from the file named by -config or
+// $RPCD_CONFIG. fs has been parsed and defines -config.
+func loadConfig(fs *flag.FlagSet, environ []string) *configuration {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	src := configSources{}
+	conf := &configuration{sources: configSources{}}
+	var errs []error
 
-	var envErr error
+	known := map[string]bool{}
+	for _, name := range otherEnv {
+		known[name] = true
+	}
 	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] || envErr != nil {
-			return
-		}
 		name := envName(f.Name)
-		v, ok := lookupEnv(name)
-		if !ok || v == "" {
+		known[name] = true
+		v := env[name]
+		if given[f.Name] || v == "" {
 			return
 		}
 		if err := setFlag(fs, f, v); err != nil {
-			envErr = usagef("$%s: %v", name, err)
+			errs = append(errs, usagef("$%s: %v", name, err))
 			return
 		}
 		given[f.Name] = true
-		src[f.Name] = "$" + name
+		conf.sources[f.Name] = "$" + name
 	})
-	if envErr != nil {
-		return nil, envErr
+	conf.warnings = unknownEnv(env, known)
+
+	if dir := env[credentialsEnv]; dir != "" {
+		warnings, err := applyCredentials(fs, dir, given, conf.sources)
+		conf.warnings = append(conf.warnings, warnings...)
+		if err != nil {
+			conf.err, conf.fatal = errors.Join(append(errs, err)...), true
+			return conf
+		}
 	}
 
 	file := fs.Lookup(configFlag).Value.String()
 	if file == "" {
-		return src, nil
+		conf.err = errors.Join(errs...)
+		return conf
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, usagef("-config: %v", err)
+		conf.err, conf.fatal = errors.Join(append(errs, usagef("-config: %v", err))...), true
+		return conf
 	}
-	entries, err := parseConfig(file, data)
+	entries, fileErrs, err := parseConfig(file, data)
 	if err != nil {
-		return nil, err
+		conf.err, conf.fatal = errors.Join(append(errs, err)...), true
+		return conf
 	}
+	errs = append(errs, fileErrs...)
 	for _, e := range entries {
 		f := fs.Lookup(e.key)
 		at := fmt.Sprintf("%s:%d", file, e.line)
 		switch {
+		case e.first != 0:
+			errs = append(errs, usagef("%s: key %q again (first on line %d)", at, e.key, e.first))
+			continue
 		case f == nil:
-			return nil, usagef("%s: unknown key %q: the keys are the flags of \"rpcd %s -h\", without the dash", at, e.key, strings.TrimPrefix(fs.Name(), "rpcd "))
+			errs = append(errs, usagef("%s: unknown key %q: the keys are the flags of \"rpcd %s -h\", without the dash", at, e.key, strings.TrimPrefix(fs.Name(), "rpcd ")))
+			continue
 		case e.key == configFlag:
-			return nil, usagef("%s: key %q: a configuration file cannot name another", at, e.key)
+			errs = append(errs, usagef("%s: key %q: a configuration file cannot name another", at, e.key))
+			continue
 		}
 		text, err := scalarFor(f, e.value)
 		if err == nil && !given[e.key] {
 			err = setFlag(fs, f, text)
 		}
 		if err != nil {
-			return nil, usagef("%s: %s: %v", at, e.key, err)
+			errs = append(errs, usagef("%s: %s: %v", at, e.key, err))
+			continue
 		}
 		if !given[e.key] {
-			src[e.key] = at
+			conf.sources[e.key] = at
 		}
 	}
-	return src, nil
+	conf.err = errors.Join(errs...)
+	return conf
+}
+
+// unknownEnv returns a warning for each variable of env that begins with
+// envPrefix, is not empty, and is not known; sorted.
+func unknownEnv(env map[string]string, known map[string]bool) []string {
+	var warnings []string
+	for name, v := range env {
+		if !strings.HasPrefix(name, envPrefix) || v == "" || known[name] {
+			continue
+		}
+		w := fmt.Sprintf("$%s is set, but rpcd has no such variable: it is ignored", name)
+		if near := nearest(name, known); near != "" {
+			w += fmt.Sprintf(" (did you mean $%s?)", near)
+		}
+		warnings = append(warnings, w)
+	}
+	sort.Strings(warnings)
+	return warnings
+}
+
+// nearest returns the name of known closest to name, if it is at most
+// two edits away; "" if none is.
+func nearest(name string, known map[string]bool) string {
+	best, bestD := "", 3
+	for k := range known {
+		if d := editDistance(name, k); d < bestD || d == bestD && k < best {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// isFileFlag reports whether f's value names a file: its usage says
+// `file` (flag.UnquoteUsage).
+func isFileFlag(f *flag.Flag) bool {
+	name, _ := flag.UnquoteUsage(f)
+	return name == "file"
+}
+
+// applyCredentials sets each file flag of fs not yet given that has a
+// credential of its name in dir (systemd's $CREDENTIALS_DIRECTORY) to that
+// credential's path, and returns a warning for each credential that names
+// no file flag. A directory that cannot be read is a usage error.
+func applyCredentials(fs *flag.FlagSet, dir string, given map[string]bool, src configSources) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, usagef("$%s: %v", credentialsEnv, err)
+	}
+	var warnings []string
+	for _, e := range entries {
+		name := e.Name()
+		f := fs.Lookup(name)
+		if f == nil || !isFileFlag(f) {
+			warnings = append(warnings, fmt.Sprintf("the credential %s (in $%s) names no file flag of %q: it is ignored", name, credentialsEnv, fs.Name()))
+			continue
+		}
+		if given[name] {
+			continue
+		}
+		if err := fs.Set(name, filepath.Join(dir, name)); err != nil {
+			return warnings, usagef("$%s/%s: %v", credentialsEnv, name, err)
+		}
+		given[name] = true
+		src[name] = "$" + credentialsEnv + "/" + name
+	}
+	return warnings, nil
 }
 
 // configEntry is one key of a configuration file.
@@ -117,20 +258,25 @@ type configEntry struct {
 	key   string
 	line  int
 	value ast.Node
+	first int // the line the key was first given on, if this is a repeat; else 0
 }
 
 // parseConfig parses a configuration file: one YAML mapping of flag names
-// to scalars, each key once. An empty file is an empty mapping.
-func parseConfig(file string, data []byte) ([]configEntry, error) {
-	f, err := parser.ParseBytes(data, 0)
+// to scalars, each key once. An empty file is an empty mapping. It returns
+// the entries in the file's order (a key given again among them, with the
+// line of its first), the keys that are no names, and an error if the file
+// is not such a mapping at all.
+func parseConfig(file string, data []byte) ([]configEntry, []error, error) {
+	// Keys given twice are found below, in the words of the other mistakes.
+	f, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
 	if err != nil {
-		return nil, usagef("%s: %s", file, yamlError(err))
+		return nil, nil, usagef("%s: %s", file, yamlError(err))
 	}
 	if len(f.Docs) > 1 {
-		return nil, usagef("%s: %d YAML documents, want one", file, len(f.Docs))
+		return nil, nil, usagef("%s: %d YAML documents, want one", file, len(f.Docs))
 	}
 	if len(f.Docs) == 0 || f.Docs[0].Body == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var pairs []*ast.MappingValueNode
 	switch body := f.Docs[0].Body.(type) {
@@ -139,25 +285,27 @@ func parseConfig(file string, data []byte) ([]configEntry, error) {
 	case *ast.MappingValueNode:
 		pairs = []*ast.MappingValueNode{body}
 	case *ast.CommentGroupNode: // comments alone
-		return nil, nil
+		return nil, nil, nil
 	default:
-		return nil, usagef("%s:%d: want a mapping of keys to values, got %s", file, body.GetToken().Position.Line, kindOf(body))
+		return nil, nil, usagef("%s:%d: want a mapping of keys to values, got %s", file, body.GetToken().Position.Line, kindOf(body))
 	}
 	seen := map[string]int{}
 	out := make([]configEntry, 0, len(pairs))
+	var errs []error
 	for _, p := range pairs {
 		line := p.Key.GetToken().Position.Line
 		key, ok := p.Key.(*ast.StringNode)
 		if !ok {
-			return nil, usagef("%s:%d: key %s is not a name", file, line, p.Key.String())
+			errs = append(errs, usagef("%s:%d: key %s is not a name", file, line, p.Key.String()))
+			continue
 		}
-		if first, dup := seen[key.Value]; dup {
-			return nil, usagef("%s:%d: key %q again (first on line %d)", file, line, key.Value, first)
+		first, dup := seen[key.Value]
+		if !dup {
+			seen[key.Value] = line
 		}
-		seen[key.Value] = line
-		out = append(out, configEntry{key: key.Value, line: line, value: p.Value})
+		out = append(out, configEntry{key: key.Value, line: line, value: p.Value, first: first})
 	}
-	return out, nil
+	return out, errs, nil
 }
 
 // yamlError is the message of a YAML syntax error, with its line and

@@ -90,3 +90,35 @@ func TestInstallable(t *testing.T) {
 		t.Errorf("go.mod does not begin with the module path github.com/rpcd/rpcd")
 	}
 }
+
+// TestUnitDoc checks that the unit docs/configuration.md shows is
+// dist/rpcd.service: the same settings, in the same order, the comments
+// aside (the page shows a few commented settings too).
+func TestUnitDoc(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```ini\n(\\[Unit\\].*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/configuration.md shows no unit (an ```ini block beginning [Unit])")
+	}
+	unit, err := os.ReadFile(filepath.Join("..", "..", "dist", "rpcd.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := func(text string) []string {
+		var out []string
+		for _, line := range strings.Split(text, "\n") {
+			line = strings.TrimSpace(line)
+			if line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "Documentation=") {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	got, want := strings.Join(settings(string(m[1])), "\n"), strings.Join(settings(string(unit)), "\n")
+	if got != want {
+		t.Errorf("the unit in docs/configuration.md:\n%s\n\nis not dist/rpcd.service's:\n%s", got, want)
+	}
+}

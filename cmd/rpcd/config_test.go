@@ -40,8 +40,17 @@ func serveFlagSet(t *testing.T, env map[string]string, args []string, extra func
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	src, err := applyConfig(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	return fs, src, err
+	conf := loadConfig(fs, environ(env))
+	return fs, conf.sources, conf.err
+}
+
+// environ returns env in os.Environ's form.
+func environ(env map[string]string) []string {
+	var kv []string
+	for k, v := range env {
+		kv = append(kv, k+"="+v)
+	}
+	return kv
 }
 
 func flagValue(fs *flag.FlagSet, name string) string { return fs.Lookup(name).Value.String() }
@@ -192,7 +201,9 @@ func TestConfigErrors(t *testing.T) {
 		{name: "integer out of range", file: "max-conns: 99999999999999999999\n",
 			want: `^FILE:1: max-conns: `},
 		{name: "duplicate key", file: "loops: 1\nloops: 2\n",
-			want: `^FILE:2: key "loops" again \(first on line 1\)$|^FILE: line 2`},
+			want: `^FILE:2: key "loops" again \(first on line 1\)$`},
+		{name: "duplicate key, apart", file: "max-conns: 1\nloops: 1\n\n\"max-conns\": 2\n",
+			want: `^FILE:4: key "max-conns" again \(first on line 1\)$`},
 		{name: "config in the file", file: "config: other.yaml\n",
 			want: `^FILE:1: key "config": a configuration file cannot name another$`},
 		{name: "not a mapping", file: "- addr\n",
@@ -216,8 +227,8 @@ func TestConfigErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if _, ok := err.(*usageError); !ok {
-				t.Errorf("error %T, want a usage error (exit status 2)", err)
+			if usageMessages(err) == nil {
+				t.Errorf("error %T, want a usage error (exit status 78)", err)
 			}
 			want := strings.ReplaceAll(tc.want, "FILE", regexp.QuoteMeta(path))
 			if !regexp.MustCompile(want).MatchString(err.Error()) {
@@ -235,7 +246,7 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestConfigServeRefuses runs serve in this process with values that parse
-// but that serve refuses: exit status 2, the message naming where each
+// but that serve refuses: exit status 78, the message naming where each
 // came from.
 func TestConfigServeRefuses(t *testing.T) {
 	file := writeConfig(t, "addr: 127.0.0.1:0\nloops: -1\n")
@@ -256,7 +267,7 @@ func TestConfigServeRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr,
-				lookupEnv: func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }}
+				environ: func() []string { return environ(tc.env) }}
 			if code := c.run(tc.args); code != exitUsage {
 				t.Errorf("exit status %d, want %d", code, exitUsage)
 			}
@@ -270,7 +281,7 @@ func TestConfigServeRefuses(t *testing.T) {
 // TestProcessServeConfig runs `rpcd serve -config` as a process: the file
 // sets the log format and the gateway, the environment overrides the
 // file's log level, the command line the file's address; then a bad file
-// stops it with exit status 2.
+// stops it with exit status 78.
 func TestProcessServeConfig(t *testing.T) {
 	file := writeConfig(t, `addr: 127.0.0.1:1        # overridden by -addr
 log-format: json
@@ -344,5 +355,133 @@ drain-timeout: 5s
 	r = rpcdEnv(t, []string{"RPCD_DRAIN_TIMEOUT=soon"}, "", "serve", "-addr", "127.0.0.1:0")
 	if want := `$RPCD_DRAIN_TIMEOUT: invalid duration "soon"`; r.code != exitUsage || !strings.Contains(r.stderr, want) {
 		t.Errorf("bad environment: exit status %d, stderr %q; want %d and %q", r.code, r.stderr, exitUsage, want)
+	}
+}
+
+// TestConfigAllMistakes runs serve in this process with a file, an
+// environment and a command line that hold a mistake of every kind: each
+// is reported, in one run, with exit status 78, and the unknown variable is
+// warned about.
+func TestConfigAllMistakes(t *testing.T) {
+	file := writeConfig(t, `addr: 127.0.0.1
+max-conns: lots
+loops: -1
+max-conns: 5
+lops: 1
+drain-timeout: 10
+`)
+	env := map[string]string{"RPCD_LOG_LEVEL": "loud", "RPCD_MAX_CON": "5", "RPCD_TOKEN": "a client's"}
+	var stdout, stderr bytes.Buffer
+	c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, environ: func() []string { return environ(env) }}
+	if code := c.run([]string{"serve", "-config", file, "-admin", "nonsense", "-rate-limit", "Math/Sum=0"}); code != exitUsage {
+		t.Errorf("exit status %d, want %d", code, exitUsage)
+	}
+	want := []string{
+		"rpcd serve: warning: $RPCD_MAX_CON is set, but rpcd has no such variable: it is ignored (did you mean $RPCD_MAX_CONNS?)",
+		"rpcd serve: " + file + `:2: max-conns: want an integer, got the string "lots"`,
+		"rpcd serve: " + file + `:4: key "max-conns" again (first on line 2)`,
+		"rpcd serve: " + file + `:5: unknown key "lops": the keys are the flags of "rpcd serve -h", without the dash`,
+		"rpcd serve: " + file + `:6: drain-timeout: invalid duration 10: want a string with a unit, such as "10s"`,
+		"rpcd serve: -loops is -1, want 0 or more (-loops from " + file + ":3)",
+		`rpcd serve: -addr is "127.0.0.1", want host:port (port 0 picks one) or unix:///path (-addr from ` + file + ":1)",
+		`rpcd serve: -admin is "nonsense", want host:port (port 0 picks one)`,
+		`rpcd serve: -rate-limit Math/Sum: rate "0", want calls a second above 0`,
+		`rpcd serve: -log-level is "loud", want debug, info, warn or error (-log-level from $RPCD_LOG_LEVEL)`,
+		"usage: rpcd serve [flags]",
+	}
+	got := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+	for i, line := range want {
+		if i >= len(got) || got[i] != line {
+			t.Errorf("line %d of stderr:\n got %q\nwant %q", i+1, at(got, i), line)
+		}
+	}
+	if strings.Contains(stderr.String(), "RPCD_TOKEN") {
+		t.Errorf("$RPCD_TOKEN, the clients' variable, is warned about:\n%s", stderr.String())
+	}
+}
+
+func at(lines []string, i int) string {
+	if i < len(lines) {
+		return lines[i]
+	}
+	return "(none)"
+}
+
+// TestConfigUnknownEnv checks the warnings for RPCD_ variables that name
+// no flag: a near name is suggested, an empty one is not warned about, nor
+// are the flags' own variables and $RPCD_TOKEN.
+func TestConfigUnknownEnv(t *testing.T) {
+	env := map[string]string{
+		"RPCD_MAX_CON": "5", "RPCD_DRAIN": "1s", "RPCD_UNHEARD_OF": "x", "RPCD_EMPTY": "",
+		"RPCD_LOOPS": "1", "RPCD_TOKEN": "t", "RPCD_CONFIG": "", "PATH": "/bin", "XRPCD_MAX_CON": "1",
+	}
+	fs := flag.NewFlagSet("rpcd serve", flag.ContinueOnError)
+	setupServe(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	conf := loadConfig(fs, environ(env))
+	if conf.err != nil {
+		t.Fatal(conf.err)
+	}
+	want := []string{
+		"$RPCD_DRAIN is set, but rpcd has no such variable: it is ignored",
+		"$RPCD_MAX_CON is set, but rpcd has no such variable: it is ignored (did you mean $RPCD_MAX_CONNS?)",
+		"$RPCD_UNHEARD_OF is set, but rpcd has no such variable: it is ignored",
+	}
+	if strings.Join(conf.warnings, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(conf.warnings, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestConfigCredentials checks that a file flag takes the credential of
+// its name in $CREDENTIALS_DIRECTORY, under the environment and over the
+// file, and that credentials naming no file flag are warned about.
+func TestConfigCredentials(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"auth-tokens", "tls-key", "max-conns", "tokens"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x\n"), 0o400); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := writeConfig(t, "auth-tokens: /etc/rpcd/tokens\ntls-key: /etc/rpcd/server.key\nauth-hmac-key: /etc/rpcd/hmac\n")
+	env := map[string]string{"CREDENTIALS_DIRECTORY": dir, "RPCD_TLS_KEY": "/from/env.key"}
+	fs, src, err := serveFlagSet(t, env, []string{"-config", file}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"auth-tokens":   filepath.Join(dir, "auth-tokens"), // the credential over the file
+		"tls-key":       "/from/env.key",                   // the environment over the credential
+		"auth-hmac-key": "/etc/rpcd/hmac",                  // no credential: the file
+		"max-conns":     "0",                               // not a file flag: the credential is ignored
+	} {
+		if got := flagValue(fs, name); got != want {
+			t.Errorf("-%s = %q, want %q", name, got, want)
+		}
+	}
+	if got := src["auth-tokens"]; got != "$CREDENTIALS_DIRECTORY/auth-tokens" {
+		t.Errorf("source of -auth-tokens %q", got)
+	}
+	fs, _, _ = serveFlagSet(t, env, []string{"-auth-tokens", "/from/flag"}, nil)
+	if got := flagValue(fs, "auth-tokens"); got != "/from/flag" {
+		t.Errorf("-auth-tokens = %q, want the flag's /from/flag over the credential", got)
+	}
+
+	fs = flag.NewFlagSet("rpcd serve", flag.ContinueOnError)
+	setupServe(fs)
+	_ = fs.Parse(nil)
+	conf := loadConfig(fs, environ(env))
+	want := []string{
+		`the credential max-conns (in $CREDENTIALS_DIRECTORY) names no file flag of "rpcd serve": it is ignored`,
+		`the credential tokens (in $CREDENTIALS_DIRECTORY) names no file flag of "rpcd serve": it is ignored`,
+	}
+	if strings.Join(conf.warnings, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(conf.warnings, "\n"), strings.Join(want, "\n"))
+	}
+
+	_, _, err = serveFlagSet(t, map[string]string{"CREDENTIALS_DIRECTORY": filepath.Join(dir, "none")}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "$CREDENTIALS_DIRECTORY: open ") {
+		t.Errorf("a credentials directory that cannot be read: %v", err)
 	}
 }

@@ -18,6 +18,7 @@
 //	soak    hold many connections at a fixed rate for minutes; check the server stays flat
 //	chaos   kill and restart a server while clients call it; check no call ran twice
 //	token   sign a token for servers started with -auth-hmac-key
+//	health  check that a server is ready, through its admin listener (/readyz)
 //	help    print this list, or a command's usage: rpcd help call
 //
 // Every command takes -h for its flags.
@@ -37,7 +38,9 @@
 // flight for up to -drain-timeout, logs "rpcd: stopped" and exits 0; it
 // exits 1 if the calls in flight outlast -drain-timeout, and at once with
 // status 1 on a second signal (half a second or more after the first). It
-// exits 1 if it cannot listen.
+// exits 1 if it cannot listen (an address another process holds). Under
+// systemd (Type=notify, $NOTIFY_SOCKET set) it sends READY=1 once it
+// serves and STOPPING=1 when it begins to drain.
 //
 // The limits each have a default that needs no flag (docs/reliability.md
 // lists them): -max-conns 10000 connections, -max-outbound 8 MiB of unsent
@@ -96,10 +99,16 @@
 // Every flag is also read from the environment, as RPCD_ and the flag's
 // name in upper case with '-' as '_' (RPCD_MAX_CONNS for -max-conns), and
 // from the YAML file -config FILE (or $RPCD_CONFIG) names, whose keys are
-// the flags' names (max-conns: 20000). A flag on the command line wins over
-// the environment, which wins over the file. A key that is no flag, a value
-// of the wrong type, or one serve refuses stops it with exit status 2 and a
-// message naming the file, line and key (docs/configuration.md).
+// the flags' names (max-conns: 20000). A flag that names a file to read
+// (-auth-tokens, -tls-key, ...) also takes the file of its name in
+// $CREDENTIALS_DIRECTORY, where systemd's LoadCredential= puts it. A flag
+// on the command line wins over the environment, which wins over a
+// credential, which wins over the file. A key that is no flag or is given
+// twice, a value of the wrong type, one serve refuses, an address without
+// a port, or a file a flag names that cannot be read stops it before it
+// listens with exit status 78, every mistake reported at once with the
+// file, line and key, or the variable, that gave it. An RPCD_ variable
+// that names no flag is warned about (docs/configuration.md).
 //
 // # call
 //
@@ -242,9 +251,24 @@
 // "rpcd serve -auth-hmac-key", naming a subject, its roles and an expiry.
 // The server needs no list of such tokens; each expires by itself.
 //
+// # health
+//
+//	rpcd health [-admin ADDR] [-timeout 2s]
+//
+// Health asks the admin listener of "rpcd serve -admin ADDR" for /readyz
+// and exits 0, printing "ready", while the server serves; 1 before it
+// serves, from the moment it drains, or when nothing answers, saying why.
+// Without -admin it asks $RPCD_ADMIN (0.0.0.0 or :: as loopback), else
+// 127.0.0.1:7071. It is the container image's HEALTHCHECK, which has no
+// shell or curl.
+//
 // # Exit status
 //
-// 0 on success, 1 when a call, a connection or the server fails, 2 on a
-// usage error (an unknown command or flag, a missing route, an ARG that is
-// not JSON).
+// 0 on success; 1 when a call, a connection or the server fails; 78
+// (EX_CONFIG of sysexits.h) on a mistake of the command line, the
+// environment or the configuration (an unknown command or flag, a missing
+// route, an ARG that is not JSON, a bad key or value in serve's file, a
+// file serve cannot read). A Go panic exits 2, which rpcd itself never
+// uses, so that a supervisor can restart a crash and leave a mistake
+// alone.
 package main

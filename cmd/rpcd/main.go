@@ -14,11 +14,13 @@ import (
 	"github.com/rpcd/rpcd/handler"
 )
 
-// Exit statuses.
+// Exit statuses. A Go panic exits 2, the runtime's own status, which no
+// mistake uses: a supervisor restarts a daemon that crashed (1 or 2) and
+// leaves one whose configuration is wrong (78) down until it is fixed.
 const (
 	exitOK    = 0
-	exitFail  = 1 // a call, a connection or the server failed
-	exitUsage = 2 // the command line is wrong
+	exitFail  = 1  // a call, a connection or the server failed
+	exitUsage = 78 // EX_CONFIG of sysexits.h: the command line, the environment or the configuration file is wrong
 )
 
 // defaultAddr is where serve listens and where call and routes dial.
@@ -47,9 +49,13 @@ type cli struct {
 	// register, if set, adds routes after the built-in ones (tests).
 	register func(*handler.Registry)
 
-	// lookupEnv reads the environment for commands with -config (see
-	// config.go); os.LookupEnv if nil.
-	lookupEnv func(string) (string, bool)
+	// environ is the environment for commands with -config (see
+	// config.go); os.Environ if nil.
+	environ func() []string
+
+	// conf is what the environment, the credentials and the file said, for
+	// a command with -config, once its flags are parsed.
+	conf *configuration
 }
 
 // notifySignals relays SIGINT and SIGTERM, which stop serve.
@@ -98,7 +104,7 @@ type command struct {
 }
 
 // commands lists the subcommands in the order help shows them.
-var commands = []*command{serveCmd, callCmd, routesCmd, pubCmd, subCmd, benchCmd, soakCmd, chaosCmd, tokenCmd}
+var commands = []*command{serveCmd, callCmd, routesCmd, pubCmd, subCmd, benchCmd, soakCmd, chaosCmd, tokenCmd, healthCmd}
 
 // lookup returns the command called name, or nil.
 func lookup(name string) *command {
@@ -166,8 +172,8 @@ func (cmd *command) flagSet() (*flag.FlagSet, func(*cli, []string) error) {
 }
 
 // runCommand parses the command's flags and runs it. -h prints the usage on
-// standard output and exits 0; a usage error prints the mistake and the
-// usage line on standard error and exits 2.
+// standard output and exits 0; a usage error prints every mistake and the
+// usage line on standard error and exits 78.
 func (c *cli) runCommand(cmd *command, args []string) int {
 	fs, runFn := cmd.flagSet()
 	fs.SetOutput(io.Discard) // Parse's own messages; reported below
@@ -179,26 +185,40 @@ func (c *cli) runCommand(cmd *command, args []string) int {
 	}
 	fs.SetOutput(c.stderr)
 	var src configSources // where flags not on the command line came from
-	if err == nil && fs.Lookup(configFlag) != nil {
-		lookupEnv := c.lookupEnv
-		if lookupEnv == nil {
-			lookupEnv = os.LookupEnv
-		}
-		src, err = applyConfig(fs, lookupEnv)
-	} else if err != nil {
+	switch {
+	case err != nil:
 		err = &usageError{err.Error()}
+	case fs.Lookup(configFlag) != nil:
+		environ := c.environ
+		if environ == nil {
+			environ = os.Environ
+		}
+		c.conf = loadConfig(fs, environ())
+		src = c.conf.sources
+		if c.conf.fatal {
+			err = c.conf.err
+		}
+		// Otherwise the command reports c.conf.err with the mistakes of
+		// its own checks, all at once.
 	}
 	if err == nil {
 		err = runFn(c, fs.Args())
 	}
-	var ue *usageError
 	var st exitStatus
+	msgs := usageMessages(err)
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &ue):
-		fmt.Fprintf(c.stderr, "rpcd %s: %s\nusage: rpcd %s %s\nRun \"rpcd %s -h\" for more.\n",
-			cmd.name, src.attribute(ue.msg), cmd.name, cmd.synopsis, cmd.name)
+	case msgs != nil:
+		if c.conf != nil && !c.conf.warned {
+			for _, w := range c.conf.warnings {
+				fmt.Fprintf(c.stderr, "rpcd %s: warning: %s\n", cmd.name, w)
+			}
+		}
+		for _, msg := range msgs {
+			fmt.Fprintf(c.stderr, "rpcd %s: %s\n", cmd.name, src.attribute(msg))
+		}
+		fmt.Fprintf(c.stderr, "usage: rpcd %s %s\nRun \"rpcd %s -h\" for more.\n", cmd.name, cmd.synopsis, cmd.name)
 		return exitUsage
 	case errors.As(err, &st):
 		return int(st)
@@ -208,7 +228,8 @@ func (c *cli) runCommand(cmd *command, args []string) int {
 	}
 }
 
-// usageError is a mistake on the command line: exit status 2.
+// usageError is a mistake on the command line, in the environment or in
+// the configuration file: exit status 78.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
@@ -216,6 +237,28 @@ func (e *usageError) Error() string { return e.msg }
 // usagef returns a usageError with the formatted message.
 func usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// usageMessages returns the messages of the usage errors err is: one, or
+// several joined by errors.Join; nil if err is nil or any of them is
+// another error.
+func usageMessages(err error) []string {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var msgs []string
+		for _, e := range joined.Unwrap() {
+			m := usageMessages(e)
+			if m == nil {
+				return nil
+			}
+			msgs = append(msgs, m...)
+		}
+		return msgs
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return []string{ue.msg}
+	}
+	return nil
 }
 
 // exitStatus ends a command whose failure has already been reported (in

@@ -126,8 +126,17 @@ type daemon struct {
 // ends if it still runs.
 func startServe(t *testing.T, args ...string) *daemon {
 	t.Helper()
+	return startServeEnv(t, nil, args...)
+}
+
+// startServeEnv is startServe with env added to the test's environment.
+func startServeEnv(t *testing.T, env []string, args ...string) *daemon {
+	t.Helper()
 	d := &daemon{exited: make(chan struct{})}
 	d.cmd = exec.Command(rpcdBin, append([]string{"serve", "-addr", "127.0.0.1:0"}, args...)...)
+	if env != nil {
+		d.cmd.Env = append(os.Environ(), env...)
+	}
 	d.cmd.Stderr = &d.log
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("starting rpcd serve: %v", err)

@@ -52,13 +52,13 @@ func TestProcessCall(t *testing.T) {
 		{name: "json route called raw", args: []string{"call", "-raw", "-addr", a, "Math/Sum", `{"a":1,"b":2}`},
 			wantCode: 1, wantStderr: "rpcd: invalid argument: "},
 		{name: "invalid json", args: []string{"call", "-addr", a, "Math/Sum", `{"a":1,`},
-			wantCode: 2, wantStderr: "not valid JSON"},
+			wantCode: exitUsage, wantStderr: "not valid JSON"},
 		{name: "empty stdin is not json", args: []string{"call", "-addr", a, "Math/Sum", "-"},
-			wantCode: 2, wantStderr: "not valid JSON"},
+			wantCode: exitUsage, wantStderr: "not valid JSON"},
 		{name: "bad meta", args: []string{"call", "-addr", a, "-meta", "novalue", "Sys/Ping"},
-			wantCode: 2, wantStderr: "key=value"},
+			wantCode: exitUsage, wantStderr: "key=value"},
 		{name: "missing route", args: []string{"call", "-addr", a},
-			wantCode: 2, wantStderr: "usage: rpcd call"},
+			wantCode: exitUsage, wantStderr: "usage: rpcd call"},
 		{name: "a service", args: []string{"call", "-addr", "static://" + a + "/svc", "Math/Sum", `{"a":1,"b":2}`},
 			wantStdout: "3\n"},
 		{name: "a service, raw", args: []string{"call", "-raw", "-addr", "static://" + a + "," + a + "/svc", "Bench/EchoPacket", "hi"},
@@ -66,9 +66,9 @@ func TestProcessCall(t *testing.T) {
 		{name: "compressed", stdin: strings.Repeat("compressible text, ", 1000), args: []string{"call", "-compress", "zstd", "-raw", "-addr", a, "Bench/EchoPacket", "-"},
 			wantStdout: strings.Repeat("compressible text, ", 1000)},
 		{name: "unknown compression", args: []string{"call", "-compress", "lz4", "-addr", a, "Sys/Ping"},
-			wantCode: 2, wantStderr: "-compress is \"lz4\", want zstd, gzip or none"},
+			wantCode: exitUsage, wantStderr: "-compress is \"lz4\", want zstd, gzip or none"},
 		{name: "etcd flags without etcd", args: []string{"call", "-addr", a, "-etcd-tls", "Sys/Ping"},
-			wantCode: 2, wantStderr: "go with an etcd:// -addr"},
+			wantCode: exitUsage, wantStderr: "go with an etcd:// -addr"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -206,8 +206,8 @@ func TestProcessHelp(t *testing.T) {
 		{[]string{"serve", "-h"}, 0, "usage: rpcd serve [flags]"},
 		{[]string{"call", "-h"}, 0, "example:\n  rpcd call Math/Sum"},
 		{[]string{"routes", "-help"}, 0, "usage: rpcd routes [flags]"},
-		{nil, 2, "commands:"},
-		{[]string{"frobnicate"}, 2, `rpcd: unknown command "frobnicate"`},
+		{nil, exitUsage, "commands:"},
+		{[]string{"frobnicate"}, exitUsage, `rpcd: unknown command "frobnicate"`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(append([]string{"rpcd"}, tt.args...), " "), func(t *testing.T) {

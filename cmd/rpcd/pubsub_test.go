@@ -91,8 +91,8 @@ func TestPubSubUsage(t *testing.T) {
 		{"sub", "-compress", "brotli", "orders"},
 		{"sub"},
 	} {
-		if r := rpcd(t, "", args...); r.code != 2 {
-			t.Errorf("rpcd %q: exit %d, want 2\n%s", args, r.code, r.stderr)
+		if r := rpcd(t, "", args...); r.code != exitUsage {
+			t.Errorf("rpcd %q: exit %d, want 78\n%s", args, r.code, r.stderr)
 		}
 	}
 }

@@ -25,37 +25,37 @@ func TestRunUsage(t *testing.T) {
 		wantStdout string // substring
 		wantStderr string // substring
 	}{
-		{"no args", nil, 2, "", "usage: rpcd <command>"},
+		{"no args", nil, exitUsage, "", "usage: rpcd <command>"},
 		{"-h", []string{"-h"}, 0, "usage: rpcd <command>", ""},
 		{"--help", []string{"--help"}, 0, "usage: rpcd <command>", ""},
 		{"help", []string{"help"}, 0, "call    call a route", ""},
 		{"help serve", []string{"help", "serve"}, 0, "-drain-timeout duration", ""},
-		{"help unknown", []string{"help", "nope"}, 2, "", `unknown command "nope"`},
-		{"unknown command", []string{"nope"}, 2, "", `rpcd: unknown command "nope"`},
+		{"help unknown", []string{"help", "nope"}, exitUsage, "", `unknown command "nope"`},
+		{"unknown command", []string{"nope"}, exitUsage, "", `rpcd: unknown command "nope"`},
 		{"serve -h", []string{"serve", "-h"}, 0, "example:\n  rpcd serve -addr", ""},
-		{"serve unknown flag", []string{"serve", "-port", "1"}, 2, "", "rpcd serve: flag provided but not defined: -port"},
-		{"serve argument", []string{"serve", "now"}, 2, "", `unexpected argument "now"`},
-		{"serve negative loops", []string{"serve", "-loops", "-1"}, 2, "", "-loops is -1"},
-		{"serve tiny frame", []string{"serve", "-max-frame", "8"}, 2, "", "-max-frame is 8"},
-		{"serve negative inflight", []string{"serve", "-max-inflight", "-3"}, 2, "", "-max-inflight is -3"},
-		{"serve zero drain", []string{"serve", "-drain-timeout", "0s"}, 2, "", "-drain-timeout is 0s"},
-		{"serve bad duration", []string{"serve", "-drain-timeout", "soon"}, 2, "", "invalid value"},
-		{"serve log level", []string{"serve", "-log-level", "loud"}, 2, "", `-log-level is "loud"`},
-		{"serve log format", []string{"serve", "-log-format", "xml"}, 2, "", `-log-format is "xml"`},
+		{"serve unknown flag", []string{"serve", "-port", "1"}, exitUsage, "", "rpcd serve: flag provided but not defined: -port"},
+		{"serve argument", []string{"serve", "now"}, exitUsage, "", `unexpected argument "now"`},
+		{"serve negative loops", []string{"serve", "-loops", "-1"}, exitUsage, "", "-loops is -1"},
+		{"serve tiny frame", []string{"serve", "-max-frame", "8"}, exitUsage, "", "-max-frame is 8"},
+		{"serve negative inflight", []string{"serve", "-max-inflight", "-3"}, exitUsage, "", "-max-inflight is -3"},
+		{"serve zero drain", []string{"serve", "-drain-timeout", "0s"}, exitUsage, "", "-drain-timeout is 0s"},
+		{"serve bad duration", []string{"serve", "-drain-timeout", "soon"}, exitUsage, "", "invalid value"},
+		{"serve log level", []string{"serve", "-log-level", "loud"}, exitUsage, "", `-log-level is "loud"`},
+		{"serve log format", []string{"serve", "-log-format", "xml"}, exitUsage, "", `-log-format is "xml"`},
 		{"call -h", []string{"call", "-h"}, 0, "usage: rpcd call [flags] ROUTE [ARG]", ""},
-		{"call no route", []string{"call"}, 2, "", "want ROUTE and at most one ARG, got 0"},
-		{"call too many", []string{"call", "A/B", "1", "2"}, 2, "", "got 3 arguments"},
-		{"call bad route", []string{"call", "A B"}, 2, "", "want printable ASCII"},
-		{"call bad json", []string{"call", "Math/Sum", "{a:1}"}, 2, "", "ARG is not valid JSON"},
-		{"call two json values", []string{"call", "Math/Sum", "1 2"}, 2, "", "ARG is not valid JSON"},
-		{"call zero timeout", []string{"call", "-timeout", "0s", "Sys/Ping"}, 2, "", "-timeout is 0s"},
-		{"call meta no =", []string{"call", "-meta", "k", "Sys/Ping"}, 2, "", `"k" is not key=value`},
-		{"call meta empty key", []string{"call", "-meta", "=v", "Sys/Ping"}, 2, "", "want 1 to 255"},
-		{"call meta bad key", []string{"call", "-meta", "k\x01=v", "Sys/Ping"}, 2, "", "is not printable ASCII"},
-		{"call meta long key", []string{"call", "-meta", strings.Repeat("k", 256) + "=v", "Sys/Ping"}, 2, "", "key of 256 bytes"},
+		{"call no route", []string{"call"}, exitUsage, "", "want ROUTE and at most one ARG, got 0"},
+		{"call too many", []string{"call", "A/B", "1", "2"}, exitUsage, "", "got 3 arguments"},
+		{"call bad route", []string{"call", "A B"}, exitUsage, "", "want printable ASCII"},
+		{"call bad json", []string{"call", "Math/Sum", "{a:1}"}, exitUsage, "", "ARG is not valid JSON"},
+		{"call two json values", []string{"call", "Math/Sum", "1 2"}, exitUsage, "", "ARG is not valid JSON"},
+		{"call zero timeout", []string{"call", "-timeout", "0s", "Sys/Ping"}, exitUsage, "", "-timeout is 0s"},
+		{"call meta no =", []string{"call", "-meta", "k", "Sys/Ping"}, exitUsage, "", `"k" is not key=value`},
+		{"call meta empty key", []string{"call", "-meta", "=v", "Sys/Ping"}, exitUsage, "", "want 1 to 255"},
+		{"call meta bad key", []string{"call", "-meta", "k\x01=v", "Sys/Ping"}, exitUsage, "", "is not printable ASCII"},
+		{"call meta long key", []string{"call", "-meta", strings.Repeat("k", 256) + "=v", "Sys/Ping"}, exitUsage, "", "key of 256 bytes"},
 		{"routes -h", []string{"routes", "-h"}, 0, "rpcd routes -addr", ""},
-		{"routes argument", []string{"routes", "extra"}, 2, "", `unexpected argument "extra"`},
-		{"routes zero timeout", []string{"routes", "-timeout", "-1s"}, 2, "", "-timeout is -1s"},
+		{"routes argument", []string{"routes", "extra"}, exitUsage, "", `unexpected argument "extra"`},
+		{"routes zero timeout", []string{"routes", "-timeout", "-1s"}, exitUsage, "", "-timeout is -1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,7 +73,7 @@ func TestRunUsage(t *testing.T) {
 			if tt.wantCode == 0 && stderr.Len() > 0 {
 				t.Errorf("stderr %q, want none", stderr.String())
 			}
-			if tt.wantCode == 2 && stdout.Len() > 0 {
+			if tt.wantCode == exitUsage && stdout.Len() > 0 {
 				t.Errorf("stdout %q on a usage error, want none", stdout.String())
 			}
 		})

@@ -215,7 +215,7 @@ func contains(list []string, s string) bool {
 }
 
 // TestServeEtcdFlags: the flags that go with -etcd are refused without it,
-// -etcd without -service, and bad values, with exit status 2.
+// -etcd without -service, and bad values, with exit status 78.
 func TestServeEtcdFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -231,8 +231,8 @@ func TestServeEtcdFlags(t *testing.T) {
 		{[]string{"-etcd", "127.0.0.1:1", "-service", "a", "-etcd-user", "u"}, "-etcd-user and -etcd-password-file go together"},
 	} {
 		r := rpcd(t, "", append([]string{"serve", "-addr", "127.0.0.1:0"}, tc.args...)...)
-		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("serve %q: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("serve %q: exit %d, stderr %q; want 78 and %q", tc.args, r.code, r.stderr, tc.want)
 		}
 	}
 }
@@ -315,7 +315,7 @@ func TestSecureEtcdProcesses(t *testing.T) {
 	} else {
 		t.Logf("bench without TLS: exit %d: %s", r.code, r.stderr)
 	}
-	if r := rpcd(t, "", "bench", "-addr", "127.0.0.1:1", "-etcd-user", "u", "-etcd-password-file", pw); r.code != 2 || !strings.Contains(r.stderr, "go with an etcd:// -addr") {
+	if r := rpcd(t, "", "bench", "-addr", "127.0.0.1:1", "-etcd-user", "u", "-etcd-password-file", pw); r.code != exitUsage || !strings.Contains(r.stderr, "go with an etcd:// -addr") {
 		t.Errorf("bench took -etcd-user with a plain address: exit %d, %s", r.code, r.stderr)
 	}
 

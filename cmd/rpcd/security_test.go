@@ -144,13 +144,13 @@ func TestProcessSecurity(t *testing.T) {
 			wantCode: 1, wantStderr: "example.com"},
 		{name: "plain tcp to a TLS server", args: []string{"call", "-addr", a, "-timeout", "2s", "-token", "t-admin", "Sys/Ping"},
 			wantCode: 1, wantStderr: "rpcd: unavailable"},
-		{name: "token and token file", args: with("-token", "x", "-token-file", readerToken, "Sys/Ping"), wantCode: 2, wantStderr: "give one"},
-		{name: "unknown method", args: with("-auth-method", "kerberos", "-token", "x", "Sys/Ping"), wantCode: 2, wantStderr: "want token or hmac"},
-		{name: "cert without key", args: with("-tls-cert", f.clientCert, "Sys/Ping"), wantCode: 2, wantStderr: "-tls-cert and -tls-key go together"},
+		{name: "token and token file", args: with("-token", "x", "-token-file", readerToken, "Sys/Ping"), wantCode: exitUsage, wantStderr: "give one"},
+		{name: "unknown method", args: with("-auth-method", "kerberos", "-token", "x", "Sys/Ping"), wantCode: exitUsage, wantStderr: "want token or hmac"},
+		{name: "cert without key", args: with("-tls-cert", f.clientCert, "Sys/Ping"), wantCode: exitUsage, wantStderr: "-tls-cert and -tls-key go together"},
 		{name: "missing token file", args: with("-token-file", filepath.Join(t.TempDir(), "none"), "Sys/Ping"), wantCode: 1, wantStderr: "reading the token"},
 		{name: "routes", args: append(append([]string{"routes"}, secure...), "-token", "t-reader"), wantStdout: "Bench/EchoPacket\n", inStdout: true},
 		{name: "bench", args: append(append([]string{"bench"}, secure...), "-token", "t-reader", "-n", "200", "-warmup", "0", "-json"), wantStdout: `"calls": 200`, inStdout: true},
-		{name: "bench child with a token", args: []string{"bench", "-token", "t", "-n", "1"}, wantCode: 2, wantStderr: "go with -addr"},
+		{name: "bench child with a token", args: []string{"bench", "-token", "t", "-n", "1"}, wantCode: exitUsage, wantStderr: "go with -addr"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,7 +185,8 @@ func TestProcessMutualTLS(t *testing.T) {
 	}
 }
 
-// TestServeSecurityUsage checks serve's security flags that cannot work.
+// TestServeSecurityUsage checks serve's security flags that cannot work,
+// and files they name that cannot be used: each a mistake (exit status 78).
 func TestServeSecurityUsage(t *testing.T) {
 	f := writeTestFiles(t)
 	short := filepath.Join(t.TempDir(), "short.key")
@@ -197,13 +198,13 @@ func TestServeSecurityUsage(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"-tls-cert", f.serverCert}, 2, "-tls-cert and -tls-key go together"},
-		{[]string{"-tls-client-ca", f.ca}, 2, "-tls-client-ca needs -tls-cert"},
-		{[]string{"-auth-require", "Math/Sum=admin"}, 2, "-auth-require needs a way to authenticate"},
-		{[]string{"-auth-tokens", f.tokens, "-auth-require", "Math/Sum"}, 2, "is not ROUTE=ROLE"},
-		{[]string{"-tls-cert", f.serverCert, "-tls-key", f.serverCert}, 1, "loading the TLS certificate"},
-		{[]string{"-auth-hmac-key", short}, 1, "want at least 16"},
-		{[]string{"-auth-tokens", f.hmacKey}, 1, "want TOKEN SUBJECT"},
+		{[]string{"-tls-cert", f.serverCert}, exitUsage, "-tls-cert and -tls-key go together"},
+		{[]string{"-tls-client-ca", f.ca}, exitUsage, "-tls-client-ca needs -tls-cert"},
+		{[]string{"-auth-require", "Math/Sum=admin"}, exitUsage, "-auth-require needs a way to authenticate"},
+		{[]string{"-auth-tokens", f.tokens, "-auth-require", "Math/Sum"}, exitUsage, "is not ROUTE=ROLE"},
+		{[]string{"-tls-cert", f.serverCert, "-tls-key", f.serverCert}, exitUsage, "loading the TLS certificate"},
+		{[]string{"-auth-hmac-key", short}, exitUsage, "want at least 16"},
+		{[]string{"-auth-tokens", f.hmacKey}, exitUsage, "want TOKEN SUBJECT"},
 	} {
 		r := rpcd(t, "", append([]string{"serve", "-addr", "127.0.0.1:0"}, tt.args...)...)
 		if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {

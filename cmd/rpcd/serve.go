@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"flag"
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +33,9 @@ logs "rpcd: serving" with the address it is bound to. On SIGINT or SIGTERM
 it drains: it sends GoAway on every connection, answers the calls in flight
 for up to -drain-timeout, logs "rpcd: stopped" and exits 0, or 1 if the
 calls outlast -drain-timeout. A second signal, half a second or more after
-the first, exits at once with status 1.`,
+the first, exits at once with status 1. Mistakes in the flags, the
+environment or the file are all reported before it listens, with exit
+status 78.`,
 	example: `rpcd serve -addr 127.0.0.1:7070 -log-format json`,
 	setup:   setupServe,
 }
@@ -91,75 +97,29 @@ func setupServe(fs *flag.FlagSet) func(*cli, []string) error {
 }
 
 func (c *cli) serve(f *serveFlags, args []string) error {
-	if len(args) > 0 {
-		return usagef("unexpected argument %q", args[0])
+	var confErr error
+	if c.conf != nil {
+		confErr = c.conf.err
 	}
-	switch {
-	case f.loops < 0:
-		return usagef("-loops is %d, want 0 or more", f.loops)
-	case f.maxFrame < proto.HeaderSize:
-		return usagef("-max-frame is %d, want at least %d", f.maxFrame, proto.HeaderSize)
-	case f.maxInflight < 0:
-		return usagef("-max-inflight is %d, want 0 or more", f.maxInflight)
-	case f.drainTimeout <= 0:
-		return usagef("-drain-timeout is %v, want more than 0", f.drainTimeout)
-	case f.maxConns < 0 || f.maxOutbound < 0 || f.maxSubscriptions < 0 || f.subscriberQueue < 0:
-		return usagef("-max-conns, -max-outbound, -max-subscriptions and -subscriber-queue want 0 or more")
-	case f.slowSubscriber != "drop" && f.slowSubscriber != "cutoff":
-		return usagef("-slow-subscriber is %q, want drop or cutoff", f.slowSubscriber)
-	case f.frameTimeout < 0 || f.idleTimeout < 0 || f.keepAliveTimeout < 0 || f.writeTimeout < 0 || f.handshakeTimeout < 0:
-		return usagef("-frame-timeout, -idle-timeout, -keepalive-timeout, -write-timeout and -handshake-timeout want 0 or more")
-	}
-	if err := f.etcd.check(); err != nil {
-		return err
-	}
-	if err := f.gateway.check(); err != nil {
-		return err
-	}
-	tlsConfig, err := f.security.tlsConfig()
+	sc, err := f.check(args, confErr, c.stderr)
 	if err != nil {
 		return err
 	}
-	authenticator, err := f.security.authenticator()
-	if err != nil {
-		return err
-	}
-	roles, err := f.security.requireRoles()
-	if err != nil {
-		return err
-	}
-	topicRules, err := f.security.topicRules()
-	if err != nil {
-		return err
-	}
-	var topics *auth.TopicPermissions
-	if topicRules != nil {
-		if topics, err = auth.Topics(topicRules); err != nil {
-			return usagef("-auth-topics: %v", strings.TrimPrefix(err.Error(), "rpcd: auth: "))
+	tlsConfig, authenticator, topics, logger := sc.tlsConfig, sc.authenticator, sc.topics, sc.logger
+	if c.conf != nil {
+		for _, w := range c.conf.warnings {
+			logger.Warn("rpcd: " + w)
 		}
-	}
-	limits, err := parseRateLimits(f.rateLimit)
-	if err != nil {
-		return err
-	}
-	logger, err := newLogger(c.stderr, f.logLevel, f.logFormat)
-	if err != nil {
-		return err
-	}
-	if roles != nil && authenticator == nil && tlsConfig == nil {
-		return usagef("-auth-require needs a way to authenticate: -auth-tokens, -auth-hmac-key or -tls-client-ca")
-	}
-	if namesRoles(topicRules) && authenticator == nil && tlsConfig == nil {
-		return usagef("-auth-topics names roles, which need a way to authenticate: -auth-tokens, -auth-hmac-key or -tls-client-ca (role * needs none)")
+		c.conf.warned = true
 	}
 
 	reg := handler.NewRegistry()
 	counted := f.admin.count(reg) // nil without -admin; before other middleware, to count what it refuses
-	if roles != nil {
-		reg.Use(auth.Require(auth.Roles(roles)))
+	if sc.roles != nil {
+		reg.Use(auth.Require(auth.Roles(sc.roles)))
 	}
-	if limits != nil {
-		reg.Use(ratelimit.PerRoute(limits)) // after authorization: calls refused by it take no token
+	if sc.limits != nil {
+		reg.Use(ratelimit.PerRoute(sc.limits)) // after authorization: calls refused by it take no token
 	}
 	builtin.Register(reg)
 	var srv *reactor.Server // set below, before any call can reach Sys/Stats
@@ -167,7 +127,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	if f.chaosLedger != "" {
 		closeLedger, err := handleChaosRecord(reg, f.chaosLedger)
 		if err != nil {
-			return err
+			return fileError(err, map[string]string{"chaos-ledger": f.chaosLedger})
 		}
 		defer closeLedger()
 	}
@@ -247,10 +207,12 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		"auth", authenticator != nil,
 		"topics", topics != nil,
 		"compression", compressionText(f.compressMin))...)
+	notifySystemd(logger, "READY=1\nSTATUS=serving on "+srv.Addr().String())
 
 	sig := <-sigs
 	first := time.Now()
 	logger.Info("rpcd: draining", "signal", sig.String(), "timeout", f.drainTimeout.String())
+	notifySystemd(logger, "STOPPING=1\nSTATUS=draining on "+sig.String())
 	registered.deregister() // out of etcd before the GoAways: clients move their new calls elsewhere
 	ctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
 	defer cancel() // on a second signal, also cuts the drain short
@@ -277,6 +239,147 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 			return exitStatus(exitFail)
 		}
 	}
+}
+
+// serveConfig is what serve's flags make once checked: the files they
+// name read, the rules they give parsed.
+type serveConfig struct {
+	tlsConfig     *tls.Config
+	authenticator auth.Authenticator
+	roles         map[string][]string
+	topicRules    map[string]auth.TopicRules
+	topics        *auth.TopicPermissions
+	limits        map[string]ratelimit.Limit
+	logger        *slog.Logger
+}
+
+// check checks serve's arguments and flags and reads the files they name,
+// before anything listens. It reports every mistake at once, those of the
+// configuration (confErr) first: usage errors, joined.
+func (f *serveFlags) check(args []string, confErr error, logTo io.Writer) (*serveConfig, error) {
+	errs := []error{confErr}
+	add := func(err error) { errs = append(errs, err) } // errors.Join drops nil
+	if len(args) > 0 {
+		add(usagef("unexpected argument %q", args[0]))
+	}
+	if f.loops < 0 {
+		add(usagef("-loops is %d, want 0 or more", f.loops))
+	}
+	if f.maxFrame < proto.HeaderSize {
+		add(usagef("-max-frame is %d, want at least %d", f.maxFrame, proto.HeaderSize))
+	}
+	if f.maxInflight < 0 {
+		add(usagef("-max-inflight is %d, want 0 or more", f.maxInflight))
+	}
+	if f.drainTimeout <= 0 {
+		add(usagef("-drain-timeout is %v, want more than 0", f.drainTimeout))
+	}
+	if f.maxConns < 0 || f.maxOutbound < 0 || f.maxSubscriptions < 0 || f.subscriberQueue < 0 {
+		add(usagef("-max-conns, -max-outbound, -max-subscriptions and -subscriber-queue want 0 or more"))
+	}
+	if f.slowSubscriber != "drop" && f.slowSubscriber != "cutoff" {
+		add(usagef("-slow-subscriber is %q, want drop or cutoff", f.slowSubscriber))
+	}
+	if f.frameTimeout < 0 || f.idleTimeout < 0 || f.keepAliveTimeout < 0 || f.writeTimeout < 0 || f.handshakeTimeout < 0 {
+		add(usagef("-frame-timeout, -idle-timeout, -keepalive-timeout, -write-timeout and -handshake-timeout want 0 or more"))
+	}
+	add(checkListenAddr("addr", f.addr, true))
+	if f.gateway.addr != "" {
+		add(checkListenAddr("gateway", f.gateway.addr, true))
+	}
+	if f.admin.addr != "" {
+		add(checkListenAddr("admin", f.admin.addr, false))
+	}
+	add(f.etcd.check(f.addr))
+	add(f.gateway.check())
+
+	sc := &serveConfig{}
+	var err error
+	sc.tlsConfig, err = f.security.tlsConfig()
+	add(fileError(err, map[string]string{"tls-cert": f.security.tlsCert, "tls-key": f.security.tlsKey, "tls-client-ca": f.security.tlsClientCA}))
+	sc.authenticator, err = f.security.authenticator()
+	add(fileError(err, map[string]string{"auth-tokens": f.security.authTokens, "auth-hmac-key": f.security.authHMACKeyFile}))
+	sc.roles, err = f.security.requireRoles()
+	add(err)
+	sc.topicRules, err = f.security.topicRules()
+	add(err)
+	if sc.topicRules != nil {
+		if sc.topics, err = auth.Topics(sc.topicRules); err != nil {
+			add(usagef("-auth-topics: %v", strings.TrimPrefix(err.Error(), "rpcd: auth: ")))
+		}
+	}
+	sc.limits, err = parseRateLimits(f.rateLimit)
+	add(err)
+	sc.logger, err = newLogger(logTo, f.logLevel, f.logFormat)
+	add(err)
+	// Whether the flags ask for a way to authenticate (or TLS), whether or
+	// not its files could be read.
+	s := &f.security
+	authenticates := s.authTokens != "" || s.authHMACKeyFile != "" || (s.tlsCert != "" && s.tlsKey != "")
+	if sc.roles != nil && !authenticates {
+		add(usagef("-auth-require needs a way to authenticate: -auth-tokens, -auth-hmac-key or -tls-client-ca"))
+	}
+	if namesRoles(sc.topicRules) && !authenticates {
+		add(usagef("-auth-topics names roles, which need a way to authenticate: -auth-tokens, -auth-hmac-key or -tls-client-ca (role * needs none)"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// checkListenAddr refuses an address flag -name's value addr cannot be
+// listened on whatever the host: no port, a port that is no number or
+// service name, or (when unixOK) an empty unix:// path. A host name that
+// does not resolve, or an address taken, is found when listening.
+func checkListenAddr(name, addr string, unixOK bool) error {
+	if unixOK {
+		if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+			if path == "" {
+				return usagef("-%s is %q, want unix:///path", name, addr)
+			}
+			return nil
+		}
+		addr = strings.TrimPrefix(addr, "tcp://")
+	}
+	want := "host:port (port 0 picks one)"
+	if unixOK {
+		want += " or unix:///path"
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("-%s is %q, want %s", name, addr, want)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return usagef("-%s is %q: port %q is no number from 0 to 65535, want %s", name, addr, port, want)
+	}
+	return nil
+}
+
+// fileError makes err, from reading the files that some flags name
+// (files, by flag name), a usage error naming the flags: those whose file
+// its message names, else all that name one. A usage error, or nil, is
+// returned as it is.
+func fileError(err error, files map[string]string) error {
+	if err == nil || usageMessages(err) != nil {
+		return err
+	}
+	msg := strings.TrimPrefix(err.Error(), "rpcd: ")
+	var named, given []string
+	for name, path := range files {
+		if path == "" {
+			continue
+		}
+		given = append(given, "-"+name)
+		if strings.Contains(msg, path) {
+			named = append(named, "-"+name)
+		}
+	}
+	if len(named) == 0 {
+		named = given
+	}
+	sort.Strings(named)
+	return usagef("%s: %s", strings.Join(named, ", "), msg)
 }
 
 // sameSignal is how soon after the signal that began a drain another

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,7 @@ type etcdFlags struct {
 	meta      string
 	ttl       time.Duration
 	access    etcdAccessFlags
+	config    etcd.Config // how to reach etcd, made by check
 }
 
 func (f *etcdFlags) define(fs *flag.FlagSet) {
@@ -38,26 +40,58 @@ func (f *etcdFlags) define(fs *flag.FlagSet) {
 	f.access.define(fs, "with -etcd")
 }
 
-// check refuses flags that do not go together.
-func (f *etcdFlags) check() error {
-	switch {
-	case f.endpoints == "" && (f.service != "" || f.advertise != "" || f.meta != ""):
-		return usagef("-service, -advertise and -meta go with -etcd")
-	case f.endpoints == "" && f.access.given():
-		return usagef("-etcd-tls, -etcd-cacert, -etcd-cert, -etcd-key, -etcd-user and -etcd-password-file go with -etcd")
-	case f.endpoints != "" && f.service == "":
-		return usagef("-etcd needs -service, the name to register under")
-	case f.service != "" && (strings.Contains(f.service, "/") || strings.TrimSpace(f.service) != f.service):
-		return usagef("-service is %q, want a name without slashes or spaces", f.service)
-	case f.weight < 1 || f.weight > client.MaxWeight:
-		return usagef("-weight is %d, want 1 to %d", f.weight, client.MaxWeight)
-	case f.ttl < time.Second:
-		return usagef("-etcd-ttl is %v, want at least 1s", f.ttl)
+// check refuses flags that do not go together, and an address serve
+// listens on (addr) that clients could not dial without -advertise; it
+// reads the files of the etcd access flags. It reports every mistake.
+func (f *etcdFlags) check(addr string) error {
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	if f.endpoints == "" && (f.service != "" || f.advertise != "" || f.meta != "") {
+		add(usagef("-service, -advertise and -meta go with -etcd"))
+	}
+	if f.endpoints == "" && f.access.given() {
+		add(usagef("-etcd-tls, -etcd-cacert, -etcd-cert, -etcd-key, -etcd-user and -etcd-password-file go with -etcd"))
+	}
+	if f.endpoints != "" && f.service == "" {
+		add(usagef("-etcd needs -service, the name to register under"))
+	}
+	if f.service != "" && (strings.Contains(f.service, "/") || strings.TrimSpace(f.service) != f.service) {
+		add(usagef("-service is %q, want a name without slashes or spaces", f.service))
+	}
+	if f.weight < 1 || f.weight > client.MaxWeight {
+		add(usagef("-weight is %d, want 1 to %d", f.weight, client.MaxWeight))
+	}
+	if f.ttl < time.Second {
+		add(usagef("-etcd-ttl is %v, want at least 1s", f.ttl))
 	}
 	if _, err := f.metadata(); err != nil {
-		return err
+		add(err)
 	}
-	return f.access.check()
+	if err := f.access.check(); err != nil {
+		add(err)
+	} else if f.endpoints != "" {
+		cfg, err := f.access.config(etcd.Endpoints(f.endpoints))
+		add(fileError(err, map[string]string{"etcd-cacert": f.access.cacert, "etcd-cert": f.access.cert, "etcd-key": f.access.key, "etcd-password-file": f.access.passwordFile}))
+		f.config = cfg
+	}
+	if f.endpoints != "" && f.advertise == "" && unspecifiedHost(addr) {
+		add(usagef("-addr is %s, which clients cannot dial: give -advertise, the address to register", addr))
+	}
+	return errors.Join(errs...)
+}
+
+// unspecifiedHost reports whether addr, a TCP address serve listens on,
+// has no host or an unspecified one (0.0.0.0, ::): every interface.
+func unspecifiedHost(addr string) bool {
+	if strings.HasPrefix(addr, "unix://") {
+		return false
+	}
+	host, _, err := net.SplitHostPort(strings.TrimPrefix(addr, "tcp://"))
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "" || ip != nil && ip.IsUnspecified()
 }
 
 func (f *etcdFlags) metadata() (map[string]string, error) {
@@ -107,11 +141,7 @@ func (f *etcdFlags) register(bound net.Addr, routes *handler.Registry, logger *s
 	for _, r := range routes.Routes() {
 		names = append(names, r.Name)
 	}
-	cfg, err := f.access.config(etcd.Endpoints(f.endpoints))
-	if err != nil {
-		return nil, err
-	}
-	cli, err := etcd.Connect(cfg)
+	cli, err := etcd.Connect(f.config)
 	if err != nil {
 		return nil, err
 	}

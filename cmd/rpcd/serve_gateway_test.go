@@ -249,7 +249,7 @@ func TestServeGatewayMaxConns(t *testing.T) {
 	}
 
 	for _, args := range [][]string{{"-gateway-max-conns", "5"}, {"-gateway", "127.0.0.1:0", "-gateway-max-conns", "-1"}} {
-		if r := rpcd(t, "", append([]string{"serve", "-addr", "127.0.0.1:0"}, args...)...); r.code != 2 || !strings.Contains(r.stderr, "-gateway-max-conns") {
+		if r := rpcd(t, "", append([]string{"serve", "-addr", "127.0.0.1:0"}, args...)...); r.code != exitUsage || !strings.Contains(r.stderr, "-gateway-max-conns") {
 			t.Errorf("serve %q: exit %d, %s", args, r.code, r.stderr)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // TestServeRateLimit: with -rate-limit, a route takes its burst and then
 // refuses calls with ResourceExhausted, unprocessed, on the main port and
 // the gateway alike (429), while a route not listed is not limited; bad
-// lists are refused with exit status 2.
+// lists are refused with exit status 78.
 func TestServeRateLimit(t *testing.T) {
 	s := serveInProcessWith(t, nil, "-loops", "1", "-gateway", "127.0.0.1:0", "-rate-limit", "Math/Sum=0.001:2")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -54,7 +54,7 @@ func TestServeRateLimit(t *testing.T) {
 	}
 
 	for _, list := range []string{"Math/Sum", "Math/Sum=0", "Math/Sum=x", "Math/Sum=1:0", "bad route=1", "*=1,*=2"} {
-		if r := rpcd(t, "", "serve", "-addr", "127.0.0.1:0", "-rate-limit", list); r.code != 2 || !strings.Contains(r.stderr, "-rate-limit") {
+		if r := rpcd(t, "", "serve", "-addr", "127.0.0.1:0", "-rate-limit", list); r.code != exitUsage || !strings.Contains(r.stderr, "-rate-limit") {
 			t.Errorf("-rate-limit %q: exit %d, %s", list, r.code, r.stderr)
 		}
 	}

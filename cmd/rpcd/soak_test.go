@@ -95,7 +95,7 @@ func TestProcessSoakCompressed(t *testing.T) {
 	if rep.Compression != "zstd" || rep.Errors != 0 || rep.Calls == 0 || !strings.Contains(r.stderr, "EchoString2000 (compressed: zstd)") {
 		t.Fatalf("compression %q, calls %d, errors %d; stderr:\n%s", rep.Compression, rep.Calls, rep.Errors, r.stderr)
 	}
-	if r := rpcd(t, "", "soak", "-compress", "brotli"); r.code != 2 {
-		t.Fatalf("-compress brotli: exit %d, want 2\n%s", r.code, r.stderr)
+	if r := rpcd(t, "", "soak", "-compress", "brotli"); r.code != exitUsage {
+		t.Fatalf("-compress brotli: exit %d, want 78\n%s", r.code, r.stderr)
 	}
 }

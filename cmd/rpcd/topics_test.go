@@ -75,7 +75,7 @@ func TestServeTopicsUsage(t *testing.T) {
 		{"serve", "-addr", "127.0.0.1:0", "-auth-topics", "pub:orders.>"},
 	} {
 		var stdout, stderr bytes.Buffer
-		c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, lookupEnv: func(string) (string, bool) { return "", false }}
+		c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, environ: func() []string { return nil }}
 		if code := c.run(args); code != exitUsage {
 			t.Errorf("%q: exit status %d, want %d; stderr %s", args, code, exitUsage, stderr.String())
 		}
@@ -177,7 +177,7 @@ auth-topics: |
 		t.Errorf("wendy's pub: exit %d, stderr %q", r.code, r.stderr)
 	}
 	bad := writeConfig(t, "addr: 127.0.0.1:0\nauth-topics: \"pub:orders..x=*\"\n")
-	if r := rpcd(t, "", "serve", "-config", bad); r.code != 2 || !strings.Contains(r.stderr, "empty token in pattern") {
+	if r := rpcd(t, "", "serve", "-config", bad); r.code != exitUsage || !strings.Contains(r.stderr, "empty token in pattern") {
 		t.Errorf("a bad rule in the file: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+var healthCmd = &command{
+	name:     "health",
+	synopsis: "[-admin ADDR] [-timeout 2s]",
+	summary:  "check that a server is ready, through its admin listener (/readyz)",
+	about: `Health asks the admin listener of "rpcd serve -admin ADDR" whether the
+server is ready (GET /readyz) and exits 0 if it answers 200, printing its
+answer; 1 if it answers otherwise (503 before it serves and from the moment
+it begins to drain) or cannot be reached, printing why. It is the health
+check of a container, whose image has no shell or curl (the Dockerfile's
+HEALTHCHECK). Without -admin it asks $RPCD_ADMIN, the admin address serve
+takes from the environment, with 0.0.0.0 or :: as loopback; failing that,
+127.0.0.1:7071.`,
+	example: `rpcd health -admin 127.0.0.1:7071`,
+	setup:   setupHealth,
+}
+
+// defaultAdmin is where health asks when neither -admin nor $RPCD_ADMIN
+// says.
+const defaultAdmin = "127.0.0.1:7071"
+
+func setupHealth(fs *flag.FlagSet) func(*cli, []string) error {
+	addr := fs.String("admin", "", "the admin listener's `address`; default $RPCD_ADMIN, else "+defaultAdmin)
+	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
+	return func(c *cli, args []string) error {
+		if len(args) > 0 {
+			return usagef("unexpected argument %q", args[0])
+		}
+		if *timeout <= 0 {
+			return usagef("-timeout is %v, want more than 0", *timeout)
+		}
+		a := *addr
+		if a == "" {
+			a = os.Getenv(envName("admin"))
+		}
+		if a == "" {
+			a = defaultAdmin
+		}
+		target, err := dialable(a)
+		if err != nil {
+			return err
+		}
+		return c.health(target, *timeout)
+	}
+}
+
+// dialable returns the address to dial for an admin listener bound to
+// addr: an unspecified host (none, 0.0.0.0, ::) is the same machine's
+// loopback.
+func dialable(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", usagef("the admin address is %q, want host:port", addr)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// health asks addr's /readyz and reports the answer.
+func (c *cli) health(addr string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	url := "http://" + addr + "/readyz"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("rpcd: not ready: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	answer := strings.TrimSpace(string(body))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("rpcd: not ready: %s answered %s: %s", url, resp.Status, answer)
+	}
+	fmt.Fprintln(c.stdout, answer)
+	return nil
+}
