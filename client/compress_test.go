@@ -216,15 +216,18 @@ func TestCompressedMessagesPeer(t *testing.T) {
 	}
 }
 
-// TestClientFramesFromServer: a Subscribe or a Publish is a client's frame,
-// and a StreamReset with code 0 an acceptor's; one from the server (the
-// opener of stream 2) is a protocol error, which ends the connection with
-// a GoAway (Internal) naming it and fails the call waiting on it.
+// TestClientFramesFromServer: a Subscribe, a Publish or a Hello is a
+// client's frame, a Welcome comes only in the handshake, and a StreamReset
+// with code 0 is an acceptor's; one from the server (here the opener of
+// stream 2) is a protocol error, which ends the connection with a GoAway
+// (Internal) naming it and fails the call waiting on it.
 func TestClientFramesFromServer(t *testing.T) {
 	for _, frame := range [][]byte{
 		proto.AppendSubscribe(nil, 1, "a.b"),
 		proto.AppendPublish(nil, "a.b", proto.CodecRaw, []byte("x")),
 		proto.AppendStreamReset(nil, 2, 0, proto.CodeOK, ""), // code 0 from the opener of stream 2, the server
+		proto.AppendHello(nil, "", nil),
+		proto.AppendWelcome(nil, "again"), // the handshake's Welcome came before the wire began, if at all
 	} {
 		kind := proto.Kind(frame[3])
 		goAway := make(chan proto.Frame, 1)

@@ -466,7 +466,9 @@ func (w *wire) handle(f *proto.Frame) {
 		w.srv.subs.deliver(f, w.lim.MaxFrameSize)
 	case proto.KindUnsubscribe:
 		w.srv.subs.ended(f)
-	case proto.KindSubscribe, proto.KindPublish: // a client's frames (docs/protocol.md, "Publish and subscribe")
+	case proto.KindSubscribe, proto.KindPublish, proto.KindHello, proto.KindWelcome:
+		// A client's frames (docs/protocol.md, "Publish and subscribe");
+		// the handshake's, whose Welcome came before the wire began.
 		err := protocolError("a " + f.Kind.String() + " frame from the server")
 		w.goAwayAndClose(err)
 		w.fail(err)
