@@ -230,10 +230,11 @@ func (c *cli) dialCaller(ctx context.Context, f *callFlags) (interface {
 }
 
 // checkJSON refuses, as a usage error, an argument named what that is not
-// one JSON value.
+// one JSON value, in the words a server uses for one ("not valid JSON:
+// unexpected '}' at byte 8, where a key belongs").
 func checkJSON(what string, b []byte) error {
-	if err := json.Unmarshal(b, new(json.RawMessage)); err != nil {
-		return usagef("%s is not valid JSON (%v); use -raw to send bytes", what, err)
+	if err := handler.JSON.Unmarshal(b, new(json.RawMessage)); err != nil {
+		return usagef("%s: %v; use -raw to send bytes", what, err)
 	}
 	return nil
 }
