@@ -117,6 +117,12 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 		}
 		nc = tc
 	}
+	if c.opts.ProbeTimeout > 0 {
+		if err := probe(ctx, nc, c.addr, c.opts.ProbeTimeout, &c.opts.Limits); err != nil {
+			nc.Close()
+			return nil, err
+		}
+	}
 	zip := proto.CompressionNone
 	if takes := c.opts.takes(); c.opts.Credentials != nil || takes != nil {
 		theirs, err := handshake(ctx, nc, c.opts.Credentials, takes, &c.opts.Limits)

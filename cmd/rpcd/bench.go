@@ -623,10 +623,11 @@ func (c *cli) runCell(ctx context.Context, f *benchFlags, p *benchPlan, target *
 // -timeout.
 func (c *cli) dialBench(ctx context.Context, addr string, n int, f *benchFlags) ([]*client.Client, error) {
 	opts := client.Options{
-		Conns:       1,
-		Limits:      proto.Limits{MaxFrameSize: f.maxFrame},
-		DialTimeout: f.timeout,
-		Logger:      quietLogger(c.stderr),
+		Conns:        1,
+		Limits:       proto.Limits{MaxFrameSize: f.maxFrame},
+		DialTimeout:  f.timeout,
+		ProbeTimeout: min(probeTimeout, f.timeout),
+		Logger:       quietLogger(c.stderr),
 	}
 	if err := f.sec.apply(&opts); err != nil {
 		return nil, err

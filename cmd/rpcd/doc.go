@@ -116,7 +116,12 @@
 // With -raw, ARG is sent as raw bytes (codec raw) and the reply is written
 // exactly as it came, with no newline added. -meta adds a metadata entry to
 // the call and may be repeated. A failed call prints the error, as in
-// "rpcd: not found: no route No/Such", and exits 1.
+// "rpcd: not found: no route No/Such", and exits 1. A bad argument is named
+// by the server: "rpcd: invalid argument: Math/Sum: argument: field "a":
+// want a number, got a string at byte 6". An address that is not an rpcd
+// server is named within a second (call, routes, pub, sub and bench begin
+// each connection with a Ping): "rpcd: unavailable: 127.0.0.1:8080 answered
+// with bytes that are not rpcd frames (HTTP?)".
 //
 // call, routes and bench reach a secured server with -tls (trusting the
 // system's CAs), -tls-ca FILE, -tls-cert and -tls-key (a client

@@ -3,12 +3,15 @@ package main
 import (
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rpcd/rpcd/internal/dnstest"
 )
@@ -191,6 +194,45 @@ func TestProcessCallNoServer(t *testing.T) {
 		}
 		if !strings.Contains(r.stderr, "rpcd: unavailable: dial tcp "+addr+": connect: connection refused") {
 			t.Errorf("%s: stderr %q does not name the failed dial", cmd, r.stderr)
+		}
+	}
+}
+
+// TestProcessCallNotRPCD: call and routes aimed at something that is not an
+// rpcd server (an HTTP port, a TLS port, a port that says nothing) say so
+// within about a second, not when -timeout has passed.
+func TestProcessCallNotRPCD(t *testing.T) {
+	httpSrv := httptest.NewServer(http.NotFoundHandler())
+	defer httpSrv.Close()
+	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer tlsSrv.Close()
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts (the kernel does), never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	cases := []struct{ name, addr, want string }{
+		{"HTTP", strings.TrimPrefix(httpSrv.URL, "http://"), " answered with bytes that are not rpcd frames (HTTP?)\n"},
+		{"TLS", strings.TrimPrefix(tlsSrv.URL, "https://"), " closed the connection without answering an rpcd Ping: not an rpcd server, or one that wants TLS\n"},
+		{"silent", silent.Addr().String(), " did not answer an rpcd Ping within 1s: is it an rpcd server?\n"},
+	}
+	for _, tc := range cases {
+		for _, cmd := range []string{"call", "routes"} {
+			t.Run(tc.name+"/"+cmd, func(t *testing.T) {
+				args := []string{cmd, "-addr", tc.addr, "-timeout", "10s"}
+				if cmd == "call" {
+					args = append(args, "Math/Sum", `{"a":1,"b":2}`)
+				}
+				start := time.Now()
+				r := rpcd(t, "", args...)
+				took := time.Since(start)
+				if want := "rpcd: unavailable: " + tc.addr + tc.want; r.code != 1 || r.stderr != want {
+					t.Errorf("exit status %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
+				}
+				if took > 3*time.Second { // a second's probe, and a process started on a busy machine
+					t.Errorf("took %v against a -timeout of 10s", took)
+				}
+			})
 		}
 	}
 }
