@@ -42,6 +42,11 @@ Scenarios (-scenario), those of the NewLife.Remoting report, and Sum:
   EchoPacket16    Bench/EchoPacket, 16 raw bytes, echoed byte for byte
   EchoPacket2000  Bench/EchoPacket, 2000 raw bytes, echoed byte for byte
   Sum             Math/Sum, JSON, a and b new on every call; reply a+b
+  FanOut          publish/subscribe: one publisher, -subs subscribers on a
+                  connection each; messages/s delivered
+  StreamUpload    -c streams, each of -size bytes (default 256 MiB) to
+                  Bench/StreamSink; goodput and the server's memory
+  StreamDownload  the same from Bench/StreamSource
 -route loads a route of your own instead, sending the bytes of -payload FILE
 or -size N bytes, raw (or JSON with -json-codec: FILE must hold JSON, and
 -size N makes a JSON string of N bytes, quotes included). Its replies are
@@ -134,7 +139,7 @@ type benchFlags struct {
 func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	f := &benchFlags{}
 	fs.StringVar(&f.addr, "addr", "", "server `address` to load: host:port, unix:///path, or a service, etcd://ENDPOINTS/NAME or dns://[SERVER]/HOST:PORT (-c clients, each spreading calls over every node; docs/scale-out.md); empty starts a child \"rpcd serve\" on 127.0.0.1:0")
-	fs.StringVar(&f.scenario, "scenario", "NoArg", "`name` of the load: NoArg, EchoString16, EchoString2000, MultiArgs, EchoPacket16, EchoPacket2000, Sum, FanOut (publish/subscribe), or StreamUpload and StreamDownload (stream goodput, -size bytes per stream, default 256 MiB, -c streams)")
+	fs.StringVar(&f.scenario, "scenario", "NoArg", benchScenarioUsage())
 	fs.StringVar(&f.route, "route", "", "load this `route` instead of a scenario, with -payload or -size")
 	fs.StringVar(&f.payload, "payload", "", "with -route, send the bytes of this `file`")
 	fs.IntVar(&f.size, "size", 0, "with -route, send `N` bytes; with -scenario FanOut, the message size (default 16)")
@@ -251,7 +256,7 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 		}
 		sc := lookupScenario(f.scenario)
 		if sc == nil {
-			return nil, usagef("-scenario is %q, want one of %s", f.scenario, strings.Join(scenarioNames(), ", "))
+			return nil, usagef("-scenario is %q, want one of %s", f.scenario, strings.Join(benchScenarioNames(), ", "))
 		}
 		p.cells = []benchCell{{sc: sc, conns: f.conns, inflight: f.inflight}}
 		return p, nil
@@ -365,11 +370,8 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 	if len(args) > 0 {
 		return usagef("unexpected argument %q", args[0])
 	}
-	if f.scenario == fanOutScenario {
-		return c.benchFanOut(f) // publish/subscribe: bench_fanout.go
-	}
-	if isStreamScenario(f.scenario) {
-		return c.benchStream(f) // streams: bench_stream.go
+	if run := otherLoad(f.scenario); run != nil && !f.set["route"] && f.matrix == "" {
+		return run(c, f) // publish/subscribe (bench_fanout.go), streams (bench_stream.go)
 	}
 	p, err := f.plan()
 	if err != nil {

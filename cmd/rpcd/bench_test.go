@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -591,6 +592,7 @@ func TestBenchUsage(t *testing.T) {
 		{"zero inflight", []string{"-inflight", "0"}, 2, "-inflight is 0"},
 		{"too many callers", []string{"-c", "2000", "-inflight", "2000"}, 2, "callers"},
 		{"unknown scenario", []string{"-scenario", "Nope"}, 2, `-scenario is "Nope", want one of NoArg, EchoString16`},
+		{"route and a scenario that is not a call", []string{"-route", "Bench/EchoPacket", "-scenario", "FanOut"}, 2, "-route and -scenario both"},
 		{"payload and size", []string{"-route", "Bench/EchoPacket", "-payload", notJSON, "-size", "3"}, 2, "-payload and -size both"},
 		{"route and scenario", []string{"-route", "Bench/EchoPacket", "-scenario", "NoArg"}, 2, "-route and -scenario both"},
 		{"size without route", []string{"-size", "3"}, 2, "-size goes with -route"},
@@ -629,6 +631,40 @@ func TestBenchUsage(t *testing.T) {
 				t.Errorf("stdout %q, want none", stdout.String())
 			}
 		})
+	}
+}
+
+// TestBenchScenarioList: the names -scenario takes are the ten loads bench
+// has, each of which it accepts (a later flag stops it before any server
+// is started), and both its refusal of an unknown name and -h list them
+// all. The error listed seven, the call scenarios alone.
+func TestBenchScenarioList(t *testing.T) {
+	want := []string{"NoArg", "EchoString16", "EchoString2000", "MultiArgs", "EchoPacket16", "EchoPacket2000", "Sum", "FanOut", "StreamUpload", "StreamDownload"}
+	if got := benchScenarioNames(); !slices.Equal(got, want) {
+		t.Errorf("benchScenarioNames() = %q, want %q", got, want)
+	}
+	bench := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"bench"}, args...), strings.NewReader(""), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	_, _, refusal := bench("-scenario", "Nope")
+	if wantMsg := `-scenario is "Nope", want one of ` + strings.Join(want, ", ") + "\n"; !strings.Contains(refusal, wantMsg) {
+		t.Errorf("refusal %q, want %q", refusal, wantMsg)
+	}
+	_, help, _ := bench("-h")
+	for _, name := range benchScenarioNames() {
+		// Each is taken: the run stops at -c 0 or -subs 0, not at -scenario.
+		code, _, stderr := bench("-scenario", strings.ToLower(name), "-c", "0", "-subs", "0")
+		if code != 2 || strings.Contains(stderr, "-scenario is") || !strings.Contains(stderr, " is 0, want 1 or more") {
+			t.Errorf("-scenario %s: exit status %d, stderr %q; want it taken, and -c or -subs refused", name, code, stderr)
+		}
+		if !regexp.MustCompile(`(?m)^  ` + name + ` +\S`).MatchString(help) {
+			t.Errorf("-h does not describe %s", name)
+		}
+		if !strings.Contains(help, " "+name+",") && !strings.Contains(help, " "+name+" (") {
+			t.Errorf("-h's -scenario does not name %s", name)
+		}
 	}
 }
 
