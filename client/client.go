@@ -163,7 +163,7 @@ func handshake(ctx context.Context, nc net.Conn, cr *Credentials, takes []proto.
 		defer nc.SetDeadline(time.Time{})
 	}
 	failed := func(err error) ([]proto.Compression, error) {
-		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + err.Error(), Unprocessed: true}
+		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + handler.MessageOf(err), Unprocessed: true}
 	}
 	var method string
 	var secret []byte

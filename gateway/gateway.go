@@ -207,7 +207,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case err != nil:
 			g.fail(w, http.StatusBadRequest, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
-				Message: "body does not expand as its Content-Encoding says: " + err.Error()})
+				Message: "body does not expand as its Content-Encoding says: " + handler.MessageOf(err)})
 			return
 		}
 		body = expanded
@@ -430,7 +430,7 @@ func (g *Gateway) metadata(h http.Header) (proto.Metadata, int, error) {
 	sort.Strings(keys)
 	add := func(key string, values []string) error {
 		if err := proto.CheckMetadataKey(key); err != nil {
-			return &handler.Error{Code: proto.CodeInvalidArgument, Message: "metadata header for " + key + ": " + err.Error(), Unprocessed: true}
+			return &handler.Error{Code: proto.CodeInvalidArgument, Message: "metadata header for " + key + ": " + handler.MessageOf(err), Unprocessed: true}
 		}
 		for _, v := range values {
 			if len(v) > 0xffff {

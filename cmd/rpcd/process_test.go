@@ -279,7 +279,7 @@ func TestProcessCallCompressed(t *testing.T) {
 	d := startServe(t, "-max-frame", "65536")
 	text := strings.Repeat("compressible text, ", 11000)[:200000]
 	r := rpcd(t, text, "call", "-compress", "gzip", "-max-frame", "1000000", "-raw", "-addr", d.addr, "Bench/EchoPacket", "-")
-	if r.code != 1 || !strings.Contains(r.stderr, "resource exhausted: rpcd: compressed payload expands past the limit") {
+	if r.code != 1 || r.stderr != "rpcd: resource exhausted: compressed payload expands past the limit\n" {
 		t.Errorf("a call that expands past the server's limit: exit %d, stderr %q", r.code, r.stderr)
 	}
 	r = rpcd(t, text[:60000], "call", "-compress", "gzip", "-raw", "-addr", d.addr, "Bench/EchoPacket", "-")
