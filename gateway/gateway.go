@@ -417,7 +417,9 @@ func certIdentity(st *tls.ConnectionState) *handler.Identity {
 }
 
 // metadata builds the call's metadata from the request headers:
-// traceparent and tracestate, then each Rpcd-Meta-* header in name order.
+// traceparent and tracestate, baggage (repeated headers joined with
+// commas, one entry, as W3C Baggage reads them), then each Rpcd-Meta-*
+// header in name order.
 // On failure it returns the HTTP status to answer with.
 func (g *Gateway) metadata(h http.Header) (proto.Metadata, int, error) {
 	var md proto.Metadata
@@ -443,6 +445,11 @@ func (g *Gateway) metadata(h http.Header) (proto.Metadata, int, error) {
 	for _, key := range []string{proto.MetaTraceParent, proto.MetaTraceState} {
 		if vs := h.Values(key); len(vs) > 0 {
 			_ = add(key, vs) // the keys are valid; header values are far below 64 KiB unless the server allows more
+		}
+	}
+	if vs := h.Values(proto.MetaBaggage); len(vs) > 0 {
+		if err := add(proto.MetaBaggage, []string{strings.Join(vs, ",")}); err != nil {
+			return nil, http.StatusBadRequest, err
 		}
 	}
 	for _, name := range keys {

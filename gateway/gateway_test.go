@@ -290,6 +290,7 @@ func TestMetadata(t *testing.T) {
 	tp := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	status, _, body := post(t, c, url, "Test/Call", gateway.ContentJSON, "{}",
 		"traceparent", tp, "tracestate", "rojo=00f067aa0ba902b7",
+		"baggage", "tenant=acme,region=eu", "Baggage", "user=u1;p=1",
 		"Rpcd-Meta-Tenant", "acme", "rpcd-meta-request-id", "r1", "Rpcd-Meta-Tenant", "second",
 		"X-Other", "not metadata")
 	if status != 200 {
@@ -306,7 +307,8 @@ func TestMetadata(t *testing.T) {
 	}
 	want := map[string][]string{
 		"traceparent": {tp}, "tracestate": {"rojo=00f067aa0ba902b7"},
-		"tenant": {"acme", "second"}, "request-id": {"r1"},
+		"baggage": {"tenant=acme,region=eu,user=u1;p=1"}, // repeated headers: one entry
+		"tenant":  {"acme", "second"}, "request-id": {"r1"},
 	}
 	gotJSON, _ := json.Marshal(got.Metadata)
 	wantJSON, _ := json.Marshal(want)
