@@ -93,6 +93,16 @@
 //	$ curl -s 127.0.0.1:7071/readyz
 //	ready
 //
+// With the standard OpenTelemetry variables naming a collector, serve
+// exports a server span per call over OTLP, the child of the traceparent
+// the call carries, and logs "rpcd: exporting spans"; without them it makes
+// none. OTEL_EXPORTER_OTLP_PROTOCOL is grpc, http/protobuf (the default) or
+// http/json; OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER and the others mean what
+// OpenTelemetry says; OTEL_SDK_DISABLED=true turns it off
+// (docs/configuration.md, docs/operating.md):
+//
+//	$ OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 rpcd serve
+//
 // Every flag is also read from the environment, as RPCD_ and the flag's
 // name in upper case with '-' as '_' (RPCD_MAX_CONNS for -max-conns), and
 // from the YAML file -config FILE (or $RPCD_CONFIG) names, whose keys are
