@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -23,15 +24,17 @@ import (
 // scanned once more to name the field.
 
 // describeLimit is the largest payload whose error is described in full.
-// The description reads the payload twice more, slower than sonic; past
-// this, on an event loop, it would cost more than the call it refuses, and
-// the message names the position only (from sonic's error).
+// The description reads the payload again, twice with encoding/json (slower
+// than sonic) and once to name the field; past this, on an event loop, it
+// would cost more than the call it refuses, and the message gives what
+// sonic's error gives: the position, the field there and, for a value of
+// the wrong type, what was wanted.
 const describeLimit = 64 << 10
 
 // describeJSON returns the message for data that did not decode into v
 // (a pointer), sonicErr being the decoder's error.
 func describeJSON(data []byte, sonicErr error, v any) string {
-	if len(strings.TrimLeft(string(data), " \t\r\n")) == 0 {
+	if len(bytes.TrimLeft(data, " \t\r\n")) == 0 {
 		return "not valid JSON: no value"
 	}
 	if len(data) > describeLimit {
