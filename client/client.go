@@ -118,6 +118,12 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 		}
 		nc = tc
 	}
+	if c.opts.ProbeTimeout > 0 {
+		if err := probe(ctx, nc, c.addr, c.opts.ProbeTimeout, &c.opts.Limits); err != nil {
+			nc.Close()
+			return nil, err
+		}
+	}
 	zip := proto.CompressionNone
 	if takes := c.opts.takes(); c.opts.Credentials != nil || takes != nil {
 		theirs, err := handshake(ctx, nc, c.opts.Credentials, takes, &c.opts.Limits)
@@ -158,7 +164,7 @@ func handshake(ctx context.Context, nc net.Conn, cr *Credentials, takes []proto.
 		defer nc.SetDeadline(time.Time{})
 	}
 	failed := func(err error) ([]proto.Compression, error) {
-		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + err.Error(), Unprocessed: true}
+		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: "handshake: " + handler.MessageOf(err), Unprocessed: true}
 	}
 	var method string
 	var secret []byte

@@ -27,6 +27,16 @@ type Options struct {
 	// DialTimeout bounds each connection attempt; default 5s.
 	DialTimeout time.Duration
 
+	// ProbeTimeout, if set, has every connection show that its peer is an
+	// rpcd server before it carries a call: the client sends a Ping (after
+	// TLS, before any Hello) and waits up to ProbeTimeout for the Pong. A
+	// peer that answers with other bytes, closes the connection or says
+	// nothing in time fails the dial with an Unavailable error that says
+	// which ("127.0.0.1:8080 answered with bytes that are not rpcd frames
+	// (HTTP?)"), rather than leaving calls to wait for their deadline. It
+	// costs a round trip per connection; zero sends no Ping.
+	ProbeTimeout time.Duration
+
 	// Timeout is the deadline given to calls whose context has none; zero
 	// means such calls wait as long as their context lets them. With a
 	// context that never ends (context.Background), the deadline of a

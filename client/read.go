@@ -330,6 +330,9 @@ func (w *wire) readFrame() error {
 	h, err := proto.DecodeHeader(hdr, &w.lim)
 	if err != nil {
 		w.goAwayAndClose(err)
+		if !looksLikeRPCD(hdr) { // an HTTP server's 400, a TLS alert: say so
+			err = errors.New("rpcd: " + notRPCD(w.nc.RemoteAddr().String(), hdr))
+		}
 		return err
 	}
 	n := h.Len()

@@ -55,7 +55,7 @@ func (w *wire) serve(f *proto.Frame) {
 		payload, err := compression.Expand(nil, f.Payload, c, f.PayloadRoom(w.lim.MaxFrameSize))
 		if err != nil {
 			if !oneWay {
-				w.enqueueAsync(proto.AppendError(nil, f.ID, proto.FlagUnprocessed, proto.CodeInvalidArgument, err.Error()))
+				w.enqueueAsync(proto.AppendError(nil, f.ID, proto.FlagUnprocessed, proto.CodeInvalidArgument, handler.MessageOf(err)))
 			}
 			return
 		}

@@ -213,7 +213,7 @@ func (w *wire) settleStream(st *stream.Stream, takes []byte) {
 }
 
 func protocolError(msg string) error {
-	return &handler.Error{Code: proto.CodeInternal, Message: "rpcd: protocol error: " + msg}
+	return &handler.Error{Code: proto.CodeInternal, Message: "protocol error: " + msg}
 }
 
 // forgetLocked removes st from the table, with t.mu held.

@@ -8,19 +8,21 @@ import (
 )
 
 // Calls carry W3C trace context (docs/protocol.md, "Metadata") under the
-// metadata keys traceparent and tracestate. A call takes them from, in
-// order: metadata its context already has under traceparent
-// (WithMetadata); the trace context WithTraceContext put in its context;
-// the metadata of the incoming call its context is or wraps, so that a
-// handler that calls on with its own context passes its caller's trace on
-// with no code of its own. A call whose context has none of these carries
-// none, and pays for the look-up only: no allocation.
+// metadata keys traceparent and tracestate, and W3C baggage under baggage.
+// A call takes its trace context from, in order: metadata its context
+// already has under traceparent (WithMetadata); the trace context
+// WithTraceContext put in its context; the metadata of the incoming call
+// its context is or wraps, so that a handler that calls on with its own
+// context passes its caller's trace on with no code of its own. Its
+// baggage comes the same way, on its own: metadata under baggage, then
+// WithBaggage, then the incoming call's. A call whose context has none of
+// these carries none, and pays for the look-up only: no allocation.
 
 type traceKey struct{}
 
-// traceContext is a trace context set by WithTraceContext.
+// traceContext is what WithTraceContext and WithBaggage set.
 type traceContext struct {
-	parent, state string
+	parent, state, baggage string
 }
 
 // WithTraceContext returns a context whose calls carry traceparent, and
@@ -28,36 +30,67 @@ type traceContext struct {
 // passed on from an incoming call. otelrpcd.Inject sets it from an
 // OpenTelemetry span; the values are sent as given.
 func WithTraceContext(ctx context.Context, traceparent, tracestate string) context.Context {
-	return context.WithValue(ctx, traceKey{}, traceContext{traceparent, tracestate})
+	tc, _ := ctx.Value(traceKey{}).(traceContext)
+	tc.parent, tc.state = traceparent, tracestate
+	return context.WithValue(ctx, traceKey{}, tc)
 }
 
-// withTrace returns md with the trace context of ctx added, unless md has
-// a traceparent already. md is not modified: with something to add, the
-// result is a new slice.
+// WithBaggage returns a context whose calls carry baggage, W3C Baggage in
+// its text form ("k1=v1,k2=v2;prop"), under the metadata key baggage, in
+// place of the baggage passed on from an incoming call. otelrpcd.Inject
+// sets it from OpenTelemetry's baggage; the value is sent as given.
+func WithBaggage(ctx context.Context, baggage string) context.Context {
+	tc, _ := ctx.Value(traceKey{}).(traceContext)
+	tc.baggage = baggage
+	return context.WithValue(ctx, traceKey{}, tc)
+}
+
+// withTrace returns md with the trace context and baggage of ctx added,
+// each unless md has it already. md is not modified: with something to
+// add, the result is a new slice.
 func withTrace(ctx context.Context, md proto.Metadata) proto.Metadata {
-	var parent, state []byte
-	if tc, ok := ctx.Value(traceKey{}).(traceContext); ok {
-		parent, state = []byte(tc.parent), []byte(tc.state)
-	} else if call := handler.CallFrom(ctx); call != nil {
-		var ok bool
-		if parent, ok = call.Metadata.Get(proto.MetaTraceParent); !ok {
-			return md
+	var parent, state, bag []byte
+	tc, set := ctx.Value(traceKey{}).(traceContext)
+	if set {
+		parent, state, bag = []byte(tc.parent), []byte(tc.state), []byte(tc.baggage)
+	}
+	if !set || tc.parent == "" || tc.baggage == "" {
+		if call := handler.CallFrom(ctx); call != nil {
+			if len(parent) == 0 {
+				if parent, _ = call.Metadata.Get(proto.MetaTraceParent); len(parent) > 0 {
+					state, _ = call.Metadata.Get(proto.MetaTraceState)
+				}
+			}
+			if len(bag) == 0 {
+				bag, _ = call.Metadata.Get(proto.MetaBaggage)
+			}
 		}
-		state, _ = call.Metadata.Get(proto.MetaTraceState)
-	} else {
+	}
+	if len(parent) == 0 && len(bag) == 0 {
 		return md
 	}
-	if len(parent) == 0 || len(parent) > 0xffff || len(state) > 0xffff {
-		return md
+	if len(parent) > 0xffff || len(state) > 0xffff {
+		parent = nil
 	}
 	if _, ok := md.Get(proto.MetaTraceParent); ok {
+		parent = nil
+	}
+	if _, ok := md.Get(proto.MetaBaggage); ok || len(bag) > 0xffff {
+		bag = nil
+	}
+	if len(parent) == 0 && len(bag) == 0 {
 		return md
 	}
-	out := make(proto.Metadata, 0, len(md)+2*(1+len(proto.MetaTraceState)+2)+len(parent)+len(state))
+	out := make(proto.Metadata, 0, len(md)+3*(1+len(proto.MetaTraceState)+2)+len(parent)+len(state)+len(bag))
 	out = append(out, md...)
-	out = proto.AppendMetadata(out, proto.MetaTraceParent, parent)
-	if len(state) > 0 {
-		out = proto.AppendMetadata(out, proto.MetaTraceState, state)
+	if len(parent) > 0 {
+		out = proto.AppendMetadata(out, proto.MetaTraceParent, parent)
+		if len(state) > 0 {
+			out = proto.AppendMetadata(out, proto.MetaTraceState, state)
+		}
+	}
+	if len(bag) > 0 {
+		out = proto.AppendMetadata(out, proto.MetaBaggage, bag)
 	}
 	return out
 }

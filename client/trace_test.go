@@ -11,8 +11,9 @@ import (
 
 type otherKey struct{}
 
-// TestWithTrace checks where a call's trace context comes from: metadata
-// set with WithMetadata, then WithTraceContext, then the incoming call.
+// TestWithTrace checks where a call's trace context and baggage come from:
+// metadata set with WithMetadata, then WithTraceContext and WithBaggage,
+// then the incoming call; each on its own.
 func TestWithTrace(t *testing.T) {
 	const (
 		tpIn  = "00-11111111111111111111111111111111-1111111111111111-01"
@@ -21,22 +22,27 @@ func TestWithTrace(t *testing.T) {
 	)
 	incoming := &handler.Call{Route: "In/Coming"}
 	incoming.Metadata = proto.AppendMetadata(proto.AppendMetadata(nil, proto.MetaTraceParent, []byte(tpIn)), proto.MetaTraceState, []byte("k=v"))
+	incoming.Metadata = proto.AppendMetadata(incoming.Metadata, proto.MetaBaggage, []byte("tenant=in"))
 	incoming.Start(context.Background(), time.Time{})
 	defer incoming.End()
 
 	get := func(md proto.Metadata, key string) string { v, _ := md.Get(key); return string(v) }
 	cases := []struct {
-		name        string
-		ctx         context.Context
-		parent, sta string
-		entries     int
+		name             string
+		ctx              context.Context
+		parent, sta, bag string
+		entries          int
 	}{
-		{"nothing", context.Background(), "", "", 0},
-		{"incoming call", incoming, tpIn, "k=v", 2},
-		{"wrapped incoming call", context.WithValue(incoming, otherKey{}, 1), tpIn, "k=v", 2},
-		{"WithTraceContext over the incoming call", WithTraceContext(incoming, tpSet, ""), tpSet, "", 1},
-		{"WithMetadata over both", WithMetadata(WithTraceContext(incoming, tpSet, "x=y"), proto.MetaTraceParent, tpMD), tpMD, "", 1},
-		{"other metadata kept", WithMetadata(incoming, "tenant", "acme"), tpIn, "k=v", 3},
+		{"nothing", context.Background(), "", "", "", 0},
+		{"incoming call", incoming, tpIn, "k=v", "tenant=in", 3},
+		{"wrapped incoming call", context.WithValue(incoming, otherKey{}, 1), tpIn, "k=v", "tenant=in", 3},
+		{"WithTraceContext over the incoming call", WithTraceContext(incoming, tpSet, ""), tpSet, "", "tenant=in", 2},
+		{"WithBaggage over the incoming call", WithBaggage(incoming, "tenant=set"), tpIn, "k=v", "tenant=set", 3},
+		{"WithBaggage and WithTraceContext", WithTraceContext(WithBaggage(incoming, "tenant=set"), tpSet, "x=y"), tpSet, "x=y", "tenant=set", 3},
+		{"WithBaggage alone", WithBaggage(context.Background(), "tenant=set"), "", "", "tenant=set", 1},
+		{"WithMetadata over both", WithMetadata(WithTraceContext(incoming, tpSet, "x=y"), proto.MetaTraceParent, tpMD), tpMD, "", "tenant=in", 2},
+		{"baggage in WithMetadata", WithMetadata(WithBaggage(incoming, "tenant=set"), proto.MetaBaggage, "tenant=md"), tpIn, "k=v", "tenant=md", 3},
+		{"other metadata kept", WithMetadata(incoming, "tenant", "acme"), tpIn, "k=v", "tenant=in", 4},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,6 +53,9 @@ func TestWithTrace(t *testing.T) {
 			}
 			if got := get(md, proto.MetaTraceState); got != tc.sta {
 				t.Errorf("tracestate %q, want %q", got, tc.sta)
+			}
+			if got := get(md, proto.MetaBaggage); got != tc.bag {
+				t.Errorf("baggage %q, want %q", got, tc.bag)
 			}
 			if n := md.Len(); n != tc.entries {
 				t.Errorf("%d entries, want %d", n, tc.entries)

@@ -504,7 +504,7 @@ var errGoAway = errors.New("rpcd: server sent go-away")
 // goAwayAndClose tells the server why its bytes are refused.
 func (w *wire) goAwayAndClose(err error) {
 	_ = w.nc.SetWriteDeadline(time.Now().Add(time.Second)) // best effort: the wire is closing
-	_, _ = w.nc.Write(proto.AppendGoAway(nil, 0, proto.CodeInternal, err.Error()))
+	_, _ = w.nc.Write(proto.AppendGoAway(nil, 0, proto.CodeInternal, handler.MessageOf(err)))
 }
 
 // fail breaks the wire: it closes the connection and fails every pending

@@ -14,8 +14,9 @@
 // body. Errors are JSON, {"code":"NotFound","message":"no route No/Such"},
 // with the HTTP status that stands for the rpcd code (HTTPStatus).
 //
-// Request headers map to the call: traceparent and tracestate to the
-// metadata keys of the same names, each Rpcd-Meta-Key header to the
+// Request headers map to the call: traceparent, tracestate and baggage to
+// the metadata keys of the same names (repeated baggage headers joined
+// with commas into one entry), each Rpcd-Meta-Key header to the
 // metadata key "key", Rpcd-Timeout (a Go duration such as "250ms") and the
 // request context's deadline to the call's deadline, and the request
 // context's end (the client went away) cancels the call. A body is bounded

@@ -209,7 +209,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case err != nil:
 			g.fail(w, http.StatusBadRequest, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
-				Message: "body does not expand as its Content-Encoding says: " + err.Error()})
+				Message: "body does not expand as its Content-Encoding says: " + handler.MessageOf(err)})
 			return
 		}
 		body = expanded
@@ -411,7 +411,9 @@ func certIdentity(st *tls.ConnectionState) *handler.Identity {
 }
 
 // metadata builds the call's metadata from the request headers:
-// traceparent and tracestate, then each Rpcd-Meta-* header in name order.
+// traceparent and tracestate, baggage (repeated headers joined with
+// commas, one entry, as W3C Baggage reads them), then each Rpcd-Meta-*
+// header in name order.
 // On failure it returns the HTTP status to answer with.
 func (g *Gateway) metadata(h http.Header) (proto.Metadata, int, error) {
 	var md proto.Metadata
@@ -424,7 +426,7 @@ func (g *Gateway) metadata(h http.Header) (proto.Metadata, int, error) {
 	sort.Strings(keys)
 	add := func(key string, values []string) error {
 		if err := proto.CheckMetadataKey(key); err != nil {
-			return &handler.Error{Code: proto.CodeInvalidArgument, Message: "metadata header for " + key + ": " + err.Error(), Unprocessed: true}
+			return &handler.Error{Code: proto.CodeInvalidArgument, Message: "metadata header for " + key + ": " + handler.MessageOf(err), Unprocessed: true}
 		}
 		for _, v := range values {
 			if len(v) > 0xffff {
@@ -437,6 +439,11 @@ func (g *Gateway) metadata(h http.Header) (proto.Metadata, int, error) {
 	for _, key := range []string{proto.MetaTraceParent, proto.MetaTraceState} {
 		if vs := h.Values(key); len(vs) > 0 {
 			_ = add(key, vs) // the keys are valid; header values are far below 64 KiB unless the server allows more
+		}
+	}
+	if vs := h.Values(proto.MetaBaggage); len(vs) > 0 {
+		if err := add(proto.MetaBaggage, []string{strings.Join(vs, ",")}); err != nil {
+			return nil, http.StatusBadRequest, err
 		}
 	}
 	for _, name := range keys {

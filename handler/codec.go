@@ -69,15 +69,16 @@ func (jsonCodec) Unmarshal(data []byte, v any) error {
 	d.Reset("")
 	decoders.Put(d)
 	if err != nil {
-		// sonic's errors quote the input; this one owns its text.
-		return errors.New(errorText(err))
+		// sonic's errors quote the input around the error: this one says
+		// what is wrong and where, in rpcd's words (jsonerr.go).
+		return errors.New(describeJSON(data, err, v))
 	}
 	return nil
 }
 
 // errorText returns err's message. sonic v1.15.5 panics formatting some of
-// its syntax errors (an index out of range when the error's position runs
-// past the input; FuzzTypedArgs found it): the message then says less.
+// its syntax errors (an index out of range on a negative error code;
+// FuzzTypedArgs found it): the message then says less.
 func errorText(err error) (msg string) {
 	defer func() {
 		if recover() != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/rpcd/rpcd/proto"
 )
@@ -27,11 +28,14 @@ func Errorf(code proto.Code, format string, args ...any) error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// Error returns "rpcd: CODE: MESSAGE". A message that begins "rpcd: "
+// itself (another error's text, or a peer's) is written without it, so
+// that the prefix comes once.
 func (e *Error) Error() string {
 	if e.Message == "" {
 		return "rpcd: " + e.Code.String()
 	}
-	return "rpcd: " + e.Code.String() + ": " + e.Message
+	return "rpcd: " + e.Code.String() + ": " + strings.TrimPrefix(e.Message, "rpcd: ")
 }
 
 // Is reports whether target is an *Error with the same code and no message
@@ -89,13 +93,15 @@ func CodeOf(err error) proto.Code {
 }
 
 // MessageOf returns the message to send on the wire for err: an *Error's own
-// message, without the "rpcd: code:" prefix, or err.Error() for other errors.
+// message, without the "rpcd: code:" prefix, or err.Error() for other errors,
+// without the "rpcd: " that begins an rpcd error's text (the receiver's
+// Error adds its own).
 func MessageOf(err error) string {
 	var e *Error
 	if errors.As(err, &e) {
-		return e.Message
+		return strings.TrimPrefix(e.Message, "rpcd: ")
 	}
-	return err.Error()
+	return strings.TrimPrefix(err.Error(), "rpcd: ")
 }
 
 // PanicError is the error of a handler that panicked. It goes on the wire

@@ -70,7 +70,7 @@ const fuzzRoute = "Fuzz/Typed"
 // FuzzTypedArgs serves fuzzed payloads to a typed route, as the reactor
 // does, and checks what comes back: never a panic; either a reply that is
 // JSON (and that encoding/json reads back) or an InvalidArgument error
-// marked Unprocessed; every payload that encoding/json decodes into the
+// marked Unprocessed, in rpcd's words (checkArgumentMessage); every payload that encoding/json decodes into the
 // argument, rpcd decodes too, and to the same value. The differences that
 // sonic, rpcd's decoder, has by design are listed in sonicMayRefuse and
 // sonicMayDiffer; the crashers and the known bug it skips are in
@@ -108,6 +108,9 @@ func FuzzTypedArgs(f *testing.F) {
 			}
 			if !errors.As(err, &e) || e.Code != proto.CodeInvalidArgument || !e.Unprocessed {
 				t.Fatalf("payload %s: error %#v, want InvalidArgument marked Unprocessed", show(in), err)
+			}
+			if msg := checkArgumentMessage(fuzzRoute, in, e.Message); msg != "" {
+				t.Fatalf("payload %s: %s", show(in), msg)
 			}
 			if stdErr == nil && !sonicMayRefuse(in) {
 				t.Fatalf("payload %s: encoding/json accepts it, rpcd refuses it: %v", show(in), err)

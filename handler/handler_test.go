@@ -28,6 +28,11 @@ func TestErrorMatching(t *testing.T) {
 	if got := e.Error(); got != "rpcd: not found: no route A/B" {
 		t.Errorf("Error() = %q", got)
 	}
+	// A message that begins "rpcd: " (a peer's, or another error's text)
+	// does not double the prefix.
+	if got := (&Error{Code: proto.CodeUnknown, Message: "rpcd: a library says no"}).Error(); got != "rpcd: unknown: a library says no" {
+		t.Errorf("Error() = %q, want the prefix once", got)
+	}
 	if !errors.Is(&Error{Code: proto.CodeDeadlineExceeded}, context.DeadlineExceeded) {
 		t.Error("a DeadlineExceeded error does not match context.DeadlineExceeded")
 	}
@@ -44,6 +49,10 @@ func TestErrorMatching(t *testing.T) {
 		{context.DeadlineExceeded, proto.CodeDeadlineExceeded, "context deadline exceeded"},
 		{fmt.Errorf("x: %w", context.Canceled), proto.CodeCanceled, "x: context canceled"},
 		{err, proto.CodeNotFound, "no route A/B"},
+		// Another rpcd error's text goes on the wire without its prefix:
+		// the receiver's Error adds "rpcd: CODE: ".
+		{errors.New("rpcd: a library says no"), proto.CodeUnknown, "a library says no"},
+		{&Error{Code: proto.CodeInternal, Message: "rpcd: payload does not expand"}, proto.CodeInternal, "payload does not expand"},
 	}
 	for _, c := range cases {
 		if got := CodeOf(c.err); got != c.code {

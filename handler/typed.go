@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/bytedance/sonic"
@@ -40,7 +41,8 @@ type typedState[Req, Resp any] struct {
 
 func (h *typed[Req, Resp]) ServeRPC(ctx context.Context, req []byte, reply []byte) ([]byte, error) {
 	codec := JSON
-	if c := CallFrom(ctx); c != nil {
+	c := CallFrom(ctx)
+	if c != nil {
 		if codec = codecFor(c.Codec); codec == nil {
 			return reply, &Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
 				Message: "route " + c.Route + " takes json, not " + c.Codec.String()}
@@ -50,8 +52,7 @@ func (h *typed[Req, Resp]) ServeRPC(ctx context.Context, req []byte, reply []byt
 	defer h.put(st)
 	if len(req) > 0 {
 		if err := codec.Unmarshal(req, &st.in); err != nil {
-			return reply, &Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
-				Message: "decoding arguments: " + err.Error()}
+			return reply, argumentError(c, err)
 		}
 	}
 	out, err := h.fn(ctx, st.in)
@@ -65,6 +66,17 @@ func (h *typed[Req, Resp]) ServeRPC(ctx context.Context, req []byte, reply []byt
 		return reply[:start], Errorf(proto.CodeInternal, "encoding reply: %v", err)
 	}
 	return reply, nil
+}
+
+// argumentError is the InvalidArgument error of a call whose argument did
+// not decode: "Math/Sum: argument: field "a": want a number, got a string
+// at byte 6" (the codec's words after "argument: ").
+func argumentError(c *Call, err error) error {
+	msg := "argument: " + strings.TrimPrefix(err.Error(), "rpcd: ")
+	if c != nil && c.Route != "" {
+		msg = c.Route + ": " + msg
+	}
+	return &Error{Code: proto.CodeInvalidArgument, Unprocessed: true, Message: msg}
 }
 
 // put clears a state, so the pool holds no reference from a finished call,

@@ -1,5 +1,6 @@
 // Package otelrpcd makes OpenTelemetry spans for rpcd calls, carrying W3C
-// trace context (traceparent, tracestate) in call metadata.
+// trace context (traceparent, tracestate) and W3C baggage (baggage) in call
+// metadata.
 //
 // Middleware, installed on a handler.Registry, makes a server span for
 // every call, named by the route, as the child of the span whose
@@ -10,9 +11,11 @@
 // handler that calls on with its own context passes the trace on by
 // itself: the middleware puts its span's trace context there, and without
 // the middleware the client passes on the traceparent the incoming call
-// carried. Such a handler waits for the call, so its route is registered
-// with handler.Blocking(): an inline handler's calls that wait are
-// refused (handler.RefuseWait).
+// carried. Baggage travels the same way: the handler's context holds the
+// baggage its call carried (baggage.FromContext), and its calls carry it on.
+// Such a handler waits for the call, so its route is registered with
+// handler.Blocking(): an inline handler's calls that wait are refused
+// (handler.RefuseWait).
 //
 // Only this package imports OpenTelemetry: a program that does not use it
 // pays nothing for it, and Middleware(nil) leaves every handler as it is.
@@ -24,6 +27,7 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -44,14 +48,16 @@ const (
 	AttrCode    = attribute.Key("rpc.rpcd.status_code") // the rpcd code, 0 for OK
 )
 
-var propagator = propagation.TraceContext{}
+// propagator reads and writes what calls carry in their metadata: W3C
+// trace context and W3C baggage.
+var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
 // Middleware returns handler middleware that makes a server span with
 // tp's tracer for every call: named by the route, the child of the
 // traceparent in the call's metadata (a root span without one), ended when
 // the handler returns, with the rpcd code as an attribute and, for an
-// error, as its status. The handler's context carries the span, and the
-// span's trace context for the rpcd calls it makes.
+// error, as its status. The handler's context carries the span and the
+// call's baggage, and both for the rpcd calls it makes.
 //
 // With a nil tp, the middleware returns every handler unchanged: no span
 // and no cost on the call path.
@@ -125,28 +131,47 @@ func Interceptor(tp trace.TracerProvider) client.Interceptor {
 }
 
 // Inject returns a context whose rpcd calls (client.Client) carry the
-// trace context of the span in ctx, or ctx itself if it has no valid span.
+// trace context of the span in ctx and the baggage in ctx
+// (go.opentelemetry.io/otel/baggage), or ctx itself if it has neither.
 func Inject(ctx context.Context) context.Context {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	if !trace.SpanContextFromContext(ctx).IsValid() && baggage.FromContext(ctx).Len() == 0 {
 		return ctx
 	}
 	mc := propagation.MapCarrier{}
 	propagator.Inject(ctx, mc)
-	if mc[proto.MetaTraceParent] == "" {
-		return ctx
+	if tp := mc[proto.MetaTraceParent]; tp != "" {
+		ctx = client.WithTraceContext(ctx, tp, mc[proto.MetaTraceState])
 	}
-	return client.WithTraceContext(ctx, mc[proto.MetaTraceParent], mc[proto.MetaTraceState])
+	if b := mc[proto.MetaBaggage]; b != "" {
+		ctx = client.WithBaggage(ctx, b)
+	}
+	return ctx
 }
 
-// carrier reads trace context from call metadata for a propagator.
+// carrier reads trace context and baggage from call metadata for a
+// propagator.
 type carrier proto.Metadata
 
+// Get returns the value of key, or its values joined with commas, as W3C
+// Baggage joins repeated headers (a repeated traceparent joined is
+// invalid, as it should be).
 func (c carrier) Get(key string) string {
-	v, _ := proto.Metadata(c).Get(key)
-	return string(v)
+	var joined []byte
+	n := 0
+	proto.Metadata(c).Range(func(k, v []byte) bool {
+		if string(k) == key {
+			if n > 0 {
+				joined = append(joined, ',')
+			}
+			joined = append(joined, v...)
+			n++
+		}
+		return true
+	})
+	return string(joined)
 }
 
-func (c carrier) Set(string, string) {} // read only: calls carry metadata out through client.WithTraceContext
+func (c carrier) Set(string, string) {} // read only: calls carry metadata out through client.WithTraceContext and WithBaggage
 
 func (c carrier) Keys() []string {
 	var keys []string

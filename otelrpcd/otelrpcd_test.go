@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -176,15 +177,18 @@ func TestParentChild(t *testing.T) {
 }
 
 // TestPassThrough: a server without tracing whose handler calls on with
-// its context passes the traceparent it was given to the next server.
+// its context passes the traceparent and baggage it was given to the next
+// server.
 func TestPassThrough(t *testing.T) {
 	tp, sr := recorder(t)
 	regB := handler.NewRegistry()
 	regB.Use(otelrpcd.Middleware(tp))
 	seenc := make(chan string, 1)
+	bagc := make(chan string, 1)
 	regB.Handle("B/Leaf", handler.Func(func(ctx context.Context, _ struct{}) (string, error) {
 		v, _ := handler.CallFrom(ctx).Metadata.Get(proto.MetaTraceParent)
 		seenc <- string(v)
+		bagc <- baggage.FromContext(ctx).Member("tenant").Value()
 		return "leaf", nil
 	}))
 	_, toB := start(t, regB)
@@ -201,11 +205,15 @@ func TestPassThrough(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	var leaf string
-	if err := toA.Call(client.WithMetadata(ctx, proto.MetaTraceParent, traceparent), "A/Hop", nil, &leaf); err != nil {
+	ctx = client.WithMetadata(client.WithMetadata(ctx, proto.MetaTraceParent, traceparent), proto.MetaBaggage, "tenant=acme")
+	if err := toA.Call(ctx, "A/Hop", nil, &leaf); err != nil {
 		t.Fatal(err)
 	}
 	if seen := <-seenc; seen != traceparent {
 		t.Errorf("B saw traceparent %q, want %q passed through A", seen, traceparent)
+	}
+	if tenant := <-bagc; tenant != "acme" {
+		t.Errorf("B's handler has baggage tenant %q, want acme passed through A", tenant)
 	}
 	leafSpan := spanNamed(t, sr, "B/Leaf")
 	if got := leafSpan.Parent().SpanID().String(); got != "b7ad6b7169203331" {
@@ -359,5 +367,91 @@ func TestClientSpans(t *testing.T) {
 	defer plain.Close()
 	if err := plain.Call(context.Background(), "A/Ok", nil, &n); err != nil || n != 1 {
 		t.Errorf("through Interceptor(nil): %d, %v", n, err)
+	}
+}
+
+// TestBaggage: W3C baggage travels with calls as trace context does. A
+// caller's OpenTelemetry baggage goes out under the metadata key baggage
+// (Inject); a traced server's handler has it in its context; the calls it
+// makes with its context carry it on, with its span as their parent; the
+// gateway's baggage header arrives the same way; and Inject carries
+// baggage without a span.
+func TestBaggage(t *testing.T) {
+	tp, sr := recorder(t)
+	type seen struct{ meta, tenant string }
+	leafc := make(chan seen, 4)
+	regB := handler.NewRegistry()
+	regB.Use(otelrpcd.Middleware(tp))
+	regB.Handle("B/Leaf", handler.Func(func(ctx context.Context, _ struct{}) (string, error) {
+		v, _ := handler.CallFrom(ctx).Metadata.Get(proto.MetaBaggage)
+		leafc <- seen{string(v), baggage.FromContext(ctx).Member("tenant").Value()}
+		return "leaf", nil
+	}))
+	_, toB := start(t, regB)
+
+	regA := handler.NewRegistry()
+	regA.Use(otelrpcd.Middleware(tp))
+	hopc := make(chan string, 4)
+	regA.Handle("A/Hop", handler.Func(func(ctx context.Context, _ struct{}) (string, error) {
+		hopc <- baggage.FromContext(ctx).Member("tenant").Value()
+		var s string
+		err := toB.Call(ctx, "B/Leaf", nil, &s)
+		return s, err
+	}), handler.Blocking())
+	builtin.Register(regA)
+	_, toA := start(t, regA)
+
+	member, _ := baggage.NewMember("tenant", "acme")
+	bag, _ := baggage.New(member)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	ctx, root := tp.Tracer("test").Start(baggage.ContextWithBaggage(ctx, bag), "root")
+	var leaf string
+	if err := toA.Call(otelrpcd.Inject(ctx), "A/Hop", nil, &leaf); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	if tenant := <-hopc; tenant != "acme" {
+		t.Errorf("A's handler has baggage tenant %q, want acme", tenant)
+	}
+	if got := <-leafc; got.meta != "tenant=acme" || got.tenant != "acme" {
+		t.Errorf("B got baggage metadata %q and tenant %q; want tenant=acme and acme, from A's context", got.meta, got.tenant)
+	}
+	hop, leafSpan := spanNamed(t, sr, "A/Hop"), spanNamed(t, sr, "B/Leaf")
+	if hop.Parent().SpanID() != root.SpanContext().SpanID() || leafSpan.Parent().SpanID() != hop.SpanContext().SpanID() {
+		t.Errorf("spans: A/Hop's parent %v (root %v), B/Leaf's %v (A/Hop %v)", hop.Parent().SpanID(), root.SpanContext().SpanID(), leafSpan.Parent().SpanID(), hop.SpanContext().SpanID())
+	}
+
+	// Baggage without a span: Inject carries it alone.
+	bctx := otelrpcd.Inject(baggage.ContextWithBaggage(context.Background(), bag))
+	if err := toB.Call(bctx, "B/Leaf", nil, &leaf); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-leafc; got.meta != "tenant=acme" || got.tenant != "acme" {
+		t.Errorf("with baggage and no span: B got %q and tenant %q", got.meta, got.tenant)
+	}
+
+	// Through the gateway: the header, repeated, becomes the call's baggage.
+	srv := httptest.NewServer(gateway.New(regA, gateway.Options{}))
+	defer srv.Close()
+	hc := &http.Client{Timeout: waitLimit, Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/rpc/A/Hop", strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Add("baggage", "region=eu")
+	req.Header.Add("baggage", "tenant=globex")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if tenant := <-hopc; tenant != "globex" {
+		t.Errorf("through the gateway, A's handler has tenant %q, want globex", tenant)
+	}
+	if got := <-leafc; got.tenant != "globex" || !strings.Contains(got.meta, "tenant=globex") || !strings.Contains(got.meta, "region=eu") {
+		t.Errorf("through the gateway, B got %q and tenant %q", got.meta, got.tenant)
 	}
 }

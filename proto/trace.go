@@ -9,3 +9,10 @@ const (
 	MetaTraceParent = "traceparent"
 	MetaTraceState  = "tracestate"
 )
+
+// MetaBaggage is the metadata key of W3C Baggage
+// (https://www.w3.org/TR/baggage/), in its text form, as the HTTP header
+// of the same name carries it: "key1=value1,key2=value2;property". rpcd's
+// client passes an incoming call's baggage on as it does the trace
+// context, and the gateway maps the header.
+const MetaBaggage = "baggage"

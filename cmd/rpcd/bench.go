@@ -42,6 +42,11 @@ Scenarios (-scenario), those of the NewLife.Remoting report, and Sum:
   EchoPacket16    Bench/EchoPacket, 16 raw bytes, echoed byte for byte
   EchoPacket2000  Bench/EchoPacket, 2000 raw bytes, echoed byte for byte
   Sum             Math/Sum, JSON, a and b new on every call; reply a+b
+  FanOut          publish/subscribe: one publisher, -subs subscribers on a
+                  connection each; messages/s delivered
+  StreamUpload    -c streams, each of -size bytes (default 256 MiB) to
+                  Bench/StreamSink; goodput and the server's memory
+  StreamDownload  the same from Bench/StreamSource
 -route loads a route of your own instead, sending the bytes of -payload FILE
 or -size N bytes, raw (or JSON with -json-codec: FILE must hold JSON, and
 -size N makes a JSON string of N bytes, quotes included). Its replies are
@@ -54,7 +59,11 @@ typed caller does; raw ones use CallRaw with a reply buffer per caller.
 Load: -c TCP connections, each with -inflight callers that call without
 pause (closed loop) during -d after -warmup, or until -n calls in total.
 -rate makes the load open loop: that many calls/s in total, each call's
-latency counted from its scheduled start, so a stalled server shows.
+latency counted from its scheduled start, so a stalled server shows. A run
+that makes less than 95% of -rate says so on standard error, and in the
+JSON (rate_reached, rate_shortfall), with what held it back: callers too
+few for the calls' latency (-c × -inflight / latency is the most they
+make), or this process falling behind its schedule.
 
 -matrix seed runs the NewLife table against one server: the six NewLife
 scenarios at 1, 4, 16, 20 and 32 callers with a connection each, and the
@@ -134,7 +143,7 @@ type benchFlags struct {
 func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	f := &benchFlags{}
 	fs.StringVar(&f.addr, "addr", "", "server `address` to load: host:port, unix:///path, or a service, etcd://ENDPOINTS/NAME or dns://[SERVER]/HOST:PORT (-c clients, each spreading calls over every node; docs/scale-out.md); empty starts a child \"rpcd serve\" on 127.0.0.1:0")
-	fs.StringVar(&f.scenario, "scenario", "NoArg", "`name` of the load: NoArg, EchoString16, EchoString2000, MultiArgs, EchoPacket16, EchoPacket2000, Sum, FanOut (publish/subscribe), or StreamUpload and StreamDownload (stream goodput, -size bytes per stream, default 256 MiB, -c streams)")
+	fs.StringVar(&f.scenario, "scenario", "NoArg", benchScenarioUsage())
 	fs.StringVar(&f.route, "route", "", "load this `route` instead of a scenario, with -payload or -size")
 	fs.StringVar(&f.payload, "payload", "", "with -route, send the bytes of this `file`")
 	fs.IntVar(&f.size, "size", 0, "with -route, send `N` bytes; with -scenario FanOut, the message size (default 16)")
@@ -146,7 +155,7 @@ func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.DurationVar(&f.duration, "d", benchDuration, "how long to measure; per cell with -matrix, where the default is 2s")
 	fs.Int64Var(&f.calls, "n", 0, "measure `N` calls in total instead of running for -d; per cell with -matrix")
 	fs.DurationVar(&f.warmup, "warmup", benchWarmup, "how long to call before measuring, calls not counted; 500ms by default with -matrix")
-	fs.Float64Var(&f.rate, "rate", 0, "open loop at `R` calls/s in total; 0 is closed loop, calling as fast as replies come")
+	fs.Float64Var(&f.rate, "rate", 0, "open loop at `R` calls/s in total (a warning if under 95% of it is made); 0 is closed loop, calling as fast as replies come")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "deadline of each call, and bound on connecting")
 	fs.IntVar(&f.maxFrame, "max-frame", proto.DefaultMaxFrameSize, "largest frame sent or read, header included, in `bytes`; given to the child server too")
 	fs.BoolVar(&f.jsonOut, "json", false, "write the results as JSON on standard output")
@@ -251,7 +260,7 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 		}
 		sc := lookupScenario(f.scenario)
 		if sc == nil {
-			return nil, usagef("-scenario is %q, want one of %s", f.scenario, strings.Join(scenarioNames(), ", "))
+			return nil, usagef("-scenario is %q, want one of %s", f.scenario, strings.Join(benchScenarioNames(), ", "))
 		}
 		p.cells = []benchCell{{sc: sc, conns: f.conns, inflight: f.inflight}}
 		return p, nil
@@ -365,11 +374,8 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 	if len(args) > 0 {
 		return usagef("unexpected argument %q", args[0])
 	}
-	if f.scenario == fanOutScenario {
-		return c.benchFanOut(f) // publish/subscribe: bench_fanout.go
-	}
-	if isStreamScenario(f.scenario) {
-		return c.benchStream(f) // streams: bench_stream.go
+	if run := otherLoad(f.scenario); run != nil && !f.set["route"] && f.matrix == "" {
+		return run(c, f) // publish/subscribe (bench_fanout.go), streams (bench_stream.go)
 	}
 	p, err := f.plan()
 	if err != nil {
@@ -450,10 +456,54 @@ sweeps:
 	if err := c.write(out.Bytes()); err != nil {
 		return err
 	}
+	for _, r := range reports {
+		if r.RateShortfall != "" {
+			fmt.Fprintf(c.stderr, "rpcd bench: %s\n", r.RateShortfall)
+		}
+	}
 	if runErr != nil {
 		return runErr
 	}
 	return allFailed(reports)
+}
+
+// rateReachedShare is the share of -rate a run must make for bench not
+// to warn that it fell short.
+const rateReachedShare = 0.95
+
+// rateShortfall says how far an open-loop run fell short of its rate and
+// what held it back: callers that were busy all the time were too few for
+// the calls' latency (Little's law: callers / latency is the most they
+// make); callers often idle mean this process could not keep its own
+// schedule.
+func rateShortfall(rate float64, cell benchCell, res loadgen.Result) string {
+	msg := fmt.Sprintf("-rate %g not reached: %.0f calls/s, %.0f%% of it.", rate, res.CallsPerSec, 100*res.CallsPerSec/rate)
+	callers := cell.conns * cell.inflight
+	secs := res.Elapsed.Seconds()
+	if res.Calls == 0 || secs <= 0 {
+		return msg + " No call completed."
+	}
+	perCall := res.BusySec / float64(res.Calls) // seconds in a call, from its actual start
+	if busy := res.BusySec / (float64(callers) * secs); busy < 0.9 {
+		return msg + fmt.Sprintf(" The callers were idle %.0f%% of the time yet fell behind their schedule: this process could not keep up (%.1f µs of its CPU a call, GOMAXPROCS %d).",
+			100*(1-busy), res.CPUPerCallUS, runtime.GOMAXPROCS(0))
+	}
+	who := fmt.Sprintf("%d callers (-c %d × -inflight %d), each call taking %s, make", callers, cell.conns, cell.inflight, usText(perCall))
+	if callers == 1 {
+		who = fmt.Sprintf("1 caller (-c 1 × -inflight 1), each call taking %s, makes", usText(perCall))
+	}
+	need := int(math.Ceil(rate * perCall))
+	return msg + fmt.Sprintf(" %s at most about %.0f calls/s: -rate %g needs -c × -inflight of at least %d, if the server keeps up."+
+		" Latency counts from each call's scheduled start, so it holds the wait behind the schedule.",
+		who, float64(callers)/perCall, rate, need)
+}
+
+// usText writes seconds as microseconds, or milliseconds past 10 ms.
+func usText(secs float64) string {
+	if secs >= 0.01 {
+		return fmt.Sprintf("%.1f ms", secs*1e3)
+	}
+	return fmt.Sprintf("%.0f µs", secs*1e6)
 }
 
 // medianRun returns the run with the median calls/s (the lower middle one
@@ -588,6 +638,13 @@ func (c *cli) runCell(ctx context.Context, f *benchFlags, p *benchPlan, target *
 			GOMAXPROCS:   runtime.GOMAXPROCS(0),
 		},
 	}
+	if f.rate > 0 {
+		reached := res.CallsPerSec >= rateReachedShare*f.rate
+		r.RateReached = &reached
+		if !reached {
+			r.RateShortfall = rateShortfall(f.rate, cell, res)
+		}
+	}
 	if cell.sc.custom {
 		r.Settings.Scenario = "custom"
 	}
@@ -623,10 +680,11 @@ func (c *cli) runCell(ctx context.Context, f *benchFlags, p *benchPlan, target *
 // -timeout.
 func (c *cli) dialBench(ctx context.Context, addr string, n int, f *benchFlags) ([]*client.Client, error) {
 	opts := client.Options{
-		Conns:       1,
-		Limits:      proto.Limits{MaxFrameSize: f.maxFrame},
-		DialTimeout: f.timeout,
-		Logger:      quietLogger(c.stderr),
+		Conns:        1,
+		Limits:       proto.Limits{MaxFrameSize: f.maxFrame},
+		DialTimeout:  f.timeout,
+		ProbeTimeout: min(probeTimeout, f.timeout),
+		Logger:       quietLogger(c.stderr),
 	}
 	if err := f.sec.apply(&opts); err != nil {
 		return nil, err

@@ -98,7 +98,7 @@ func (c *cli) benchFanOut(f *benchFlags) error {
 		})
 		cancel()
 		if err != nil {
-			return fmt.Errorf("rpcd: subscriber %d: %w", i, err)
+			return errorIn(fmt.Sprintf("subscriber %d", i), err)
 		}
 	}
 	minReceived := func() uint64 {

@@ -32,8 +32,12 @@ type benchReport struct {
 	P999US       float64           `json:"p999_us"`
 	MaxUS        float64           `json:"max_us"`
 	CPUPerCallUS float64           `json:"cpu_per_call_us"`
-	Runs         int               `json:"runs"` // the median of this many; errors are their sum
-	Settings     benchSettings     `json:"settings"`
+	// With -rate: whether calls/s came to rateReachedShare of it, and if
+	// not, what held it back, as the warning on standard error says.
+	RateReached   *bool         `json:"rate_reached,omitempty"`
+	RateShortfall string        `json:"rate_shortfall,omitempty"`
+	Runs          int           `json:"runs"` // the median of this many; errors are their sum
+	Settings      benchSettings `json:"settings"`
 }
 
 // benchSettings is how a run was made.

@@ -53,12 +53,58 @@ func lookupScenario(name string) *scenario {
 	return nil
 }
 
+// scenarioNames returns the names of the call scenarios, in table order.
 func scenarioNames() []string {
 	names := make([]string, len(scenarios))
 	for i, sc := range scenarios {
 		names[i] = sc.name
 	}
 	return names
+}
+
+// otherLoads are the loads bench's -scenario names that are not calls,
+// each with what it is and the function that runs it: with scenarios,
+// every name -scenario takes. bench dispatches on this table, and its
+// error and -h list it, so the three cannot disagree.
+var otherLoads = []struct {
+	name, what string
+	run        func(*cli, *benchFlags) error
+}{
+	{fanOutScenario, "publish/subscribe: one publisher, -subs subscribers", (*cli).benchFanOut},
+	{streamUploadScenario, "stream goodput to the server: -c streams of -size bytes (default 256 MiB)", (*cli).benchStream},
+	{streamDownloadScenario, "stream goodput from the server, as StreamUpload", (*cli).benchStream},
+}
+
+// otherLoad returns the entry of otherLoads called name, in any case, or
+// nil.
+func otherLoad(name string) func(*cli, *benchFlags) error {
+	for _, l := range otherLoads {
+		if strings.EqualFold(l.name, name) {
+			return l.run
+		}
+	}
+	return nil
+}
+
+// benchScenarioNames returns every name bench's -scenario takes: the call
+// scenarios, then the other loads.
+func benchScenarioNames() []string {
+	names := scenarioNames()
+	for _, l := range otherLoads {
+		names = append(names, l.name)
+	}
+	return names
+}
+
+// benchScenarioUsage is the usage of bench's -scenario.
+func benchScenarioUsage() string {
+	var b strings.Builder
+	b.WriteString("`name` of the load: ")
+	b.WriteString(strings.Join(scenarioNames(), ", "))
+	for _, l := range otherLoads {
+		b.WriteString(", " + l.name + " (" + l.what + ")")
+	}
+	return b.String()
 }
 
 // wrongReply returns an ErrWrongReply with the details.

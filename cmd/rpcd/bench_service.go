@@ -44,10 +44,11 @@ func (c *cli) dialCallers(ctx context.Context, addr string, n int, f *benchFlags
 		}, nil
 	}
 	opts := client.ServiceOptions{Options: client.Options{
-		Conns:       1,
-		Limits:      proto.Limits{MaxFrameSize: f.maxFrame},
-		DialTimeout: f.timeout,
-		Logger:      quietLogger(c.stderr),
+		Conns:        1,
+		Limits:       proto.Limits{MaxFrameSize: f.maxFrame},
+		DialTimeout:  f.timeout,
+		ProbeTimeout: min(probeTimeout, f.timeout),
+		Logger:       quietLogger(c.stderr),
 	}}
 	if err := f.sec.apply(&opts.Options); err != nil {
 		return nil, nil, err

@@ -80,7 +80,7 @@ func (c *cli) benchStream(f *benchFlags) error {
 
 	var before builtin.StatsReply
 	if err := probe.Call(ctx, builtin.Stats, nil, &before); err != nil {
-		return fmt.Errorf("rpcd: Sys/Stats: %w", err)
+		return errorIn(builtin.Stats, err)
 	}
 	var heapMax, rssMax atomic.Uint64
 	heapMax.Store(before.HeapInuse)
@@ -149,14 +149,14 @@ func moveStream(ctx context.Context, cl *client.Client, upload bool, size int64)
 			return err
 		}
 		if err := builtin.WritePattern(st, size); err != nil {
-			return fmt.Errorf("rpcd: %s: %w", builtin.StreamSink, err)
+			return errorIn(builtin.StreamSink, err)
 		}
 		if err := st.CloseSend(); err != nil {
 			return err
 		}
 		reply, err := io.ReadAll(st)
 		if err != nil {
-			return fmt.Errorf("rpcd: %s: %w", builtin.StreamSink, err)
+			return errorIn(builtin.StreamSink, err)
 		}
 		if len(reply) != 8 || int64(binary.BigEndian.Uint64(reply)) != size {
 			return fmt.Errorf("rpcd: %s counted %x, want %d bytes", builtin.StreamSink, reply, size)
@@ -175,7 +175,7 @@ func moveStream(ctx context.Context, cl *client.Client, upload bool, size int64)
 	}
 	n, err := io.CopyBuffer(io.Discard, st, make([]byte, 64<<10))
 	if err != nil {
-		return fmt.Errorf("rpcd: %s: %w", builtin.StreamSource, err)
+		return errorIn(builtin.StreamSource, err)
 	}
 	if n != size {
 		return fmt.Errorf("rpcd: %s sent %d bytes, want %d", builtin.StreamSource, n, size)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/internal/loadgen"
 )
 
 // The bench tests check what is measured and reported, never how fast:
@@ -591,6 +593,7 @@ func TestBenchUsage(t *testing.T) {
 		{"zero inflight", []string{"-inflight", "0"}, exitUsage, "-inflight is 0"},
 		{"too many callers", []string{"-c", "2000", "-inflight", "2000"}, exitUsage, "callers"},
 		{"unknown scenario", []string{"-scenario", "Nope"}, exitUsage, `-scenario is "Nope", want one of NoArg, EchoString16`},
+		{"route and a scenario that is not a call", []string{"-route", "Bench/EchoPacket", "-scenario", "FanOut"}, exitUsage, "-route and -scenario both"},
 		{"payload and size", []string{"-route", "Bench/EchoPacket", "-payload", notJSON, "-size", "3"}, exitUsage, "-payload and -size both"},
 		{"route and scenario", []string{"-route", "Bench/EchoPacket", "-scenario", "NoArg"}, exitUsage, "-route and -scenario both"},
 		{"size without route", []string{"-size", "3"}, exitUsage, "-size goes with -route"},
@@ -629,6 +632,40 @@ func TestBenchUsage(t *testing.T) {
 				t.Errorf("stdout %q, want none", stdout.String())
 			}
 		})
+	}
+}
+
+// TestBenchScenarioList: the names -scenario takes are the ten loads bench
+// has, each of which it accepts (a later flag stops it before any server
+// is started), and both its refusal of an unknown name and -h list them
+// all. The error listed seven, the call scenarios alone.
+func TestBenchScenarioList(t *testing.T) {
+	want := []string{"NoArg", "EchoString16", "EchoString2000", "MultiArgs", "EchoPacket16", "EchoPacket2000", "Sum", "FanOut", "StreamUpload", "StreamDownload"}
+	if got := benchScenarioNames(); !slices.Equal(got, want) {
+		t.Errorf("benchScenarioNames() = %q, want %q", got, want)
+	}
+	bench := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"bench"}, args...), strings.NewReader(""), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	_, _, refusal := bench("-scenario", "Nope")
+	if wantMsg := `-scenario is "Nope", want one of ` + strings.Join(want, ", ") + "\n"; !strings.Contains(refusal, wantMsg) {
+		t.Errorf("refusal %q, want %q", refusal, wantMsg)
+	}
+	_, help, _ := bench("-h")
+	for _, name := range benchScenarioNames() {
+		// Each is taken: the run stops at -c 0 or -subs 0, not at -scenario.
+		code, _, stderr := bench("-scenario", strings.ToLower(name), "-c", "0", "-subs", "0")
+		if code != exitUsage || strings.Contains(stderr, "-scenario is") || !strings.Contains(stderr, " is 0, want 1 or more") {
+			t.Errorf("-scenario %s: exit status %d, stderr %q; want it taken, and -c or -subs refused", name, code, stderr)
+		}
+		if !regexp.MustCompile(`(?m)^  ` + name + ` +\S`).MatchString(help) {
+			t.Errorf("-h does not describe %s", name)
+		}
+		if !strings.Contains(help, " "+name+",") && !strings.Contains(help, " "+name+" (") {
+			t.Errorf("-h's -scenario does not name %s", name)
+		}
 	}
 }
 
@@ -800,5 +837,53 @@ func TestBenchRawCallAllocs(t *testing.T) {
 	// by one; the client's own bound, at most one, holds either way.
 	if benchAllocs > 1 {
 		t.Errorf("%.2f allocations per call through bench, want at most 1 (%.2f by CallRaw alone)", benchAllocs, bareAllocs)
+	}
+}
+
+// TestBenchRateShortfall: an open-loop run that makes less than 95 % of
+// -rate warns on standard error, and marks its JSON, saying what held it
+// back; one that keeps up says rate_reached true and warns of nothing.
+// Before, a single caller asked for 100,000 calls/s made 30,000 with a
+// p50 of a second and said nothing.
+func TestBenchRateShortfall(t *testing.T) {
+	s := serveInProcess(t, nil)
+	run := func(rate string, length ...string) (map[string]any, string) {
+		out, errOut, code := callInProcess(append([]string{"bench", "-addr", s.addr, "-json", "-scenario", "EchoPacket16",
+			"-rate", rate, "-warmup", "0"}, length...)...)
+		if code != 0 {
+			t.Fatalf("-rate %s: exit status %d; stderr:\n%s", rate, code, errOut)
+		}
+		return decodeBench(t, []byte(out)), errOut
+	}
+
+	res, errOut := run("10000000", "-d", "500ms") // no single caller makes ten million calls a second
+	note, _ := res["rate_shortfall"].(string)
+	if res["rate_reached"] != false || !strings.HasPrefix(note, "-rate 1e+07 not reached: ") {
+		t.Errorf("rate_reached %v, rate_shortfall %q", res["rate_reached"], note)
+	}
+	callersNote := regexp.MustCompile(`1 caller \(-c 1 × -inflight 1\), each call taking \d+ µs, makes at most about \d+ calls/s: -rate 1e\+07 needs -c × -inflight of at least \d+, if the server keeps up`)
+	if !callersNote.MatchString(note) {
+		t.Errorf("rate_shortfall %q does not name the callers as the limit", note)
+	}
+	if errOut != "rpcd bench: "+note+"\n" {
+		t.Errorf("stderr %q, want the warning %q", errOut, "rpcd bench: "+note)
+	}
+
+	// A number of calls, not a time: a run of -d ends at -d, so its last
+	// calls' tail, long on a busy machine, would count against the rate.
+	res, errOut = run("200", "-n", "100")
+	if res["rate_reached"] != true || res["rate_shortfall"] != nil || errOut != "" {
+		t.Errorf("at 200 calls/s: rate_reached %v, rate_shortfall %v, stderr %q; want true and no warning", res["rate_reached"], res["rate_shortfall"], errOut)
+	}
+}
+
+// TestRateShortfallIdle: callers that were mostly idle and still fell
+// behind point at this process, not at their number.
+func TestRateShortfallIdle(t *testing.T) {
+	res := loadgen.Result{Calls: 1000, Elapsed: time.Second, CallsPerSec: 1000, BusySec: 0.2, CPUPerCallUS: 500}
+	note := rateShortfall(2000, benchCell{conns: 2, inflight: 2}, res)
+	want := "-rate 2000 not reached: 1000 calls/s, 50% of it. The callers were idle 95% of the time yet fell behind their schedule: this process could not keep up (500.0 µs of its CPU a call, GOMAXPROCS "
+	if !strings.HasPrefix(note, want) {
+		t.Errorf("%q\nwant it to begin %q", note, want)
 	}
 }

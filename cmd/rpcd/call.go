@@ -26,7 +26,9 @@ before it is sent; "-" reads it from standard input; without ARG the call
 carries no argument. The JSON reply is printed as the server sent it,
 followed by a newline. With -raw, ARG is sent as raw bytes (codec raw) and
 the reply is written as it came. A failed call prints the error, as in
-"rpcd: not found: no route No/Such", and exits 1.`,
+"rpcd: not found: no route No/Such", and exits 1. An address that is not
+an rpcd server (an HTTP or TLS port, one that says nothing) is named
+within a second.`,
 	example: `rpcd call Math/Sum '{"a":1,"b":2}'
 echo -n hello | rpcd call -raw Bench/EchoPacket -
 rpcd call -addr 10.0.0.7:7070 -timeout 1s -meta trace-id=abc123 Sys/Ping
@@ -66,8 +68,9 @@ func (d *dialFlags) check() error {
 // more of the client's options.
 func (c *cli) dial(ctx context.Context, d *dialFlags, also ...func(*client.Options)) (*client.Client, error) {
 	opts := client.Options{
-		Limits: proto.Limits{MaxFrameSize: d.maxFrame},
-		Logger: quietLogger(c.stderr),
+		Limits:       proto.Limits{MaxFrameSize: d.maxFrame},
+		ProbeTimeout: probeTimeout,
+		Logger:       quietLogger(c.stderr),
 	}
 	for _, f := range also {
 		f(&opts)
@@ -80,6 +83,12 @@ func (c *cli) dial(ctx context.Context, d *dialFlags, also ...func(*client.Optio
 	}
 	return client.Dial(ctx, d.addr, opts)
 }
+
+// probeTimeout is how long the commands that call a server wait for its
+// answer to the Ping each of their connections begins with: something
+// that is not rpcd (an HTTP or TLS port, a silent one) is named at once,
+// not found out when a call's -timeout has passed.
+const probeTimeout = time.Second
 
 // quietLogger is the clients' logger: warnings and errors only (the client
 // logs its reconnection attempts at debug level).
@@ -214,8 +223,9 @@ func (c *cli) dialCaller(ctx context.Context, f *callFlags) (interface {
 		return c.dial(ctx, &f.dialFlags)
 	}
 	opts := client.ServiceOptions{Options: client.Options{
-		Limits: proto.Limits{MaxFrameSize: f.maxFrame},
-		Logger: quietLogger(c.stderr),
+		Limits:       proto.Limits{MaxFrameSize: f.maxFrame},
+		ProbeTimeout: probeTimeout,
+		Logger:       quietLogger(c.stderr),
 	}}
 	if err := f.sec.apply(&opts.Options); err != nil {
 		return nil, err
@@ -230,10 +240,11 @@ func (c *cli) dialCaller(ctx context.Context, f *callFlags) (interface {
 }
 
 // checkJSON refuses, as a usage error, an argument named what that is not
-// one JSON value.
+// one JSON value, in the words a server uses for one ("not valid JSON:
+// unexpected '}' at byte 8, where a key belongs").
 func checkJSON(what string, b []byte) error {
-	if err := json.Unmarshal(b, new(json.RawMessage)); err != nil {
-		return usagef("%s is not valid JSON (%v); use -raw to send bytes", what, err)
+	if err := handler.JSON.Unmarshal(b, new(json.RawMessage)); err != nil {
+		return usagef("%s: %v; use -raw to send bytes", what, err)
 	}
 	return nil
 }

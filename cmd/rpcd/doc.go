@@ -96,6 +96,16 @@
 //	$ curl -s 127.0.0.1:7071/readyz
 //	ready
 //
+// With the standard OpenTelemetry variables naming a collector, serve
+// exports a server span per call over OTLP, the child of the traceparent
+// the call carries, and logs "rpcd: exporting spans"; without them it makes
+// none. OTEL_EXPORTER_OTLP_PROTOCOL is grpc, http/protobuf (the default) or
+// http/json; OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER and the others mean what
+// OpenTelemetry says; OTEL_SDK_DISABLED=true turns it off
+// (docs/configuration.md, docs/operating.md):
+//
+//	$ OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 rpcd serve
+//
 // Every flag is also read from the environment, as RPCD_ and the flag's
 // name in upper case with '-' as '_' (RPCD_MAX_CONNS for -max-conns), and
 // from the YAML file -config FILE (or $RPCD_CONFIG) names, whose keys are
@@ -125,7 +135,12 @@
 // With -raw, ARG is sent as raw bytes (codec raw) and the reply is written
 // exactly as it came, with no newline added. -meta adds a metadata entry to
 // the call and may be repeated. A failed call prints the error, as in
-// "rpcd: not found: no route No/Such", and exits 1.
+// "rpcd: not found: no route No/Such", and exits 1. A bad argument is named
+// by the server: "rpcd: invalid argument: Math/Sum: argument: field "a":
+// want a number, got a string at byte 6". An address that is not an rpcd
+// server is named within a second (call, routes, pub, sub and bench begin
+// each connection with a Ping): "rpcd: unavailable: 127.0.0.1:8080 answered
+// with bytes that are not rpcd frames (HTTP?)".
 //
 // call, routes and bench reach a secured server with -tls (trusting the
 // system's CAs), -tls-ca FILE, -tls-cert and -tls-key (a client

@@ -3,12 +3,15 @@ package main
 import (
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rpcd/rpcd/internal/dnstest"
 )
@@ -48,11 +51,13 @@ func TestProcessCall(t *testing.T) {
 		{name: "unknown route", args: []string{"call", "-addr", a, "No/Such"},
 			wantCode: 1, wantStderr: "rpcd: not found: no route No/Such"},
 		{name: "bad argument", args: []string{"call", "-addr", a, "Math/Sum", `"seven"`},
-			wantCode: 1, wantStderr: "rpcd: invalid argument: "},
+			wantCode: 1, wantStderr: "rpcd: invalid argument: Math/Sum: argument: want an object, got a string at byte 1\n"},
+		{name: "a string for a number", args: []string{"call", "-addr", a, "Math/Sum", `{"a":"x","b":2}`},
+			wantCode: 1, wantStderr: "rpcd: invalid argument: Math/Sum: argument: field \"a\": want a number, got a string at byte 6\n"},
 		{name: "json route called raw", args: []string{"call", "-raw", "-addr", a, "Math/Sum", `{"a":1,"b":2}`},
 			wantCode: 1, wantStderr: "rpcd: invalid argument: "},
 		{name: "invalid json", args: []string{"call", "-addr", a, "Math/Sum", `{"a":1,`},
-			wantCode: exitUsage, wantStderr: "not valid JSON"},
+			wantCode: exitUsage, wantStderr: "rpcd call: ARG: not valid JSON: it ends at byte 7, before the value is complete; use -raw to send bytes\n"},
 		{name: "empty stdin is not json", args: []string{"call", "-addr", a, "Math/Sum", "-"},
 			wantCode: exitUsage, wantStderr: "not valid JSON"},
 		{name: "bad meta", args: []string{"call", "-addr", a, "-meta", "novalue", "Sys/Ping"},
@@ -193,6 +198,45 @@ func TestProcessCallNoServer(t *testing.T) {
 	}
 }
 
+// TestProcessCallNotRPCD: call and routes aimed at something that is not an
+// rpcd server (an HTTP port, a TLS port, a port that says nothing) say so
+// within about a second, not when -timeout has passed.
+func TestProcessCallNotRPCD(t *testing.T) {
+	httpSrv := httptest.NewServer(http.NotFoundHandler())
+	defer httpSrv.Close()
+	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer tlsSrv.Close()
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts (the kernel does), never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	cases := []struct{ name, addr, want string }{
+		{"HTTP", strings.TrimPrefix(httpSrv.URL, "http://"), " answered with bytes that are not rpcd frames (HTTP?)\n"},
+		{"TLS", strings.TrimPrefix(tlsSrv.URL, "https://"), " closed the connection without answering an rpcd Ping: not an rpcd server, or one that wants TLS\n"},
+		{"silent", silent.Addr().String(), " did not answer an rpcd Ping within 1s: is it an rpcd server?\n"},
+	}
+	for _, tc := range cases {
+		for _, cmd := range []string{"call", "routes"} {
+			t.Run(tc.name+"/"+cmd, func(t *testing.T) {
+				args := []string{cmd, "-addr", tc.addr, "-timeout", "10s"}
+				if cmd == "call" {
+					args = append(args, "Math/Sum", `{"a":1,"b":2}`)
+				}
+				start := time.Now()
+				r := rpcd(t, "", args...)
+				took := time.Since(start)
+				if want := "rpcd: unavailable: " + tc.addr + tc.want; r.code != 1 || r.stderr != want {
+					t.Errorf("exit status %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
+				}
+				if took > 3*time.Second { // a second's probe, and a process started on a busy machine
+					t.Errorf("took %v against a -timeout of 10s", took)
+				}
+			})
+		}
+	}
+}
+
 // TestProcessHelp checks the help of the binary itself.
 func TestProcessHelp(t *testing.T) {
 	tests := []struct {
@@ -235,7 +279,7 @@ func TestProcessCallCompressed(t *testing.T) {
 	d := startServe(t, "-max-frame", "65536")
 	text := strings.Repeat("compressible text, ", 11000)[:200000]
 	r := rpcd(t, text, "call", "-compress", "gzip", "-max-frame", "1000000", "-raw", "-addr", d.addr, "Bench/EchoPacket", "-")
-	if r.code != 1 || !strings.Contains(r.stderr, "resource exhausted: rpcd: compressed payload expands past the limit") {
+	if r.code != 1 || r.stderr != "rpcd: resource exhausted: compressed payload expands past the limit\n" {
 		t.Errorf("a call that expands past the server's limit: exit %d, stderr %q", r.code, r.stderr)
 	}
 	r = rpcd(t, text[:60000], "call", "-compress", "gzip", "-raw", "-addr", d.addr, "Bench/EchoPacket", "-")

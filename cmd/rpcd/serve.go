@@ -115,6 +115,13 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 
 	reg := handler.NewRegistry()
 	counted := f.admin.count(reg) // nil without -admin; before other middleware, to count what it refuses
+	// Spans as the OTEL_* environment asks (none without it), of every
+	// call, refusals too; exported last, after the drain.
+	stopTracing, err := startTracing(reg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if sc.roles != nil {
 		reg.Use(auth.Require(auth.Roles(sc.roles)))
 	}

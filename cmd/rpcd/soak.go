@@ -189,7 +189,7 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 		sctx, cancel := context.WithTimeout(ctx, f.timeout)
 		defer cancel()
 		if err := statsCl[0].Call(sctx, builtin.Stats, nil, &st); err != nil {
-			return st, fmt.Errorf("rpcd: sampling the server (%s): %w", builtin.Stats, err)
+			return st, errorIn("sampling the server ("+builtin.Stats+")", err)
 		}
 		return st, nil
 	}

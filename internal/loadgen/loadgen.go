@@ -73,6 +73,13 @@ type Result struct {
 	P99US       float64          `json:"p99_us"`
 	P999US      float64          `json:"p999_us"`
 	MaxUS       float64          `json:"max_us"`
+	// BusySec is the time the callers spent in calls, from each call's
+	// actual start to its end, summed over the callers. Against Callers ×
+	// Elapsed it says how busy they were: an open loop that falls short of
+	// its Rate with its callers busy all the time had too few callers for
+	// the calls' latency; BusySec / Calls is that latency, without the wait
+	// behind the schedule that P50US and the others count.
+	BusySec float64 `json:"busy_sec"`
 	// CPUPerCall is this process's user+system CPU time over the measured
 	// part of the run, divided by the calls: the load generator's side of
 	// the bill (and the server's too, when it runs in this process).
@@ -103,6 +110,7 @@ type caller struct {
 	shard  *histShard
 	calls  int64
 	bytes  int64
+	busy   time.Duration // in calls: Result.BusySec
 	errors map[string]int64
 	lat    [32]int64 // latencies not yet in the shard
 	nlat   int
@@ -260,21 +268,24 @@ func (cl *caller) run(ctx context.Context, cfg Config, call CallFunc, t *tally, 
 		}
 		// One clock read per call: a call begins when the previous one
 		// ended, give or take the few nanoseconds of counting it.
-		began := now
+		began, sent := now, now
 		if interval > 0 {
-			if wait := next - time.Since(start); wait > 0 {
+			sent = time.Since(start)
+			if wait := next - sent; wait > 0 {
 				timer.Reset(wait) // no stale tick: since Go 1.23 Reset drains it
 				select {
 				case <-timer.C:
 				case <-done:
 					return
 				}
+				sent = next
 			}
 			began = next // latency counts from the schedule
 			next += interval
 		}
 		n, err := call(ctx, i)
 		now = time.Since(start)
+		cl.busy += now - sent
 		if err != nil && over(now) {
 			return // cut off by the end of the run, not a failure
 		}
@@ -310,9 +321,11 @@ func summarize(t *tally, elapsed, cpu time.Duration) Result {
 	}
 	r := Result{Elapsed: elapsed, ErrorsBy: map[string]int64{}}
 	var bytes int64
+	var busy time.Duration
 	for _, cl := range t.callers {
 		r.Calls += cl.calls
 		bytes += cl.bytes
+		busy += cl.busy
 		for k, v := range cl.errors {
 			r.ErrorsBy[k] += v
 			r.Errors += v
@@ -321,6 +334,7 @@ func summarize(t *tally, elapsed, cpu time.Duration) Result {
 	if len(r.ErrorsBy) == 0 {
 		r.ErrorsBy = nil
 	}
+	r.BusySec = busy.Seconds()
 	secs := elapsed.Seconds()
 	if secs > 0 {
 		r.CallsPerSec = float64(r.Calls) / secs

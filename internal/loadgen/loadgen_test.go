@@ -186,3 +186,31 @@ func BenchmarkClock(b *testing.B) {
 	})
 	_ = sink
 }
+
+// TestBusy: BusySec is the time callers spent in calls, not waiting for
+// their schedule: callers too few for the rate are busy all the time, and
+// BusySec / Calls is the calls' own latency, not the latency from the
+// schedule; callers ahead of a low rate are mostly idle.
+func TestBusy(t *testing.T) {
+	slow := func(context.Context, int) (int, error) {
+		time.Sleep(2 * time.Millisecond)
+		return 0, nil
+	}
+	short, err := Run(context.Background(), Config{Callers: 2, Duration: 300 * time.Millisecond, Rate: 10000}, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if busy := short.BusySec / (2 * short.Elapsed.Seconds()); busy < 0.9 {
+		t.Errorf("2 callers of 2ms calls at 10000/s: busy %.2f of the time, want nearly all", busy)
+	}
+	if per := short.BusySec / float64(short.Calls) * 1e6; per < 2000 || per > 10000 || short.P50US < 10*per {
+		t.Errorf("a call took %.0fµs in calls against p50 %.0fµs from the schedule; want 2ms or a little more, and p50 far above", per, short.P50US)
+	}
+	idle, err := Run(context.Background(), Config{Callers: 1, Duration: 300 * time.Millisecond, Rate: 50}, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if busy := idle.BusySec / idle.Elapsed.Seconds(); busy > 0.5 {
+		t.Errorf("1 caller of 2ms calls at 50/s: busy %.2f of the time, want about 0.1", busy)
+	}
+}

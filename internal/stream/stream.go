@@ -204,7 +204,7 @@ func (s *Stream) onCompressed(p []byte, zip proto.Compression, room int) error {
 	case errors.Is(err, compression.ErrTooLarge):
 		return protoErr("compressed stream data expands beyond the window granted or the frame limit")
 	case err != nil:
-		msg := "stream data does not expand: " + err.Error()
+		msg := "stream data does not expand: " + handler.MessageOf(err)
 		s.Reset(proto.CodeInvalidArgument, msg, &handler.Error{Code: proto.CodeInvalidArgument, Message: msg})
 		return nil
 	}

@@ -1,0 +1,19 @@
+package main
+
+import "strings"
+
+// errorIn returns err with what it happened in before its message, as
+// "rpcd: WHAT: MESSAGE", the prefix once however err begins; errors.Is and
+// errors.As see err.
+func errorIn(what string, err error) error { return &inError{what, err} }
+
+type inError struct {
+	what string
+	err  error
+}
+
+func (e *inError) Error() string {
+	return "rpcd: " + e.what + ": " + strings.TrimPrefix(e.err.Error(), "rpcd: ")
+}
+
+func (e *inError) Unwrap() error { return e.err }
