@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rpcd/rpcd/auth"
@@ -164,6 +165,8 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	builtin.Register(reg)
 	var srv *reactor.Server // set below, before any call can reach Sys/Stats
 	builtin.HandleStats(reg, func() int { return srv.Conns() })
+	var draining atomic.Bool // from the signal on, Sys/Health says NOT_SERVING
+	builtin.HandleHealth(reg, func() bool { return !draining.Load() && srv.Ready() })
 	if f.chaosLedger != "" {
 		closeLedger, err := handleChaosRecord(reg, f.chaosLedger)
 		if err != nil {
@@ -251,6 +254,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	sig := <-sigs
 	first := time.Now()
 	logger.Info("rpcd: draining", "signal", sig.String(), "timeout", f.drainTimeout.String())
+	draining.Store(true)
 	registered.deregister() // out of etcd before the GoAways: clients move their new calls elsewhere
 	ctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
 	defer cancel() // on a second signal, also cuts the drain short

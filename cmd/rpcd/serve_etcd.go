@@ -24,6 +24,7 @@ type etcdFlags struct {
 	advertise string
 	weight    int
 	meta      string
+	zone      string
 	ttl       time.Duration
 	access    etcdAccessFlags
 }
@@ -34,6 +35,7 @@ func (f *etcdFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.advertise, "advertise", "", "with -etcd: the `address` clients dial; empty means the address serve is bound to (which must then not be 0.0.0.0 or ::)")
 	fs.IntVar(&f.weight, "weight", 1, "with -etcd: this node's share of calls relative to the others' (1 to 100)")
 	fs.StringVar(&f.meta, "meta", "", "with -etcd: metadata listed with the node, as `key=value,...`")
+	fs.StringVar(&f.zone, "zone", "", "with -etcd: the node's `zone`, listed as its metadata zone=...; clients in the same zone prefer it (docs/scale-out.md)")
 	fs.DurationVar(&f.ttl, "etcd-ttl", etcd.DefaultTTL, "with -etcd: the lease's time to live: how long a node that died stays listed")
 	f.access.define(fs, "with -etcd")
 }
@@ -41,8 +43,10 @@ func (f *etcdFlags) define(fs *flag.FlagSet) {
 // check refuses flags that do not go together.
 func (f *etcdFlags) check() error {
 	switch {
-	case f.endpoints == "" && (f.service != "" || f.advertise != "" || f.meta != ""):
-		return usagef("-service, -advertise and -meta go with -etcd")
+	case f.endpoints == "" && (f.service != "" || f.advertise != "" || f.meta != "" || f.zone != ""):
+		return usagef("-service, -advertise, -meta and -zone go with -etcd")
+	case strings.ContainsAny(f.zone, ", ="):
+		return usagef("-zone is %q, want a name without commas, spaces or =", f.zone)
 	case f.endpoints == "" && f.access.given():
 		return usagef("-etcd-tls, -etcd-cacert, -etcd-cert, -etcd-key, -etcd-user and -etcd-password-file go with -etcd")
 	case f.endpoints != "" && f.service == "":
@@ -61,16 +65,24 @@ func (f *etcdFlags) check() error {
 }
 
 func (f *etcdFlags) metadata() (map[string]string, error) {
-	if f.meta == "" {
+	if f.meta == "" && f.zone == "" {
 		return nil, nil
 	}
 	m := map[string]string{}
-	for _, kv := range strings.Split(f.meta, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, usagef("-meta has %q, want key=value", kv)
+	if f.meta != "" {
+		for _, kv := range strings.Split(f.meta, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil, usagef("-meta has %q, want key=value", kv)
+			}
+			m[k] = v
 		}
-		m[k] = v
+	}
+	if f.zone != "" {
+		if _, dup := m[client.ZoneKey]; dup {
+			return nil, usagef("-meta names a zone, and so does -zone: give one")
+		}
+		m[client.ZoneKey] = f.zone
 	}
 	return m, nil
 }
@@ -122,7 +134,7 @@ func (f *etcdFlags) register(bound net.Addr, routes *handler.Registry, logger *s
 		cli.Close()
 		return nil, err
 	}
-	logger.Info("rpcd: registered", "etcd", f.endpoints, "key", reg.Key(), "weight", f.weight)
+	logger.Info("rpcd: registered", "etcd", f.endpoints, "key", reg.Key(), "weight", f.weight, "zone", f.zone)
 	return &registration{cli: cli, reg: reg, log: logger}, nil
 }
 
