@@ -134,7 +134,11 @@ func (f *etcdFlags) register(bound net.Addr, routes *handler.Registry, logger *s
 		cli.Close()
 		return nil, err
 	}
-	logger.Info("rpcd: registered", "etcd", f.endpoints, "key", reg.Key(), "weight", f.weight, "zone", f.zone)
+	attrs := []any{"etcd", f.endpoints, "key", reg.Key(), "weight", f.weight}
+	if f.zone != "" {
+		attrs = append(attrs, "zone", f.zone)
+	}
+	logger.Info("rpcd: registered", attrs...)
 	return &registration{cli: cli, reg: reg, log: logger}, nil
 }
 
