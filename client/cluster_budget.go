@@ -71,12 +71,3 @@ func (b *retryBudget) failed() bool {
 		}
 	}
 }
-
-// budgetTokens returns how many tokens k's retry budget holds now, or -1
-// with none.
-func (k *Cluster) budgetTokens() float64 {
-	if k.budget == nil {
-		return -1
-	}
-	return float64(k.budget.tokens.Load()) / 1000
-}
