@@ -42,6 +42,24 @@ type ServiceOptions struct {
 	// Hedge sends a copy of a slow call to a second node; the zero Hedge
 	// sends none.
 	Hedge Hedge
+
+	// Zone, if set, is the client's zone: calls go to the nodes whose
+	// Meta["zone"] (ZoneKey) is the same, as long as enough of them are
+	// fit, and spill over to the others as they fail: with fewer than 5 of
+	// 7 of the zone's weight fit (connected, not ejected, serving), a
+	// share of calls in proportion leaves the zone; with none, all do.
+	// Empty: no preference.
+	Zone string
+
+	// HealthCheck asks each node its status now and then, and sends
+	// calls away from those that say they do not serve; the zero
+	// HealthCheck asks nothing.
+	HealthCheck HealthCheck
+
+	// RetryBudget bounds the calls sent again to a share of those that
+	// succeed; the zero RetryBudget takes the defaults (100 tokens, a tenth
+	// of one back per success), a negative MaxTokens sets none.
+	RetryBudget RetryBudget
 }
 
 // Ejection is a circuit breaker per node: after Failures calls in a row
@@ -52,7 +70,8 @@ type ServiceOptions struct {
 // before that ejects it again at once, for twice as long as the last
 // time (at most 16 times Duration). Calls that were out on the node when
 // it was ejected, and failures that are the call's own (a bad argument, no
-// such route, a cancel), do not count.
+// such route, a cancel), do not count. A node that registers afresh (its
+// Node.Instance changes: a restart) starts with its breaker closed.
 type Ejection struct {
 	// Failures is how many calls in a row must fail; default 5, and a
 	// negative value never ejects.
@@ -90,6 +109,10 @@ type Cluster struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closed  atomic.Bool
+
+	throttled atomic.Uint64 // failed calls the retry budget kept from being sent again
+	budget    *retryBudget  // nil: none
+	holding   bool          // under mu: the resolver's latest set is empty, and the last good one is kept
 }
 
 // DialService returns a Cluster for the service target names:
@@ -154,6 +177,14 @@ func newCluster(name string, opts ServiceOptions, owned Resolver) *Cluster {
 	if opts.Ejection.Duration <= 0 {
 		opts.Ejection.Duration = 10 * time.Second
 	}
+	if opts.HealthCheck.Interval > 0 {
+		if opts.HealthCheck.Timeout <= 0 {
+			opts.HealthCheck.Timeout = min(opts.HealthCheck.Interval, time.Second)
+		}
+		if opts.HealthCheck.Route == "" {
+			opts.HealthCheck.Route = HealthRoute
+		}
+	}
 	each := opts.Options
 	each.MaxRetries = -1 // the cluster retries, on another node if it can
 	each.WaitForReady = false
@@ -167,32 +198,87 @@ func newCluster(name string, opts ServiceOptions, owned Resolver) *Cluster {
 		ready:   make(chan struct{}),
 		noNode:  &handler.Error{Code: proto.CodeUnavailable, Message: "no usable node of service " + name, Unprocessed: true},
 		sweep:   newTimeoutSweep(),
+		budget:  newRetryBudget(opts.RetryBudget),
 	}
 	if opts.Ejection.Failures > 0 {
 		k.eject = &opts.Ejection
 	}
 	k.icpt = chain(opts.Interceptors)
 	k.ctx, k.cancel = context.WithCancel(context.Background())
-	k.tab.Store(newTable(nil, opts.Balance))
+	k.tab.Store(newTable(nil, opts.Balance, opts.Zone))
 	return k
 }
+
+// holdCheck is how often a Cluster that keeps its last known nodes
+// against an empty set from its resolver checks that they still answer.
+const holdCheck = time.Second
 
 // follow applies the resolver's updates until it stops.
 func (k *Cluster) follow(updates <-chan []Node) {
 	defer k.wg.Done()
-	for nodes := range updates {
-		k.update(k.ctx, nodes)
+	t := time.NewTicker(holdCheck)
+	defer t.Stop()
+	for {
+		select {
+		case nodes, ok := <-updates:
+			if !ok {
+				return
+			}
+			k.update(k.ctx, nodes)
+		case <-t.C:
+			k.mu.Lock()
+			drop := k.holding && k.answeringLocked() == 0
+			k.mu.Unlock()
+			if drop {
+				k.update(k.ctx, nil)
+			}
+		}
 	}
+}
+
+// answeringLocked counts the members that answer calls now: connected,
+// not ejected, serving. k.mu is held.
+func (k *Cluster) answeringLocked() int {
+	n := 0
+	for _, m := range k.members {
+		if m != nil && m.c.usable() && !m.unfit() {
+			n++
+		}
+	}
+	return n
 }
 
 // update makes the cluster's members follow nodes: new ones are dialled
 // (ctx bounds the wait for the first dial; the dial goes on in the
-// background), gone ones drained, changed weights applied.
+// background), gone ones drained, changed weights applied, and a node
+// that registered afresh (a new Instance) taken as new. An empty set does
+// not replace one whose nodes still answer: the last good set stays, as
+// grpc-go keeps its last good addresses when its resolver fails, until
+// the resolver lists a node again or none of them answers.
 func (k *Cluster) update(ctx context.Context, nodes []Node) {
 	k.mu.Lock()
 	if k.closed.Load() {
 		k.mu.Unlock()
 		return
+	}
+	if len(nodes) == 0 && len(k.want) > 0 {
+		if n := k.answeringLocked(); n > 0 {
+			if !k.holding {
+				k.holding = true
+				k.node.Logger.Warn("rpcd: the resolver lists no node of the service; keeping the last known nodes, which still answer",
+					"service", k.name, "nodes", len(k.want), "answering", n)
+			}
+			k.mu.Unlock()
+			return
+		}
+	}
+	if k.holding {
+		k.holding = false
+		if len(nodes) > 0 {
+			k.node.Logger.Info("rpcd: the resolver lists nodes of the service again", "service", k.name, "nodes", len(nodes))
+		} else {
+			k.node.Logger.Warn("rpcd: none of the last known nodes answers; the service has no node", "service", k.name)
+		}
 	}
 	k.want = make(map[string]Node, len(nodes))
 	for _, n := range nodes {
@@ -201,10 +287,24 @@ func (k *Cluster) update(ctx context.Context, nodes []Node) {
 	var dialled []chan struct{}
 	for addr, n := range k.want {
 		if m, ok := k.members[addr]; ok {
-			if m != nil { // else being dialled: join reads k.want when it connects
-				m.Node = n // weight, routes, metadata: read under k.mu only; the table is rebuilt below
+			if m == nil {
+				continue // being dialled: join reads k.want when it connects
 			}
-			continue
+			if n.Instance == m.Instance || m.c.usable() {
+				if n.Instance != m.Instance {
+					m.fresh() // registered afresh, and connected already
+					k.node.Logger.Info("rpcd: node registered afresh", "service", k.name, "addr", addr)
+				}
+				m.Node = n // weight, routes, metadata: read under k.mu only; the table is rebuilt below
+				continue
+			}
+			// Registered afresh (restarted) while its connection is down:
+			// a new member, dialled at once, not on its old client's backoff.
+			k.node.Logger.Info("rpcd: node registered afresh", "service", k.name, "addr", addr)
+			delete(k.members, addr)
+			m.gone.Store(true)
+			k.wg.Add(1)
+			go k.drain(m)
 		}
 		first := make(chan struct{})
 		dialled = append(dialled, first)
@@ -257,8 +357,13 @@ func (k *Cluster) join(n Node, first chan struct{}) {
 			return
 		}
 		if err == nil {
-			k.members[n.Addr] = &node{Node: cur, c: c, eject: k.eject}
+			m := &node{Node: cur, c: c, eject: k.eject, budget: k.budget}
+			k.members[n.Addr] = m
 			k.publishLocked()
+			if k.opts.HealthCheck.Interval > 0 {
+				k.wg.Add(1)
+				go k.checkHealth(m, n.Addr)
+			}
 			k.mu.Unlock()
 			return
 		}
@@ -313,7 +418,7 @@ func (k *Cluster) publishLocked() {
 		}
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Addr < nodes[j].Addr })
-	k.tab.Store(newTable(nodes, k.opts.Balance))
+	k.tab.Store(newTable(nodes, k.opts.Balance, k.opts.Zone))
 	close(k.ready)
 	k.ready = make(chan struct{})
 }
@@ -325,6 +430,7 @@ type NodeStats struct {
 	Inflight int64  // calls on it now
 	Usable   bool   // it has a usable connection
 	Ejected  bool   // it gets no calls for now (ServiceOptions.Ejection)
+	Serving  bool   // its health checks say it serves (ServiceOptions.HealthCheck); true without them
 }
 
 // Nodes returns the nodes calls go to now, in address order.
@@ -334,7 +440,7 @@ func (k *Cluster) Nodes() []NodeStats {
 	t := k.tab.Load()
 	out := make([]NodeStats, 0, len(t.nodes))
 	for _, n := range t.nodes {
-		out = append(out, NodeStats{Node: n.Node, Calls: n.calls.Load(), Inflight: n.inflight.Load(), Usable: n.c.usable(), Ejected: n.out()})
+		out = append(out, NodeStats{Node: n.Node, Calls: n.calls.Load(), Inflight: n.inflight.Load(), Usable: n.c.usable(), Ejected: n.out(), Serving: !n.notServing.Load()})
 	}
 	return out
 }

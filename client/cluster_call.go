@@ -79,8 +79,9 @@ func (k *Cluster) pickFor(ctx context.Context, route string, payload []byte, avo
 			key, hasKey = affinityFrom(ctx)
 		}
 	}
+	w := want{route: route, key: key, hasKey: hasKey, avoid: avoid, advance: advance}
 	for range 4 { // a node that left between the load and acquire: pick again
-		n := k.tab.Load().pickFrom(k.opts.Balance, key, hasKey, avoid, advance)
+		n := k.tab.Load().pick(k.opts.Balance, &w)
 		if n == nil {
 			return nil, k.noNode
 		}
@@ -114,9 +115,10 @@ func (k *Cluster) do(ctx context.Context, codec proto.Codec, route string, paylo
 
 // sending is where a call through a cluster stands between its attempts.
 type sending struct {
-	last    *node // the node of the last attempt
-	retries int
-	ran     bool // an attempt may have run on a server
+	last      *node // the node of the last attempt
+	retries   int
+	redirects int  // attempts sent elsewhere after a node said it lacks the route
+	ran       bool // an attempt may have run on a server
 }
 
 // attempt sends a call once, to a node other than s.last if there is one,
@@ -129,6 +131,9 @@ func (k *Cluster) attempt(ctx context.Context, h proto.Header, route string, md 
 	err = n.c.once(ctx, h, route, md, payload, cl)
 	n.release()
 	n.record(err)
+	if err != nil {
+		n.noteMisrouted(route, err)
+	}
 	s.last = n
 	return err
 }
@@ -141,19 +146,32 @@ func (k *Cluster) resume(ctx context.Context, h proto.Header, route string, md p
 		if !handler.IsUnprocessed(err) {
 			s.ran = true
 		}
-		if err == k.noNode && k.opts.WaitForReady {
+		switch {
+		case err == k.noNode && k.opts.WaitForReady:
 			if werr := k.awaitNode(ctx, route, err); werr != nil {
 				return retryResult(s.ran, werr)
 			}
-		} else {
-			if s.retries >= k.opts.MaxRetries || !k.retryable(route, err, torn) {
+		case k.redirect(route, err, s):
+			// Sent at once to a node that may have the route; not a retry
+			// of MaxRetries, nor of the budget. Each node is asked once.
+			s.redirects++
+			k.retries.Add(1)
+		default:
+			if !k.retryable(route, err, torn) {
+				return retryResult(s.ran, err)
+			}
+			if k.budget != nil && !k.budget.failed() {
+				k.throttled.Add(1)
+				return retryResult(s.ran, err)
+			}
+			if s.retries >= k.opts.MaxRetries {
 				return retryResult(s.ran, err)
 			}
 			s.retries++
 			k.retries.Add(1)
 			// Another node is tried at once; the same node, or none, after
 			// the backoff, as a single client would.
-			if other := k.tab.Load().pick(k.opts.Balance, "", false, s.last); other == nil || other == s.last {
+			if !k.tab.Load().another(route, s.last) {
 				if werr := k.backoff(ctx, route, s.retries, err); werr != nil {
 					return retryResult(s.ran, werr)
 				}
@@ -245,7 +263,7 @@ func (k *Cluster) hedged(route string) bool {
 // f. It runs on the goroutine that failed the attempt (a reader), so it
 // only decides.
 func (k *Cluster) resend(f *Future, err error, torn bool) bool {
-	if !(err == k.noNode && k.opts.WaitForReady) && (k.opts.MaxRetries <= 0 || !k.retryable(f.route, err, torn)) {
+	if !(err == k.noNode && k.opts.WaitForReady) && (k.opts.MaxRetries <= 0 || !k.retryable(f.route, err, torn) && !k.redirect(f.route, err, &f.sent)) {
 		return false
 	}
 	go func() {
@@ -258,6 +276,18 @@ func (k *Cluster) resend(f *Future, err error, torn bool) bool {
 		f.complete(err)
 	}()
 	return true
+}
+
+// redirect reports whether a call whose attempt on s.last failed with
+// err, NotFound and Unprocessed (that node has no such route), goes to
+// another node at once: one that may have it, not yet asked, while
+// retries are on.
+func (k *Cluster) redirect(route string, err error, s *sending) bool {
+	if s.last == nil || k.opts.MaxRetries <= 0 || !misrouted(err) || k.closed.Load() {
+		return false
+	}
+	t := k.tab.Load()
+	return s.redirects < len(t.nodes)-1 && t.another(route, s.last)
 }
 
 // retryable is Client.retryable for the cluster's options.
@@ -328,3 +358,8 @@ func (k *Cluster) Retries() uint64 { return k.retries.Load() }
 // Hedges is the number of copies ServiceOptions.Hedge has sent since the
 // cluster was dialled.
 func (k *Cluster) Hedges() uint64 { return k.hedges.Load() }
+
+// Throttled is the number of failed calls the retry budget
+// (ServiceOptions.RetryBudget) has kept from being sent again since the
+// cluster was dialled.
+func (k *Cluster) Throttled() uint64 { return k.throttled.Load() }

@@ -39,7 +39,11 @@
 // A Cluster, from DialService, calls a service of several servers: one
 // Client per node, the nodes followed through a Resolver (Static, or etcd
 // with package discovery/etcd), calls spread by round robin, least calls in
-// flight or consistent hashing (Balance), with weights, and a failed call
-// sent again to another node by the same rules; it has a Client's calls,
-// futures (Go, GoRaw) among them. docs/scale-out.md has the guarantees.
+// flight or consistent hashing (Balance), with weights, only to nodes
+// that publish the call's route, preferring the client's zone, and a
+// failed call sent again to another node by the same rules, within a
+// retry budget; an empty set from the resolver does not replace nodes
+// that still answer, and health checks can keep calls off nodes that say
+// they do not serve. It has a Client's calls, futures (Go, GoRaw) among
+// them. docs/scale-out.md has the guarantees.
 package client

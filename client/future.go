@@ -145,6 +145,9 @@ func (f *Future) endAttempt(err error) {
 		f.node = nil
 		n.release()
 		n.record(err)
+		if err != nil {
+			n.noteMisrouted(f.route, err)
+		}
 	}
 }
 

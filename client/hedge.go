@@ -75,7 +75,7 @@ func (k *Cluster) hedge(ctx context.Context, h proto.Header, route string, md pr
 			return nil
 		}
 		err = f.err
-		if !k.retryable(route, err, false) {
+		if !k.retryable(route, err, false) && !misrouted(err) {
 			return err // a server's answer, or the call's context ended
 		}
 		if wait != nil {

@@ -16,11 +16,24 @@ type Node struct {
 	// Weight is the node's share of calls relative to the others';
 	// 0 means 1. Weights above MaxWeight count as MaxWeight.
 	Weight int `json:"weight,omitempty"`
-	// Routes are the routes the node serves, for information.
+	// Routes are the routes the node serves: a Cluster sends a call only
+	// to nodes whose Routes name its route, as long as one can take it.
+	// Empty means every route (a node that publishes none, as from DNS or
+	// Static).
 	Routes []string `json:"routes,omitempty"`
-	// Meta is free-form information about the node (zone, version, ...).
+	// Meta is free-form information about the node (version, ...). Its
+	// key "zone" is the node's zone, for ServiceOptions.Zone.
 	Meta map[string]string `json:"meta,omitempty"`
+	// Instance tells one registration of the node from the next: a
+	// Resolver sets it to what changes when a node registers afresh (for
+	// etcd, the key's lease), and a Cluster takes a node whose Instance
+	// changed for a new one, its breaker closed and its routes trusted
+	// again. Empty when the resolver cannot tell. Not in the JSON.
+	Instance string `json:"-"`
 }
+
+// ZoneKey is the key of Node.Meta that names the node's zone.
+const ZoneKey = "zone"
 
 // MaxWeight is the largest Node.Weight that counts.
 const MaxWeight = 100

@@ -30,6 +30,7 @@ func TestNodeEdges(t *testing.T) {
 	builtin.Register(reg)
 	var s *reactor.Server
 	builtin.HandleStats(reg, func() int { return s.Conns() })
+	builtin.HandleHealth(reg, func() bool { return s.Ready() })
 	s = reactor.New(reg, reactor.Options{})
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		t.Fatalf("start server: %v", err)

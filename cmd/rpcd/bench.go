@@ -134,6 +134,7 @@ type benchFlags struct {
 	sec        clientSecurityFlags
 	compress   compressFlag
 	etcd       etcdAccessFlags // for an etcd:// -addr
+	balance    balanceFlags    // for a service -addr
 	subs       int             // FanOut's subscribers
 
 	set map[string]bool // the flags given on the command line
@@ -164,6 +165,7 @@ func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	f.sec.define(fs)
 	f.compress.define(fs)
 	f.etcd.define(fs, "with an etcd:// -addr")
+	f.balance.define(fs, "with -balance hash: every call's `key`, \"{c}\" in it the number of its client (-c), so that user-{c} gives each client a node of its own")
 	return func(c *cli, args []string) error {
 		f.set = map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
@@ -217,6 +219,9 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 		return nil, usagef("the TLS and token flags go with -addr: the server bench starts itself serves plain TCP without authentication")
 	}
 	if err := f.etcd.checkTarget(f.addr); err != nil {
+		return nil, err
+	}
+	if err := f.balance.check(f.addr); err != nil {
 		return nil, err
 	}
 	p.runs = f.runs

@@ -26,7 +26,7 @@ func isServiceTarget(addr string) bool {
 
 // dialCallers opens n callers on addr: clients of one connection each for
 // a server, or, for a service, n Clusters each with one connection to
-// every node (round robin). It returns the function that closes them.
+// every node (by -balance). It returns the function that closes them.
 func (c *cli) dialCallers(ctx context.Context, addr string, n int, f *benchFlags) ([]caller, func(), error) {
 	callers := make([]caller, 0, n)
 	if !isServiceTarget(addr) {
@@ -65,7 +65,9 @@ func (c *cli) dialCallers(ctx context.Context, addr string, n int, f *benchFlags
 			k.Close()
 		}
 	}
-	for range n {
+	for i := range n {
+		opts := opts
+		f.balance.apply(&opts, i)
 		dctx, cancel := context.WithTimeout(ctx, f.timeout)
 		k, err := client.DialService(dctx, addr, opts)
 		cancel()

@@ -132,6 +132,8 @@ type callFlags struct {
 	raw  bool
 	meta metaFlag
 	etcd etcdAccessFlags // for an etcd:// -addr
+
+	balance balanceFlags // for a service -addr
 }
 
 // setupCall defines call's flags; see command.setup.
@@ -140,6 +142,7 @@ func setupCall(fs *flag.FlagSet) func(*cli, []string) error {
 	f.define(fs)
 	fs.Lookup("addr").Usage = "server `address`: host:port or unix:///path; or a service, etcd://ENDPOINTS/NAME, dns://[SERVER]/HOST:PORT (its A records; a name without port: its SRV records) or static://ADDR,ADDR/NAME, called on one of its nodes"
 	f.etcd.define(fs, "with an etcd:// -addr")
+	f.balance.define(fs, "with -balance hash: the call's `key`: calls with the same key go to the same node")
 	f.compress.define(fs)
 	fs.BoolVar(&f.raw, "raw", false, "send ARG as raw bytes (codec raw) and write the reply as it is")
 	fs.Var(&f.meta, "meta", "add `key=value` to the call's metadata; repeatable")
@@ -154,6 +157,9 @@ func (c *cli) call(f *callFlags, args []string) error {
 		return err
 	}
 	if err := f.etcd.checkTarget(f.addr); err != nil {
+		return err
+	}
+	if err := f.balance.check(f.addr); err != nil {
 		return err
 	}
 	route := args[0]
@@ -236,6 +242,7 @@ func (c *cli) dialCaller(ctx context.Context, f *callFlags) (interface {
 	if err := f.etcd.registerScheme(); err != nil {
 		return nil, err
 	}
+	f.balance.apply(&opts, 0)
 	return client.DialService(ctx, f.addr, opts)
 }
 

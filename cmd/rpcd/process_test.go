@@ -68,6 +68,18 @@ func TestProcessCall(t *testing.T) {
 			wantStdout: "3\n"},
 		{name: "a service, raw", args: []string{"call", "-raw", "-addr", "static://" + a + "," + a + "/svc", "Bench/EchoPacket", "hi"},
 			wantStdout: "hi"},
+		{name: "a service, hashed", args: []string{"call", "-addr", "static://" + a + "," + a + "/svc", "-balance", "hash", "-hash-key", "user-1", "Math/Sum", `{"a":1,"b":2}`},
+			wantStdout: "3\n"},
+		{name: "a service, least in flight", args: []string{"call", "-addr", "static://" + a + "/svc", "-balance", "least-inflight", "Sys/Ping"},
+			wantStdout: "\"pong\"\n"},
+		{name: "health", args: []string{"call", "-addr", a, "Sys/Health"},
+			wantStdout: "\"SERVING\"\n"},
+		{name: "unknown balance", args: []string{"call", "-addr", "static://" + a + "/svc", "-balance", "random", "Sys/Ping"},
+			wantCode: exitUsage, wantStderr: `-balance is "random", want round-robin, least-inflight or hash`},
+		{name: "balance without a service", args: []string{"call", "-addr", a, "-balance", "hash", "Sys/Ping"},
+			wantCode: exitUsage, wantStderr: "-balance and -hash-key go with a service -addr"},
+		{name: "hash key without hash", args: []string{"call", "-addr", "static://" + a + "/svc", "-hash-key", "k", "Sys/Ping"},
+			wantCode: exitUsage, wantStderr: "-hash-key goes with -balance hash"},
 		{name: "compressed", stdin: strings.Repeat("compressible text, ", 1000), args: []string{"call", "-compress", "zstd", "-raw", "-addr", a, "Bench/EchoPacket", "-"},
 			wantStdout: strings.Repeat("compressible text, ", 1000)},
 		{name: "unknown compression", args: []string{"call", "-compress", "lz4", "-addr", a, "Sys/Ping"},
@@ -99,7 +111,7 @@ func TestProcessCall(t *testing.T) {
 			t.Fatalf("exit status %d, stderr %q", r.code, r.stderr)
 		}
 		got := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-		for _, want := range []string{"Bench/EchoPacket", "Bench/EchoString", "Bench/MultiArgs", "Bench/NoArg", "Math/Sum", "Sys/Ping", "Sys/Routes"} {
+		for _, want := range []string{"Bench/EchoPacket", "Bench/EchoString", "Bench/MultiArgs", "Bench/NoArg", "Math/Sum", "Sys/Health", "Sys/Ping", "Sys/Routes"} {
 			if !slices.Contains(got, want) {
 				t.Errorf("routes lack %s; got:\n%s", want, r.stdout)
 			}

@@ -53,6 +53,8 @@ func TestRunUsage(t *testing.T) {
 		{"call meta empty key", []string{"call", "-meta", "=v", "Sys/Ping"}, exitUsage, "", "want 1 to 255"},
 		{"call meta bad key", []string{"call", "-meta", "k\x01=v", "Sys/Ping"}, exitUsage, "", "is not printable ASCII"},
 		{"call meta long key", []string{"call", "-meta", strings.Repeat("k", 256) + "=v", "Sys/Ping"}, exitUsage, "", "key of 256 bytes"},
+		{"bench balance without a service", []string{"bench", "-balance", "least-inflight"}, exitUsage, "", "-balance and -hash-key go with a service -addr"},
+		{"bench hash key without hash", []string{"bench", "-addr", "static://127.0.0.1:1/svc", "-hash-key", "k"}, exitUsage, "", "-hash-key goes with -balance hash"},
 		{"routes -h", []string{"routes", "-h"}, 0, "rpcd routes -addr", ""},
 		{"routes argument", []string{"routes", "extra"}, exitUsage, "", `unexpected argument "extra"`},
 		{"routes zero timeout", []string{"routes", "-timeout", "-1s"}, exitUsage, "", "-timeout is -1s"},

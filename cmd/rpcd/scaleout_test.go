@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,7 +70,7 @@ func TestServeEtcdCluster(t *testing.T) {
 	start := func(i int) {
 		ledgers[i] = filepath.Join(dir, fmt.Sprintf("ledger%d", i))
 		nodes[i] = startServe(t, "-etcd", ep, "-service", "ledger", "-etcd-ttl", "2s", "-loops", "1",
-			"-meta", fmt.Sprintf("node=%d", i), "-chaos-ledger", ledgers[i])
+			"-meta", fmt.Sprintf("node=%d", i), "-zone", "z1", "-chaos-ledger", ledgers[i])
 		if !strings.Contains(nodes[i].log.String(), "rpcd: registered") {
 			t.Fatalf("node %d serves without saying it registered; log:\n%s", i, nodes[i].log.String())
 		}
@@ -84,8 +85,8 @@ func TestServeEtcdCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k.Close()
-	if got := k.Nodes(); len(got) != 3 || got[0].Meta["node"] == "" || len(got[0].Routes) == 0 {
-		t.Fatalf("nodes %+v, want 3 with routes and metadata", got)
+	if got := k.Nodes(); len(got) != 3 || got[0].Meta["node"] == "" || got[0].Meta[client.ZoneKey] != "z1" || len(got[0].Routes) == 0 {
+		t.Fatalf("nodes %+v, want 3 with routes, metadata and zone z1", got)
 	}
 
 	for i := range 300 {
@@ -226,6 +227,9 @@ func TestServeEtcdFlags(t *testing.T) {
 		{[]string{"-etcd", "127.0.0.1:1", "-service", "a/b"}, "without slashes"},
 		{[]string{"-etcd", "127.0.0.1:1", "-service", "a", "-weight", "0"}, "-weight is 0"},
 		{[]string{"-etcd", "127.0.0.1:1", "-service", "a", "-meta", "novalue"}, "want key=value"},
+		{[]string{"-zone", "a"}, "go with -etcd"},
+		{[]string{"-etcd", "127.0.0.1:1", "-service", "a", "-zone", "a,b"}, "-zone is \"a,b\""},
+		{[]string{"-etcd", "127.0.0.1:1", "-service", "a", "-zone", "a", "-meta", "zone=b"}, "-meta names a zone, and so does -zone"},
 		{[]string{"-etcd-user", "u", "-etcd-password-file", "f"}, "go with -etcd"},
 		{[]string{"-etcd", "127.0.0.1:1", "-service", "a", "-etcd-cert", "c.pem"}, "-etcd-cert and -etcd-key go together"},
 		{[]string{"-etcd", "127.0.0.1:1", "-service", "a", "-etcd-user", "u"}, "-etcd-user and -etcd-password-file go together"},
@@ -278,6 +282,19 @@ func TestBenchService(t *testing.T) {
 		if n < 500 {
 			t.Errorf("node %d ran %d of 2000 calls", i, n)
 		}
+	}
+
+	// -balance hash with one key: every call on one node.
+	r = rpcd(t, "", "bench", "-addr", "etcd://"+ep+"/bench", "-route", chaosRecord, "-size", "8",
+		"-c", "2", "-inflight", "4", "-n", "1000", "-warmup", "0", "-json", "-balance", "hash", "-hash-key", "one-user")
+	if r.code != 0 {
+		t.Fatalf("bench -balance hash exited %d; stderr:\n%s", r.code, r.stderr)
+	}
+	_, after := ledgerLines(t, ledgers...)
+	moved := []int{after[0] - per[0], after[1] - per[1]}
+	t.Logf("-balance hash -hash-key one-user: calls per node %v", moved)
+	if !slices.Equal(moved, []int{1000, 0}) && !slices.Equal(moved, []int{0, 1000}) {
+		t.Errorf("-balance hash with one key: calls per node %v, want all 1000 on one", moved)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rpcd/rpcd/auth"
@@ -131,6 +132,8 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	builtin.Register(reg)
 	var srv *reactor.Server // set below, before any call can reach Sys/Stats
 	builtin.HandleStats(reg, func() int { return srv.Conns() })
+	var draining atomic.Bool // from the signal on, Sys/Health says NOT_SERVING
+	builtin.HandleHealth(reg, func() bool { return !draining.Load() && srv.Ready() })
 	if f.chaosLedger != "" {
 		closeLedger, err := handleChaosRecord(reg, f.chaosLedger)
 		if err != nil {
@@ -220,6 +223,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	first := time.Now()
 	logger.Info("rpcd: draining", "signal", sig.String(), "timeout", f.drainTimeout.String())
 	notifySystemd(logger, "STOPPING=1\nSTATUS=draining on "+sig.String())
+	draining.Store(true)
 	registered.deregister() // out of etcd before the GoAways: clients move their new calls elsewhere
 	ctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
 	defer cancel() // on a second signal, also cuts the drain short

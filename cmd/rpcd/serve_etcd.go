@@ -25,6 +25,7 @@ type etcdFlags struct {
 	advertise string
 	weight    int
 	meta      string
+	zone      string
 	ttl       time.Duration
 	access    etcdAccessFlags
 	config    etcd.Config // how to reach etcd, made by check
@@ -36,6 +37,7 @@ func (f *etcdFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.advertise, "advertise", "", "with -etcd: the `address` clients dial; empty means the address serve is bound to (which must then not be 0.0.0.0 or ::)")
 	fs.IntVar(&f.weight, "weight", 1, "with -etcd: this node's share of calls relative to the others' (1 to 100)")
 	fs.StringVar(&f.meta, "meta", "", "with -etcd: metadata listed with the node, as `key=value,...`")
+	fs.StringVar(&f.zone, "zone", "", "with -etcd: the node's `zone`, listed as its metadata zone=...; clients in the same zone prefer it (docs/scale-out.md)")
 	fs.DurationVar(&f.ttl, "etcd-ttl", etcd.DefaultTTL, "with -etcd: the lease's time to live: how long a node that died stays listed")
 	f.access.define(fs, "with -etcd")
 }
@@ -46,8 +48,11 @@ func (f *etcdFlags) define(fs *flag.FlagSet) {
 func (f *etcdFlags) check(addr string) error {
 	var errs []error
 	add := func(err error) { errs = append(errs, err) }
-	if f.endpoints == "" && (f.service != "" || f.advertise != "" || f.meta != "") {
-		add(usagef("-service, -advertise and -meta go with -etcd"))
+	if f.endpoints == "" && (f.service != "" || f.advertise != "" || f.meta != "" || f.zone != "") {
+		add(usagef("-service, -advertise, -meta and -zone go with -etcd"))
+	}
+	if strings.ContainsAny(f.zone, ", =") {
+		add(usagef("-zone is %q, want a name without commas, spaces or =", f.zone))
 	}
 	if f.endpoints == "" && f.access.given() {
 		add(usagef("-etcd-tls, -etcd-cacert, -etcd-cert, -etcd-key, -etcd-user and -etcd-password-file go with -etcd"))
@@ -95,16 +100,24 @@ func unspecifiedHost(addr string) bool {
 }
 
 func (f *etcdFlags) metadata() (map[string]string, error) {
-	if f.meta == "" {
+	if f.meta == "" && f.zone == "" {
 		return nil, nil
 	}
 	m := map[string]string{}
-	for _, kv := range strings.Split(f.meta, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, usagef("-meta has %q, want key=value", kv)
+	if f.meta != "" {
+		for _, kv := range strings.Split(f.meta, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil, usagef("-meta has %q, want key=value", kv)
+			}
+			m[k] = v
 		}
-		m[k] = v
+	}
+	if f.zone != "" {
+		if _, dup := m[client.ZoneKey]; dup {
+			return nil, usagef("-meta names a zone, and so does -zone: give one")
+		}
+		m[client.ZoneKey] = f.zone
 	}
 	return m, nil
 }
@@ -152,7 +165,11 @@ func (f *etcdFlags) register(bound net.Addr, routes *handler.Registry, logger *s
 		cli.Close()
 		return nil, err
 	}
-	logger.Info("rpcd: registered", "etcd", f.endpoints, "key", reg.Key(), "weight", f.weight)
+	attrs := []any{"etcd", f.endpoints, "key", reg.Key(), "weight", f.weight}
+	if f.zone != "" {
+		attrs = append(attrs, "zone", f.zone)
+	}
+	logger.Info("rpcd: registered", attrs...)
 	return &registration{cli: cli, reg: reg, log: logger}, nil
 }
 

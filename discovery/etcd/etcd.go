@@ -11,9 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/rpcd/rpcd/client"
 )
@@ -56,6 +59,9 @@ type Config struct {
 // DefaultDialTimeout is Config.DialTimeout's default.
 const DefaultDialTimeout = 5 * time.Second
 
+// reconnectMax is the longest wait between attempts to reconnect to etcd.
+const reconnectMax = time.Second
+
 // Connect returns an etcd client for cfg, logging nothing (etcd's client
 // logs through zap; rpcd logs through slog). With a user it authenticates
 // before it returns, and fails if etcd refuses the password; a TLS
@@ -77,6 +83,19 @@ func Connect(cfg Config) (*clientv3.Client, error) {
 		Username:    cfg.Username,
 		Password:    cfg.Password,
 		Logger:      zap.NewNop(),
+		// A connection that breaks is dialled again within a second, for
+		// as long as etcd is away: gRPC's own backoff grows to 120 s, so
+		// that after an outage of a minute the client would come back up
+		// to a minute after etcd did, too late for a lease etcd revives
+		// for its TTL.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectMax},
+			MinConnectTimeout: cfg.DialTimeout,
+		})},
+		// A connection to an etcd that went silent (a cut, not a refusal)
+		// is found broken within DialKeepAliveTime plus its timeout.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
 	})
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -158,7 +177,8 @@ type RegisterOptions struct {
 	// TTL is the lease's time to live; default DefaultTTL. The lease is
 	// renewed about every TTL/3.
 	TTL time.Duration
-	// Logger receives a line when the lease is lost and renewed; default
+	// Logger receives a line when etcd has not renewed the lease within
+	// its TTL, and one when the node is listed again; default
 	// slog.Default().
 	Logger *slog.Logger
 }
@@ -181,9 +201,13 @@ type Registration struct {
 }
 
 // Register lists node as a member of service in etcd, under a lease of
-// opts.TTL that a goroutine keeps alive; if the lease is ever lost (etcd
-// unreachable for longer than the TTL), it registers again as soon as etcd
-// answers. Deregister removes the node.
+// opts.TTL that a goroutine keeps alive until Deregister, through outages
+// of etcd: when etcd has not answered for the lease's TTL, the goroutine
+// renews the same lease as soon as etcd answers again (etcd revives the
+// leases it holds, for their TTL, when it comes back), and only if etcd
+// no longer has it, registers under a new one. Its attempts last a second
+// each and follow each other within a second, so the node is listed again
+// within about two seconds of etcd's return.
 func Register(ctx context.Context, cli *clientv3.Client, service string, node client.Node, opts RegisterOptions) (*Registration, error) {
 	if service == "" || strings.Contains(service, "/") {
 		return nil, fmt.Errorf("rpcd: bad service name %q", service)
@@ -226,15 +250,22 @@ func (r *Registration) put(ctx context.Context) (<-chan *clientv3.LeaseKeepAlive
 		cancel()
 		return nil, fmt.Errorf("rpcd: etcd put %s: %w", r.key, err)
 	}
-	// The keep-alive lives as long as the registration, not ctx.
+	return r.keepAlive(lease.ID)
+}
+
+// keepAlive starts keeping lease alive, in place of the lease kept alive
+// so far, if any.
+func (r *Registration) keepAlive(lease clientv3.LeaseID) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	// The keep-alive lives as long as the registration, not a caller's
+	// context.
 	kctx, cancel := context.WithCancel(context.Background())
-	alive, err := r.cli.KeepAlive(kctx, lease.ID)
+	alive, err := r.cli.KeepAlive(kctx, lease)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("rpcd: etcd keep-alive for %s: %w", r.key, err)
 	}
 	r.mu.Lock()
-	r.lease = lease.ID
+	r.lease = lease
 	prev := r.cancelAlive
 	r.cancelAlive = cancel
 	r.mu.Unlock()
@@ -244,38 +275,103 @@ func (r *Registration) put(ctx context.Context) (<-chan *clientv3.LeaseKeepAlive
 	return alive, nil
 }
 
-// keep drains the keep-alive responses and registers again when the lease
-// is lost, until ctx ends.
+// renewAttempt bounds one attempt to renew the lease, or to register
+// again, once etcd has not renewed it within its TTL; renewWaitMax is the
+// longest wait between attempts (they start 100 ms apart and double).
+const (
+	renewAttempt = time.Second
+	renewWaitMax = time.Second
+)
+
+// renew keeps the registration's lease alive again if etcd still has it,
+// and otherwise registers under a new one (fresh is then true). Its lease
+// still alive, the key is put back under it if it is no longer there.
+func (r *Registration) renew(ctx context.Context) (alive <-chan *clientv3.LeaseKeepAliveResponse, fresh bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, renewAttempt)
+	defer cancel()
+	r.mu.Lock()
+	lease := r.lease
+	r.mu.Unlock()
+	if lease != 0 {
+		_, err := r.cli.KeepAliveOnce(ctx, lease)
+		switch {
+		case err == nil:
+			if err := r.ensure(ctx, lease); err != nil {
+				return nil, false, err
+			}
+			alive, err := r.keepAlive(lease)
+			return alive, false, err
+		case !errors.Is(err, rpctypes.ErrLeaseNotFound):
+			return nil, false, err
+		}
+	}
+	alive, err = r.put(ctx)
+	return alive, true, err
+}
+
+// ensure puts the key, under lease, unless it is there with the
+// registration's value under lease already (someone may have deleted it).
+func (r *Registration) ensure(ctx context.Context, lease clientv3.LeaseID) error {
+	_, err := r.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(r.key), "=", lease), clientv3.Compare(clientv3.Value(r.key), "=", r.value)).
+		Else(clientv3.OpPut(r.key, r.value, clientv3.WithLease(lease))).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("rpcd: etcd put %s: %w", r.key, err)
+	}
+	return nil
+}
+
+// keep drains the keep-alive responses and, when etcd has not renewed the
+// lease within its TTL, renews it or registers again as soon as etcd
+// answers, until ctx ends or the etcd client is closed.
 func (r *Registration) keep(ctx context.Context, alive <-chan *clientv3.LeaseKeepAliveResponse) {
 	defer close(r.done)
+	closed := r.cli.Ctx().Done() // the etcd client was closed under the registration
 	for {
+		answered := time.Now()
 	drain:
 		for {
 			select {
 			case _, ok := <-alive:
-				if !ok { // the lease expired, or etcd was unreachable for its TTL
+				if !ok { // no answer from etcd within the TTL, or the lease is gone
 					break drain
 				}
+				answered = time.Now()
 			case <-ctx.Done():
+				return
+			case <-closed:
 				return
 			}
 		}
-		r.log.Warn("rpcd: etcd lease lost; registering again", "key", r.key)
+		lost := time.Now()
+		r.log.Warn("rpcd: etcd has not renewed the lease within its TTL; renewing it as soon as etcd answers", "key", r.key, "ttl", r.ttl.String(), "silent", lost.Sub(answered).Round(time.Millisecond).String())
 		for attempt := 0; ; attempt++ {
-			pctx, cancel := context.WithTimeout(ctx, r.ttl)
-			a, err := r.put(pctx)
-			cancel()
+			a, fresh, err := r.renew(ctx)
 			if err == nil {
 				alive = a
+				r.mu.Lock()
+				lease := r.lease
+				r.mu.Unlock()
+				if fresh {
+					r.log.Info("rpcd: registered again", "key", r.key, "lease", fmt.Sprintf("%x", int64(lease)), "after", time.Since(lost).Round(time.Millisecond).String())
+				} else {
+					r.log.Info("rpcd: etcd registration kept", "key", r.key, "lease", fmt.Sprintf("%x", int64(lease)), "after", time.Since(lost).Round(time.Millisecond).String())
+				}
 				break
 			}
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || r.cli.Ctx().Err() != nil {
 				return
 			}
-			r.log.Warn("rpcd: etcd registration failed", "key", r.key, "err", err)
+			// The first failure, then about one in every five to ten seconds.
+			if attempt%5 == 0 {
+				r.log.Warn("rpcd: etcd registration not renewed yet", "key", r.key, "attempt", attempt+1, "err", err)
+			}
 			select {
-			case <-time.After(min(time.Second<<min(attempt, 4), r.ttl)):
+			case <-time.After(min(100*time.Millisecond<<min(attempt, 4), renewWaitMax)):
 			case <-ctx.Done():
+				return
+			case <-closed:
 				return
 			}
 		}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/rpcd/rpcd/client"
@@ -75,7 +77,7 @@ func (r *Resolver) read(ctx context.Context, prefix string) (map[string]client.N
 	}
 	nodes := make(map[string]client.Node, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		if n, ok := decode(kv.Value); ok {
+		if n, ok := decode(kv); ok {
 			nodes[string(kv.Key)] = n
 		}
 	}
@@ -112,7 +114,7 @@ func (r *Resolver) follow(ctx context.Context, prefix string, out chan []client.
 				key := string(ev.Kv.Key)
 				switch ev.Type {
 				case clientv3.EventTypePut:
-					if n, ok := decode(ev.Kv.Value); ok {
+					if n, ok := decode(ev.Kv); ok {
 						nodes[key] = n
 					} else {
 						delete(nodes, key)
@@ -143,11 +145,14 @@ func send(ctx context.Context, out chan []client.Node, nodes []client.Node) bool
 	}
 }
 
-func decode(v []byte) (client.Node, bool) {
+// decode returns the node kv lists, its Instance the key's lease: a node
+// that registers afresh (a restart, a lease lost) has a new one.
+func decode(kv *mvccpb.KeyValue) (client.Node, bool) {
 	var n client.Node
-	if err := json.Unmarshal(v, &n); err != nil || n.Addr == "" {
+	if err := json.Unmarshal(kv.Value, &n); err != nil || n.Addr == "" {
 		return n, false
 	}
+	n.Instance = strconv.FormatInt(kv.Lease, 16)
 	return n, true
 }
 

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,6 +103,34 @@ func StartSecure(t testing.TB) Secure {
 
 func start(t testing.TB, cfg *embed.Config, clientScheme string) string {
 	t.Helper()
+	return startServer(t, cfg, clientScheme).Endpoint
+}
+
+// Server is an etcd server embedded in a test that can be stopped and
+// started again, as an outage of etcd: its data directory and its ports
+// stay the same, so its clients find it again, with its keys and leases.
+type Server struct {
+	// Endpoint is the client endpoint, 127.0.0.1:port, the same across
+	// restarts.
+	Endpoint string
+
+	t   testing.TB
+	cfg *embed.Config
+
+	mu sync.Mutex
+	e  *embed.Etcd // nil while stopped
+}
+
+// StartServer runs an etcd server as Start does and returns it, for a
+// test that stops and starts it again (Stop, Restart). It is stopped
+// when t ends.
+func StartServer(t testing.TB) *Server {
+	t.Helper()
+	return startServer(t, embed.NewConfig(), "http")
+}
+
+func startServer(t testing.TB, cfg *embed.Config, clientScheme string) *Server {
+	t.Helper()
 	cfg.Name = "rpcd-test"
 	cfg.Dir = t.TempDir()
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
@@ -109,23 +138,65 @@ func start(t testing.TB, cfg *embed.Config, clientScheme string) string {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = loop(clientScheme), loop(clientScheme)
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = loop("http"), loop("http")
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	e, err := embed.StartEtcd(cfg)
+	s := &Server{t: t, cfg: cfg}
+	t.Cleanup(s.Stop)
+	s.run()
+	// Later starts bind the ports this one was given.
+	client := url.URL{Scheme: clientScheme, Host: s.e.Clients[0].Addr().String()}
+	peer := url.URL{Scheme: "http", Host: s.e.Peers[0].Addr().String()}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	s.Endpoint = client.Host
+	return s
+}
+
+// run starts the server and waits until it is ready.
+func (s *Server) run() {
+	s.t.Helper()
+	e, err := embed.StartEtcd(s.cfg)
 	if err != nil {
-		t.Fatalf("etcd: %v", err)
+		s.t.Fatalf("etcd: %v", err)
 	}
-	t.Cleanup(func() {
-		e.Close()
-		<-e.Server.StopNotify()
-	})
+	s.mu.Lock()
+	s.e = e
+	s.mu.Unlock()
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
-		t.Fatalf("etcd: %v", err)
+		s.t.Fatalf("etcd: %v", err)
 	case <-time.After(startTimeout):
 		e.Server.Stop()
-		t.Fatalf("etcd not ready within %v", startTimeout)
+		s.t.Fatalf("etcd not ready within %v", startTimeout)
 	}
-	return e.Clients[0].Addr().String()
+}
+
+// Stop stops the server, as a crash or a shutdown of etcd would: its
+// clients' connections break and its ports refuse. It may be called when
+// stopped.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	e := s.e
+	s.e = nil
+	s.mu.Unlock()
+	if e != nil {
+		e.Close()
+		<-e.Server.StopNotify()
+	}
+}
+
+// Restart starts a stopped server again on the same ports and data, and
+// returns once it serves (it has elected itself leader); a lease it held
+// when it stopped is alive again, for its TTL, from then, as etcd revives
+// leases when a leader takes office.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.mu.Lock()
+	running := s.e != nil
+	s.mu.Unlock()
+	if running {
+		s.t.Fatal("etcdtest: Restart of a server that runs")
+	}
+	s.run()
 }
 
 // newCA writes a self-signed CA certificate to dir/name.pem and returns

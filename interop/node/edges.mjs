@@ -471,7 +471,7 @@ async function download(c, id, window, { onFrame } = {}) {
 const ROUTES = [
   { name: 'Bench/EchoPacket' }, { name: 'Bench/EchoString' }, { name: 'Bench/MultiArgs' },
   { name: 'Bench/NoArg' }, { name: 'Bench/StreamSink', stream: true }, { name: 'Bench/StreamSource', stream: true },
-  { name: 'Math/Sum' }, { name: 'Sys/Ping' }, { name: 'Sys/Routes' }, { name: 'Sys/Stats', blocking: true },
+  { name: 'Math/Sum' }, { name: 'Sys/Health' }, { name: 'Sys/Ping' }, { name: 'Sys/Routes' }, { name: 'Sys/Stats', blocking: true },
 ];
 
 async function main() {
@@ -513,6 +513,15 @@ async function main() {
     expect(extra.length === 0, `fields the page does not list: ${extra.join(', ')}`);
     expect(s.conns >= 1, `conns=${s.conns} while this connection is open`);
     log(`Sys/Stats: ${r.payload}`);
+  });
+
+  // "`Sys/Health` | raw | ignored | `"SERVING"` (9 bytes, JSON text), or `"NOT_SERVING"` from
+  // the moment the server begins to drain"
+  await check('1 route Sys/Health', async (open) => {
+    const c = await open();
+    const r = await c.call(1, 'Sys/Health', '', RAW);
+    expect(r.kind === K.Response && r.payload.toString() === '"SERVING"' && r.codec === RAW,
+      `got ${describe(r)} codec ${r.codec}; page: "SERVING" (9 bytes, JSON text) while serving`);
   });
 
   // "`Math/Sum` | JSON | `{"a": int64, "b": int64}`; a missing field is 0 | their sum, a JSON
