@@ -519,7 +519,9 @@ func TestClusterHealthCheck(t *testing.T) {
 	if d := after[1] - before[1]; d != 0 {
 		t.Errorf("the node saying NOT_SERVING took %d calls", d)
 	}
-	if logs.count("rpcd: node not serving; calls go to others") != 1 {
+	// At least once: on a loaded machine another node's check may time out
+	// too, and be logged.
+	if logs.count("rpcd: node not serving; calls go to others") < 1 {
 		t.Error("no line says the node does not serve")
 	}
 
