@@ -60,7 +60,7 @@ export interface ClientOptions {
   streamWindow?: number;
   /** How long to wait for the Welcome, in ms; 10,000 when left out. */
   handshakeTimeout?: number;
-  /** Runs before anything is sent, to register handlers the server may call at once. */
+  /** Runs once the Hello (if any) is queued and before any frame is read: registers handlers the server may call at once. */
   setup?: (client: Client) => void;
   /** Takes each refusal of a Publish (an Error of call id 0: topic permissions). */
   onPublishRefused?: (err: RpcError) => void;
@@ -224,9 +224,11 @@ export class Client {
       data: (chunk) => this.onData(chunk),
       close: (err) => this.inbound(() => this.lost(err)),
     });
-    this.opts.setup?.(this);
     const o = this.opts;
-    if (o.token === undefined && o.authMethod === undefined && o.compression === undefined && !o.hello) return;
+    if (o.token === undefined && o.authMethod === undefined && o.compression === undefined && !o.hello) {
+      o.setup?.(this);
+      return;
+    }
     const md: MetaEntry[] = [];
     if (o.authMethod !== undefined) md.push(...toEntries([['rpcd-auth-method', o.authMethod]]));
     if (o.compression) md.push(['rpcd-compression', encodeUTF8(o.compression)]);
@@ -236,6 +238,8 @@ export class Client {
       this.welcome = { resolve, reject };
     });
     this.enqueue(() => encodeFrame({ kind: Kind.Hello, metadata: md, payload: token }));
+    // After the Hello, which must be the first frame; before the Welcome, after which the server may call.
+    o.setup?.(this);
     const ms = o.handshakeTimeout ?? 10_000;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -652,7 +656,7 @@ export class Client {
         },
         (err) => {
           const e = toRpcError(err);
-          s.resetWith(e, e.code === Code.OK ? Code.Unknown : e.code, e.detail, e.unprocessed ? Flag.Unprocessed : 0);
+          s.resetWith(e, e.code, e.detail, e.unprocessed ? Flag.Unprocessed : 0);
         },
       );
   }
@@ -680,13 +684,13 @@ export class Client {
         return;
       }
       this.outPending++;
-      this.outTail = r.then((b) => this.write(b)).finally(() => this.outPending--);
+      this.outTail = r.then((b) => this.write(b), bug).finally(() => this.outPending--);
       return;
     }
     this.outPending++;
     this.outTail = this.outTail
       .then(make)
-      .then((b) => this.write(b))
+      .then((b) => this.write(b), bug)
       .finally(() => this.outPending--);
   }
 
@@ -934,6 +938,14 @@ export async function connectTransport(transport: Transport, options: ClientOpti
   return c;
 }
 
+// A frame that could not be made is a bug of this package: reported as an uncaught error, and the
+// frames queued after it still go out.
+function bug(err: unknown): void {
+  queueMicrotask(() => {
+    throw err;
+  });
+}
+
 function checkRoute(route: string): void {
   if (route.length < 1 || route.length > MAX_ROUTE || !printable(route)) {
     throw new RpcError(Code.InvalidArgument, `bad route ${JSON.stringify(route)}: 1 to ${MAX_ROUTE} bytes of printable ASCII`, true);
@@ -951,7 +963,7 @@ const crashes = [TypeError, ReferenceError, RangeError, SyntaxError, EvalError, 
 // The code a handler's failure answers with: an RpcError's own; Internal for the errors a crash
 // throws (TypeError and the engine's other built-in errors); Unknown for any other.
 function toRpcError(err: unknown): RpcError {
-  if (err instanceof RpcError) return err;
+  if (err instanceof RpcError) return err.code === Code.OK ? new RpcError(Code.Unknown, err.detail, err.unprocessed) : err;
   const msg = err instanceof Error ? err.message : String(err);
   if (err instanceof Error && crashes.some((c) => err.constructor === c)) return new RpcError(Code.Internal, `handler crashed: ${err.name}: ${msg}`);
   return new RpcError(Code.Unknown, msg);

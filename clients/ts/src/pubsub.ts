@@ -60,7 +60,7 @@ export class Subscription implements AsyncIterable<Message> {
   private readonly onMessage: ((m: Message) => void) | undefined;
   private readonly maxQueued: number;
   private queue: Message[] = [];
-  private waiter: (() => void) | null = null;
+  private waiters: (() => void)[] = [];
   private ended = false;
   private err: RpcError | undefined;
   private resolveClosed!: (e: RpcError | undefined) => void;
@@ -101,9 +101,7 @@ export class Subscription implements AsyncIterable<Message> {
         if (this.err) throw this.err;
         return;
       }
-      await new Promise<void>((r) => {
-        this.waiter = r;
-      });
+      await new Promise<void>((r) => this.waiters.push(r));
     }
   }
 
@@ -139,8 +137,6 @@ export class Subscription implements AsyncIterable<Message> {
   }
 
   private wake(): void {
-    const w = this.waiter;
-    this.waiter = null;
-    w?.();
+    for (const r of this.waiters.splice(0)) r();
   }
 }
