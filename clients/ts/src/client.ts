@@ -3,10 +3,12 @@
 
 import { Code, RpcError } from './errors.js';
 import { gunzip, gzip, gzipAvailable } from './gzip.js';
-import { jsonBytes, Metadata, type MetadataInit, parseJSON, type PayloadInit, toBytes, toEntries } from './metadata.js';
+import { jsonBytes, Metadata, parseJSON, type PayloadInit, toBytes, toEntries } from './metadata.js';
 import { Message, type SubscribeOptions, Subscription } from './pubsub.js';
 import { Stream, type StreamLink } from './stream.js';
 import type { Transport } from './transport.js';
+import type { CallOptions, ClientOptions, GoAway, Handler, IncomingCall, RawCallOptions, RawHandler, Reply, StreamHandler, StreamOptions } from './types.js';
+import { bug, checkRoute, deadlineOf, equalBytes, now, toRpcError } from './util.js';
 import {
   Codec,
   DEFAULT_MAX_FRAME,
@@ -37,94 +39,6 @@ import {
   u32Body,
   validTopic,
 } from './wire.js';
-
-/** Options of {@link connect}. The zero value works: no Hello, no compression, rpcd's limits. */
-export interface ClientOptions {
-  /** Credentials for the Hello (a token); a Hello is sent when this, `authMethod`, `compression` or `hello` is set. */
-  token?: PayloadInit;
-  /** The authentication method the Hello names (`rpcd-auth-method`: `token`, `hmac`). */
-  authMethod?: string;
-  /** Send a Hello even without credentials or compression (its Welcome then tells the identity). */
-  hello?: boolean;
-  /**
-   * `'gzip'`: name gzip in the Hello and in each Subscribe, expand what comes compressed, and
-   * compress calls of `compressMin` bytes or more once the Welcome names gzip. Needs the
-   * platform's CompressionStream. Zstandard is not offered.
-   */
-  compression?: 'gzip';
-  /** The smallest call payload compressed, in bytes; 1024 when left out. */
-  compressMin?: number;
-  /** The largest frame read or sent, header included; 4 MiB (rpcd's default) when left out. */
-  maxFrameSize?: number;
-  /** The receive window of each stream, in bytes; 256 KiB when left out. */
-  streamWindow?: number;
-  /** How long to wait for the Welcome, in ms; 10,000 when left out. */
-  handshakeTimeout?: number;
-  /** Runs once the Hello (if any) is queued and before any frame is read: registers handlers the server may call at once. */
-  setup?: (client: Client) => void;
-  /** Takes each refusal of a Publish (an Error of call id 0: topic permissions). */
-  onPublishRefused?: (err: RpcError) => void;
-  /** Told of a GoAway from the server (a drain, a protocol error of this client's, a refusal). */
-  onGoAway?: (g: GoAway) => void;
-}
-
-/** Options of a call. */
-export interface CallOptions {
-  /** Aborting it fails the call with Canceled and sends Cancel. */
-  signal?: AbortSignal;
-  /** The most milliseconds to wait; sent as the frame's deadline, and enforced here too. */
-  timeout?: number;
-  /** An absolute deadline (`Date.now()` milliseconds); the earlier of it and `timeout` counts. */
-  deadline?: number;
-  /** Metadata to send with the call. */
-  metadata?: MetadataInit;
-}
-
-/** Options of a raw call: the codec byte to label the payload with (Raw when left out). */
-export interface RawCallOptions extends CallOptions {
-  codec?: number;
-}
-
-/** Options of {@link Client.openStream}. */
-export interface StreamOptions extends RawCallOptions {
-  /** The window granted to the server's end, in bytes; the client's streamWindow when left out. */
-  window?: number;
-}
-
-/** A raw reply: its payload and the codec it is labelled with. */
-export interface Reply {
-  payload: Uint8Array;
-  codec: number;
-}
-
-/** A GoAway: the last call id of this client's the peer took in, its code and message. */
-export interface GoAway {
-  last: number;
-  code: number;
-  message: string;
-}
-
-/** A call the server makes to this client (a Request, or a OneWay push). */
-export interface IncomingCall {
-  /** The server's call id. */
-  id: number;
-  route: string;
-  codec: number;
-  metadata: Metadata;
-  /** Aborted when the server cancels the call, its deadline passes, or the connection ends. */
-  signal: AbortSignal;
-  /** The call's deadline (`Date.now()` milliseconds), if it has one. */
-  deadline?: number;
-  /** True for a OneWay: whatever the handler returns is not sent. */
-  oneWay: boolean;
-}
-
-/** A handler of JSON calls from the server: it takes the decoded argument and returns the reply value. */
-export type Handler<A = any, R = unknown> = (args: A, call: IncomingCall) => R | Promise<R>;
-/** A handler of raw calls from the server: the reply goes back in the Request's codec. */
-export type RawHandler = (payload: Uint8Array, call: IncomingCall) => PayloadInit | void | Promise<PayloadInit | void>;
-/** A handler of streams the server opens; the stream finishes when it returns (well) or throws. */
-export type StreamHandler = (stream: Stream, call: IncomingCall) => void | Promise<void>;
 
 type ServeFn = (payload: Uint8Array, call: IncomingCall) => Promise<Uint8Array>;
 
@@ -936,45 +850,4 @@ export async function connectTransport(transport: Transport, options: ClientOpti
   }
   await c.start();
   return c;
-}
-
-// A frame that could not be made is a bug of this package: reported as an uncaught error, and the
-// frames queued after it still go out.
-function bug(err: unknown): void {
-  queueMicrotask(() => {
-    throw err;
-  });
-}
-
-function checkRoute(route: string): void {
-  if (route.length < 1 || route.length > MAX_ROUTE || !printable(route)) {
-    throw new RpcError(Code.InvalidArgument, `bad route ${JSON.stringify(route)}: 1 to ${MAX_ROUTE} bytes of printable ASCII`, true);
-  }
-}
-
-function deadlineOf(o: CallOptions): number | undefined {
-  const t = o.timeout !== undefined ? Date.now() + o.timeout : undefined;
-  if (t === undefined) return o.deadline;
-  return o.deadline === undefined ? t : Math.min(t, o.deadline);
-}
-
-const crashes = [TypeError, ReferenceError, RangeError, SyntaxError, EvalError, URIError];
-
-// The code a handler's failure answers with: an RpcError's own; Internal for the errors a crash
-// throws (TypeError and the engine's other built-in errors); Unknown for any other.
-function toRpcError(err: unknown): RpcError {
-  if (err instanceof RpcError) return err.code === Code.OK ? new RpcError(Code.Unknown, err.detail, err.unprocessed) : err;
-  const msg = err instanceof Error ? err.message : String(err);
-  if (err instanceof Error && crashes.some((c) => err.constructor === c)) return new RpcError(Code.Internal, `handler crashed: ${err.name}: ${msg}`);
-  return new RpcError(Code.Unknown, msg);
-}
-
-function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
-function now(): number {
-  return typeof performance !== 'undefined' ? performance.now() : Date.now();
 }

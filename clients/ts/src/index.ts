@@ -2,23 +2,23 @@
 // This entry uses nothing but the web platform (WebSocket, CompressionStream, AbortSignal);
 // '@rpcd/client/node' adds TCP, TLS and a WebSocket of its own for Node.
 
-import { type ClientOptions, type Client, connectTransport } from './client.js';
+import { type Client, connectTransport } from './client.js';
+import type { ClientOptions } from './types.js';
 import { type Transport, type WebSocketOptions, webSocketTransport } from './transport.js';
 
-export {
-  Client,
-  connectTransport,
-  type CallOptions,
-  type ClientOptions,
-  type GoAway,
-  type Handler,
-  type IncomingCall,
-  type RawCallOptions,
-  type RawHandler,
-  type Reply,
-  type StreamHandler,
-  type StreamOptions,
-} from './client.js';
+export { Client, connectTransport } from './client.js';
+export type {
+  CallOptions,
+  ClientOptions,
+  GoAway,
+  Handler,
+  IncomingCall,
+  RawCallOptions,
+  RawHandler,
+  Reply,
+  StreamHandler,
+  StreamOptions,
+} from './types.js';
 export { Code, codeName, isCode, RpcError, type CodeNumber } from './errors.js';
 export { Metadata, type MetadataInit, type PayloadInit } from './metadata.js';
 export { Message, Subscription, type SubscribeOptions } from './pubsub.js';

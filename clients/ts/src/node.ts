@@ -5,7 +5,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
-import { type Client, type ClientOptions, connectTransport } from './client.js';
+import { type Client, connectTransport } from './client.js';
+import type { ClientOptions } from './types.js';
 import { SUBPROTOCOL, type Transport, type TransportEvents, webSocketTransport } from './transport.js';
 
 export * from './index.js';
