@@ -16,7 +16,7 @@ const targets = { tcp: () => connect(tcp), 'websocket (node:net)': () => connect
 if (typeof globalThis.WebSocket === 'function') targets['websocket (global WebSocket)'] = async () => connectTransport(await webSocketTransport(ws));
 
 for (const [name, dial] of Object.entries(targets)) {
-  describe(name, { skip: tcp && ws ? false : 'run by go test ./clients/ts, which sets RPCD_TS_TCP and RPCD_TS_WS' }, () => {
+  describe(name, { timeout: 30_000, skip: tcp && ws ? false : 'run by go test ./clients/ts, which sets RPCD_TS_TCP and RPCD_TS_WS' }, () => {
     // A client the test closes however it ends, so that a failure leaves nothing open.
     const open = async (t) => {
       const c = await dial();

@@ -45,7 +45,7 @@ const isErr = (code, unprocessed) => (e) => {
 };
 
 for (const [name, dial] of Object.entries(transports)) {
-  describe(name, () => {
+  describe(name, { timeout: 30_000 }, () => {
     const open = async (opts = {}, spyOpts) => {
       const t = await dial(opts.server ?? main, opts);
       const s = spyOpts === undefined ? t : spy(t, spyOpts);
@@ -267,7 +267,7 @@ for (const [name, dial] of Object.entries(transports)) {
   });
 }
 
-test('a drain (SIGTERM): the client is told by GoAway, refuses new calls, and sees the close', async () => {
+test('a drain (SIGTERM): the client is told by GoAway, refuses new calls, and sees the close', { timeout: 30_000 }, async () => {
   const srv = await startServer();
   try {
     const clients = [];
