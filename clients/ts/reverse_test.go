@@ -1,0 +1,200 @@
+// Package ts_test runs the TypeScript client's tests of what `rpcd serve`
+// cannot make a server do: call its client back, push to it, open a stream
+// to it. The routes that do are this file's, on an in-process server.
+package ts_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/reactor"
+	"github.com/rpcd/rpcd/ws"
+)
+
+// TestTSClientServed runs test/reverse.test.mjs (the built package in
+// dist/, from `npm ci && npm run build`) against a server with the routes
+// of registerCallBack, over TCP ($RPCD_TS_TCP) and WebSocket
+// ($RPCD_TS_WS). It skips without node or dist/, unless
+// RPCD_TS_REQUIRE=1, as CI sets once it has built the package.
+func TestTSClientServed(t *testing.T) {
+	dir := packageDir(t)
+	required := os.Getenv("RPCD_TS_REQUIRE") == "1"
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if required {
+			t.Fatal("node not on PATH")
+		}
+		t.Skip("node not on PATH; skipping the TypeScript client's test")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dist", "node.js")); err != nil {
+		if required {
+			t.Fatalf("the package is not built: %v", err)
+		}
+		t.Skip("clients/ts is not built (npm ci && npm run build); skipping its test")
+	}
+
+	reg := handler.NewRegistry()
+	builtin.Register(reg)
+	registerCallBack(reg)
+	s := reactor.New(reg, reactor.Options{})
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	hs := httptest.NewServer(ws.Handler(s, ws.Options{}))
+	t.Cleanup(func() {
+		hs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("test", "run.mjs"), filepath.Join("test", "reverse.test.mjs"))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"RPCD_TS_TCP="+s.Addr().String(),
+		"RPCD_TS_WS=ws"+strings.TrimPrefix(hs.URL, "http")+ws.Path,
+	)
+	cmd.WaitDelay = 5 * time.Second // the runner's children may hold the output open
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("test/reverse.test.mjs failed: %v\n%s", err, out)
+	}
+	t.Logf("test/reverse.test.mjs:\n%s", out)
+}
+
+// CallMeBack is what Test/CallMeBack takes: the server calls Route on the
+// calling client with Payload, labelled Raw (Peer.CallRaw), or JSON when
+// JSON is set (Peer.Call; Payload is then one JSON value). DeadlineMS, when
+// set, bounds that call; CancelAfterMS, when set, cancels it that many
+// milliseconds after it was sent. In JSON, Payload is base64.
+type CallMeBack struct {
+	Route         string `json:"route"`
+	Payload       []byte `json:"payload"`
+	JSON          bool   `json:"json"`
+	DeadlineMS    int    `json:"deadline_ms"`
+	CancelAfterMS int    `json:"cancel_after_ms"`
+}
+
+// CalledBack is what Test/CallMeBack and Test/StreamToClient answer: the
+// client's reply, or the error the server's call or stream got (Code 0
+// when the client answered).
+type CalledBack struct {
+	Reply       []byte `json:"reply"`
+	Code        int    `json:"code"`
+	Message     string `json:"message"`
+	Unprocessed bool   `json:"unprocessed"`
+}
+
+// Push is what Test/Push takes: one one-way message to Route on the
+// calling client per payload, in order; Raw, or JSON when JSON is set.
+type Push struct {
+	Route    string   `json:"route"`
+	Payloads [][]byte `json:"payloads"`
+	JSON     bool     `json:"json"`
+}
+
+// StreamToClient is what Test/StreamToClient takes: the server opens a
+// stream to Route on the calling client, writes Data, ends its direction,
+// and answers what the client's handler sent back.
+type StreamToClient struct {
+	Route string `json:"route"`
+	Data  []byte `json:"data"`
+}
+
+func failed(err error) CalledBack {
+	return CalledBack{Code: int(handler.CodeOf(err)), Message: handler.MessageOf(err), Unprocessed: handler.IsUnprocessed(err)}
+}
+
+// registerCallBack adds the routes through which the test has the server
+// call its client: Test/CallMeBack and Test/StreamToClient (Blocking, as
+// handlers that wait for their peer must be) and Test/Push.
+func registerCallBack(reg *handler.Registry) {
+	reg.Handle("Test/CallMeBack", handler.Func(func(ctx context.Context, in CallMeBack) (CalledBack, error) {
+		peer := handler.CallFrom(ctx).Peer
+		if in.DeadlineMS > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(in.DeadlineMS)*time.Millisecond)
+			defer cancel()
+		}
+		if in.CancelAfterMS > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			t := time.AfterFunc(time.Duration(in.CancelAfterMS)*time.Millisecond, cancel)
+			defer t.Stop()
+		}
+		var out CalledBack
+		var err error
+		if in.JSON {
+			var reply json.RawMessage
+			err = peer.Call(ctx, in.Route, json.RawMessage(in.Payload), &reply)
+			out.Reply = reply
+		} else {
+			out.Reply, err = peer.CallRaw(ctx, in.Route, in.Payload, nil)
+		}
+		if err != nil {
+			return failed(err), nil
+		}
+		return out, nil
+	}), handler.Blocking())
+	reg.Handle("Test/Push", handler.Func(func(ctx context.Context, in Push) (int, error) {
+		peer := handler.CallFrom(ctx).Peer
+		for i, p := range in.Payloads {
+			var err error
+			if in.JSON {
+				err = peer.Notify(ctx, in.Route, json.RawMessage(p))
+			} else {
+				err = peer.NotifyRaw(ctx, in.Route, p)
+			}
+			if err != nil {
+				return i, err
+			}
+		}
+		return len(in.Payloads), nil
+	}))
+	reg.Handle("Test/StreamToClient", handler.Func(func(ctx context.Context, in StreamToClient) (CalledBack, error) {
+		st, err := handler.CallFrom(ctx).Peer.(handler.StreamOpener).OpenStream(ctx, in.Route)
+		if err != nil {
+			return failed(err), nil
+		}
+		if _, err := st.Write(in.Data); err != nil {
+			return failed(err), nil
+		}
+		if err := st.CloseSend(); err != nil {
+			return failed(err), nil
+		}
+		reply, err := io.ReadAll(st)
+		if err != nil {
+			return failed(err), nil
+		}
+		return CalledBack{Reply: reply}, nil
+	}), handler.Blocking())
+}
+
+// packageDir is clients/ts, which holds this file.
+func packageDir(t *testing.T) string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		file = "reverse_test.go" // go test runs in the package directory
+	}
+	dir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
