@@ -106,46 +106,82 @@ func DecodeHeader(b []byte, l *Limits) (Header, error) {
 	return h, err
 }
 
-// kindRule is what a kind's header may hold (docs/protocol.md, "Rules per
-// kind").
+// kindRule is everything the header of a kind may hold (docs/protocol.md,
+// "Rules per kind"): decodeHeader checks a header against it, explainHeader
+// says which of its rules a header breaks, and Kind's methods read it. A
+// new kind is a new entry.
 type kindRule struct {
-	valid      bool
-	route      bool   // a route is required; without, none is allowed
-	deadline   bool   // a deadline is allowed
-	anyCodec   bool   // a codec other than raw is allowed
-	zeroID     bool   // the call id must be 0; without, it must not be (unless anyID)
-	anyID      bool   // any call id: an Error's 0 answers a Publish
-	flags      Flags  // flag bits allowed
-	minPayload uint32 // the body's fixed part
-	maxPayload uint32 // 0: no bound but the frame limit
+	name     string // the kind's name; "" for a reserved kind
+	route    bool   // a route (a topic, a pattern) is required; without, none is allowed
+	deadline bool   // a deadline is allowed
+	anyCodec bool   // a codec other than raw is allowed
+	id       idRule
+	flags    Flags // the flag bits allowed
+	payload  sizeRule
 }
 
-var kindRules = [256]kindRule{
-	KindRequest:  {valid: true, route: true, deadline: true, anyCodec: true, flags: FlagsCompression},
-	KindResponse: {valid: true, anyCodec: true, flags: FlagsCompression},
-	KindError:    {valid: true, anyID: true, flags: FlagUnprocessed, minPayload: 2},
-	KindOneWay:   {valid: true, route: true, deadline: true, anyCodec: true, flags: FlagsCompression},
-	KindCancel:   {valid: true, maxPayload: 1}, // no payload: less than 1 byte
-	KindPing:     {valid: true, zeroID: true, maxPayload: MaxPingPayload + 1},
-	KindPong:     {valid: true, zeroID: true, maxPayload: MaxPingPayload + 1},
-	KindGoAway:   {valid: true, zeroID: true, minPayload: 6},
-	// Publish and subscribe: a pattern or topic where a call has its route.
-	// An Unsubscribe's payload is empty or an error body (never 1 byte).
-	KindSubscribe:   {valid: true, route: true, maxPayload: 1},
-	KindUnsubscribe: {valid: true},
-	KindPublish:     {valid: true, route: true, anyCodec: true, zeroID: true},
-	KindMessage:     {valid: true, route: true, anyCodec: true, flags: FlagsCompression},
+// idRule is what call id a kind carries.
+type idRule uint8
 
-	KindHello:   {valid: true, zeroID: true, maxPayload: MaxHelloPayload + 1},
-	KindWelcome: {valid: true, zeroID: true, maxPayload: MaxHelloPayload + 1},
+const (
+	idNonZero idRule = iota // a call's, a stream's or a subscription's: 1 or more
+	idZero                  // about the connection (or a topic's): 0
+	idAny                   // an Error: 0 answers a Publish
+)
+
+// sizeRule bounds a kind's payload, beyond the frame limit: at least min
+// bytes, at most max, never exactly one byte if notOne. what names the
+// payload in an error; "" for "KIND body" (or "KIND payload" when only
+// max bounds it, "KIND frame" when none is allowed).
+type sizeRule struct {
+	min, max uint32
+	notOne   bool
+	what     string
+}
+
+// unbounded is sizeRule.max for a payload bounded by the frame limit alone.
+const unbounded = 1<<32 - 1
+
+// fits reports whether a payload of n bytes keeps the rule.
+func (r *sizeRule) fits(n uint32) bool {
+	return n >= r.min && n <= r.max && !(r.notOne && n == 1)
+}
+
+// any, none and exactly are the common payload rules.
+var (
+	anyPayload = sizeRule{max: unbounded}
+	noPayload  = sizeRule{}
+)
+
+func exactly(n uint32) sizeRule { return sizeRule{min: n, max: n} }
+
+var kindRules = [256]kindRule{
+	KindRequest:  {name: "Request", route: true, deadline: true, anyCodec: true, flags: FlagsCompression, payload: anyPayload},
+	KindResponse: {name: "Response", anyCodec: true, flags: FlagsCompression, payload: anyPayload},
+	KindError:    {name: "Error", id: idAny, flags: FlagUnprocessed, payload: sizeRule{min: 2, max: unbounded, what: "error body"}},
+	KindOneWay:   {name: "OneWay", route: true, deadline: true, anyCodec: true, flags: FlagsCompression, payload: anyPayload},
+	KindCancel:   {name: "Cancel", payload: sizeRule{what: "cancel frame"}},
+	KindPing:     {name: "Ping", id: idZero, payload: sizeRule{max: MaxPingPayload}},
+	KindPong:     {name: "Pong", id: idZero, payload: sizeRule{max: MaxPingPayload}},
+	KindGoAway:   {name: "GoAway", id: idZero, payload: sizeRule{min: 6, max: unbounded, what: "go-away body"}},
+
+	// Publish and subscribe: a pattern or topic where a call has its
+	// route. An Unsubscribe's payload is empty or an error body.
+	KindSubscribe:   {name: "Subscribe", route: true, payload: sizeRule{what: "subscribe frame"}},
+	KindUnsubscribe: {name: "Unsubscribe", payload: sizeRule{max: unbounded, notOne: true, what: "unsubscribe body"}},
+	KindPublish:     {name: "Publish", route: true, anyCodec: true, id: idZero, payload: anyPayload},
+	KindMessage:     {name: "Message", route: true, anyCodec: true, flags: FlagsCompression, payload: anyPayload},
+
+	KindHello:   {name: "Hello", id: idZero, payload: sizeRule{max: MaxHelloPayload}},
+	KindWelcome: {name: "Welcome", id: idZero, payload: sizeRule{max: MaxHelloPayload}},
 
 	// Streams: a StreamOpen and a StreamCredit carry 4 bytes (a window), a
 	// StreamEnd none, a StreamReset an error body.
-	KindStreamOpen:   {valid: true, route: true, deadline: true, anyCodec: true, minPayload: 4, maxPayload: 5},
-	KindStreamData:   {valid: true, flags: FlagsCompression},
-	KindStreamCredit: {valid: true, minPayload: 4, maxPayload: 5},
-	KindStreamEnd:    {valid: true, maxPayload: 1},
-	KindStreamReset:  {valid: true, flags: FlagUnprocessed, minPayload: 2},
+	KindStreamOpen:   {name: "StreamOpen", route: true, deadline: true, anyCodec: true, payload: exactly(4)},
+	KindStreamData:   {name: "StreamData", flags: FlagsCompression, payload: anyPayload},
+	KindStreamCredit: {name: "StreamCredit", payload: exactly(4)},
+	KindStreamEnd:    {name: "StreamEnd", payload: noPayload},
+	KindStreamReset:  {name: "StreamReset", flags: FlagUnprocessed, payload: sizeRule{min: 2, max: unbounded}},
 }
 
 // decodeHeader fills h from the first HeaderSize bytes of b and checks every
@@ -165,16 +201,15 @@ func decodeHeader(b []byte, l *Limits, h *Header) error {
 	}
 	r := &kindRules[h.Kind]
 	maxFrame, maxRoute, maxMeta := l.bounds()
-	if b[0] != Magic0 || b[1] != Magic1 || b[2] != Version || b[18]|b[19] != 0 || !r.valid ||
+	if b[0] != Magic0 || b[1] != Magic1 || b[2] != Version || b[18]|b[19] != 0 || r.name == "" ||
 		h.Flags&^r.flags != 0 || h.Flags&FlagsCompression == FlagsCompression ||
 		(h.Codec != CodecRaw && !r.anyCodec) ||
 		(h.Deadline != 0 && !r.deadline) ||
-		((h.ID == 0) != r.zeroID && !r.anyID) ||
+		!r.id.allows(h.ID) ||
 		(h.RouteLen != 0) != r.route || int(h.RouteLen) > maxRoute ||
 		int(h.MetadataLen) > maxMeta ||
 		h.Len() > maxFrame ||
-		h.PayloadLen < r.minPayload || (r.maxPayload != 0 && h.PayloadLen >= r.maxPayload) ||
-		(h.Kind == KindUnsubscribe && h.PayloadLen == 1) {
+		!r.payload.fits(h.PayloadLen) {
 		if err := explainHeader(b, l); err != nil {
 			return err
 		}
@@ -183,19 +218,29 @@ func decodeHeader(b []byte, l *Limits, h *Header) error {
 	return nil
 }
 
+// allows reports whether a frame may carry call id.
+func (r idRule) allows(id uint32) bool {
+	switch r {
+	case idZero:
+		return id == 0
+	case idAny:
+		return true
+	}
+	return id != 0
+}
+
 // explainHeader checks the header at the start of b rule by rule, in the
 // order docs/protocol.md gives them, and says which rule it breaks. It is
 // the slow path of decodeHeader, run only for a header that breaks one;
 // FuzzDecode checks that the two always agree.
 func explainHeader(b []byte, l *Limits) error {
-	h := &Header{}
 	if b[0] != Magic0 || b[1] != Magic1 {
 		return errProtocol("bad magic 0x%02x%02x, want 0x%02x%02x", b[0], b[1], Magic0, Magic1)
 	}
 	if b[2] != Version {
 		return errProtocol("unsupported version %d, want %d", b[2], Version)
 	}
-	*h = Header{
+	h := &Header{
 		Kind:        Kind(b[3]),
 		Flags:       Flags(b[4]),
 		Codec:       Codec(b[5]),
@@ -209,43 +254,39 @@ func explainHeader(b []byte, l *Limits) error {
 		return errProtocol("reserved header field is 0x%04x, want 0", r)
 	}
 	k := h.Kind
-	if !k.Valid() {
+	r := &kindRules[k]
+	if r.name == "" {
 		return errProtocol("unknown kind %v", k)
 	}
 	if h.Flags&^flagsDefined != 0 {
 		return errProtocol("reserved flag bits set: %v", h.Flags)
 	}
-	if h.Flags&FlagUnprocessed != 0 && kindRules[k].flags&FlagUnprocessed == 0 {
+	if h.Flags&FlagUnprocessed != 0 && r.flags&FlagUnprocessed == 0 {
 		return errProtocol("flag Unprocessed on a %v frame", k)
 	}
 	if c := h.Flags.Compression(); c != CompressionNone {
 		if !c.Valid() {
 			return errProtocol("reserved compression %d", c)
 		}
-		if kindRules[k].flags&FlagsCompression == 0 {
+		if r.flags&FlagsCompression == 0 {
 			return errProtocol("a compressed %v frame", k)
 		}
 	}
-	if h.Codec != CodecRaw && !kindRules[k].anyCodec {
+	if h.Codec != CodecRaw && !r.anyCodec {
 		return errProtocol("codec %v on a %v frame, want raw", h.Codec, k)
 	}
-	if h.Deadline != 0 && !k.HasDeadline() {
+	if h.Deadline != 0 && !r.deadline {
 		return errProtocol("deadline on a %v frame", k)
 	}
-	switch k {
-	case KindError: // any id: 0 answers a Publish
-	case KindPing, KindPong, KindGoAway, KindHello, KindWelcome, KindPublish:
+	if !r.id.allows(h.ID) {
 		if h.ID != 0 {
 			return errProtocol("%v frame with call id %d, want 0", k, h.ID)
 		}
-	default:
-		if h.ID == 0 {
-			return errProtocol("%v frame with call id 0", k)
-		}
+		return errProtocol("%v frame with call id 0", k)
 	}
 
 	maxFrame, maxRoute, maxMeta := l.bounds()
-	if k.HasRoute() {
+	if r.route {
 		if h.RouteLen == 0 {
 			return errProtocol("%v frame without a route", k)
 		}
@@ -261,49 +302,36 @@ func explainHeader(b []byte, l *Limits) error {
 	if n := h.Len(); n > maxFrame {
 		return errProtocol("frame of %d bytes exceeds the limit of %d", n, maxFrame)
 	}
-	switch k {
-	case KindError:
-		if h.PayloadLen < 2 {
-			return errProtocol("error body of %d bytes, want at least 2", h.PayloadLen)
-		}
-	case KindGoAway:
-		if h.PayloadLen < 6 {
-			return errProtocol("go-away body of %d bytes, want at least 6", h.PayloadLen)
-		}
-	case KindCancel:
-		if h.PayloadLen != 0 {
-			return errProtocol("cancel frame with a payload of %d bytes", h.PayloadLen)
-		}
-	case KindPing, KindPong:
-		if h.PayloadLen > MaxPingPayload {
-			return errProtocol("%v payload of %d bytes exceeds %d", k, h.PayloadLen, MaxPingPayload)
-		}
-	case KindHello, KindWelcome:
-		if h.PayloadLen > MaxHelloPayload {
-			return errProtocol("%v payload of %d bytes exceeds %d", k, h.PayloadLen, MaxHelloPayload)
-		}
-	case KindStreamOpen, KindStreamCredit:
-		if h.PayloadLen != 4 {
-			return errProtocol("%v body of %d bytes, want 4", k, h.PayloadLen)
-		}
-	case KindStreamEnd:
-		if h.PayloadLen != 0 {
-			return errProtocol("%v frame with a payload of %d bytes", k, h.PayloadLen)
-		}
-	case KindStreamReset:
-		if h.PayloadLen < 2 {
-			return errProtocol("%v body of %d bytes, want at least 2", k, h.PayloadLen)
-		}
-	case KindSubscribe:
-		if h.PayloadLen != 0 {
-			return errProtocol("subscribe frame with a payload of %d bytes", h.PayloadLen)
-		}
-	case KindUnsubscribe:
-		if h.PayloadLen == 1 {
-			return errProtocol("unsubscribe body of 1 byte, want none or at least 2")
-		}
+	if p := &r.payload; !p.fits(h.PayloadLen) {
+		return p.explain(k, h.PayloadLen)
 	}
 	return nil
+}
+
+// explain says why a payload of n bytes breaks the rule of kind k.
+func (p *sizeRule) explain(k Kind, n uint32) error {
+	what := p.what
+	switch {
+	case p.max == 0:
+		if what == "" {
+			what = k.String() + " frame"
+		}
+		return errProtocol("%s with a payload of %d bytes", what, n)
+	case p.notOne && n == 1:
+		return errProtocol("%s of 1 byte, want none or at least 2", what)
+	case p.min == 0:
+		if what == "" {
+			what = k.String() + " payload"
+		}
+		return errProtocol("%s of %d bytes exceeds %d", what, n, p.max)
+	}
+	if what == "" {
+		what = k.String() + " body"
+	}
+	if p.min == p.max {
+		return errProtocol("%s of %d bytes, want %d", what, n, p.min)
+	}
+	return errProtocol("%s of %d bytes, want at least %d", what, n, p.min)
 }
 
 // check enforces the rules on the sections of a whole frame.
@@ -528,19 +556,12 @@ func AppendPong(dst []byte, payload []byte) []byte {
 }
 
 // bounds returns the limits l sets, with the defaults for its zero fields
-// and for a nil l.
+// (Limits.WithDefaults) and for a nil l.
 func (l *Limits) bounds() (frame, route, metadata int) {
-	frame, route, metadata = DefaultMaxFrameSize, DefaultMaxRoute, DefaultMaxMetadata
+	var d Limits
 	if l != nil {
-		if l.MaxFrameSize > 0 {
-			frame = l.MaxFrameSize
-		}
-		if l.MaxRoute > 0 {
-			route = l.MaxRoute
-		}
-		if l.MaxMetadata > 0 {
-			metadata = l.MaxMetadata
-		}
+		d = *l
 	}
-	return frame, route, metadata
+	d = d.WithDefaults()
+	return d.MaxFrameSize, d.MaxRoute, d.MaxMetadata
 }

@@ -47,33 +47,8 @@ const (
 	KindWelcome Kind = 0x11 // the server accepts the Hello
 )
 
-var kindNames = [...]string{
-	KindRequest:  "Request",
-	KindResponse: "Response",
-	KindError:    "Error",
-	KindOneWay:   "OneWay",
-	KindCancel:   "Cancel",
-	KindPing:     "Ping",
-	KindPong:     "Pong",
-	KindGoAway:   "GoAway",
-
-	KindSubscribe:   "Subscribe",
-	KindUnsubscribe: "Unsubscribe",
-	KindPublish:     "Publish",
-	KindMessage:     "Message",
-
-	KindHello:   "Hello",
-	KindWelcome: "Welcome",
-
-	KindStreamOpen:   "StreamOpen",
-	KindStreamData:   "StreamData",
-	KindStreamCredit: "StreamCredit",
-	KindStreamEnd:    "StreamEnd",
-	KindStreamReset:  "StreamReset",
-}
-
 // Valid reports whether k is a kind of protocol version 1.
-func (k Kind) Valid() bool { return int(k) < len(kindNames) && kindNames[k] != "" }
+func (k Kind) Valid() bool { return kindRules[k].name != "" }
 
 // HasRoute reports whether frames of kind k carry a route: a call's route,
 // or a topic or pattern.
@@ -84,7 +59,7 @@ func (k Kind) HasDeadline() bool { return kindRules[k].deadline }
 
 func (k Kind) String() string {
 	if k.Valid() {
-		return kindNames[k]
+		return kindRules[k].name
 	}
 	return "Kind(0x" + strconv.FormatUint(uint64(k), 16) + ")"
 }
