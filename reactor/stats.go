@@ -26,7 +26,7 @@ type Stats struct {
 	BytesIn       uint64 // bytes read from connections (after TLS, on the TLS transport)
 	BytesOut      uint64 // bytes written to connections (before TLS)
 	SlowConsumers uint64 // connections closed because their peer took none of their output for WriteTimeout
-	HandedOff     uint64 // connections moved off their event loop to a goroutine of their own (docs/reliability.md, "Backpressure")
+	HandedOff     uint64 // connections moved off their event loop to a goroutine of their own (docs/protocol.md, "The connection's life")
 	Blocking      int    // Blocking calls queued for the pool or running on it
 	Draining      bool   // Shutdown has begun: the server takes no new connection or call
 
