@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rpcd/rpcd/gateway"
+	"github.com/rpcd/rpcd/internal/buildinfo"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/reactor"
 )
@@ -24,6 +26,12 @@ type Options struct {
 	// page shows connections, bytes and errors only.
 	Metrics *metrics.Metrics
 
+	// Gateway, if set, is the HTTP/JSON gateway that serves the same
+	// registry: /metrics counts its responses by route and status
+	// (rpcd_gateway_responses_total), and its calls answered with an error
+	// in rpcd_errors_total with the server's; the live page's errors too.
+	Gateway *gateway.Gateway
+
 	// Registry, if set, is where the Handler registers its collectors and
 	// what /metrics serves, so that a program can add metrics of its own.
 	// Default: a registry of the Handler's own.
@@ -34,7 +42,9 @@ type Options struct {
 type Handler struct {
 	srv     *reactor.Server
 	metrics *metrics.Metrics
+	gw      *gateway.Gateway
 	mux     *http.ServeMux
+	build   buildinfo.Info
 
 	mu      sync.Mutex
 	samples []sample // oldest first; see sampleAndCompare
@@ -42,7 +52,7 @@ type Handler struct {
 
 // New returns the admin handler for srv.
 func New(srv *reactor.Server, opts Options) *Handler {
-	h := &Handler{srv: srv, metrics: opts.Metrics, mux: http.NewServeMux()}
+	h := &Handler{srv: srv, metrics: opts.Metrics, gw: opts.Gateway, mux: http.NewServeMux(), build: buildinfo.Read()}
 	h.samples = append(h.samples, h.take(time.Now())) // the base of the first rates
 
 	reg := opts.Registry
@@ -51,7 +61,7 @@ func New(srv *reactor.Server, opts Options) *Handler {
 	}
 	register(reg, collectors.NewGoCollector())
 	register(reg, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	register(reg, ServerCollector(srv))
+	register(reg, Collector(srv, opts.Gateway))
 	if h.metrics != nil {
 		register(reg, h.metrics)
 	}

@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 type rig struct {
 	srv   *reactor.Server
 	m     *metrics.Metrics
+	h     *admin.Handler
 	admin string // base URL of the admin listener
 }
 
@@ -51,6 +52,13 @@ func newRig(t *testing.T, reg *handler.Registry) *rig {
 
 // newRigWith is newRig with the server's options.
 func newRigWith(t *testing.T, reg *handler.Registry, opts reactor.Options) *rig {
+	t.Helper()
+	return newRigAdmin(t, reg, opts, admin.Options{})
+}
+
+// newRigAdmin is newRigWith with the admin handler's options; their
+// Metrics is the rig's.
+func newRigAdmin(t *testing.T, reg *handler.Registry, opts reactor.Options, aopts admin.Options) *rig {
 	t.Helper()
 	r := &rig{m: metrics.New()}
 	if reg == nil {
@@ -73,7 +81,9 @@ func newRigWith(t *testing.T, reg *handler.Registry, opts reactor.Options) *rig 
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: admin.New(r.srv, admin.Options{Metrics: r.m}), ReadHeaderTimeout: 10 * time.Second}
+	aopts.Metrics = r.m
+	r.h = admin.New(r.srv, aopts)
+	hs := &http.Server{Handler: r.h, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	t.Cleanup(func() {

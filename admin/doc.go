@@ -16,9 +16,10 @@
 //	/             the live page: one HTML file, no outside resources, that
 //	              reads /stats.json every second
 //	/stats.json   the figures the page shows (see Stats)
-//	/metrics      Prometheus text format: the server's counters
-//	              (ServerCollector), the routes' (metrics.Metrics), and the
-//	              Go runtime's and the process's collectors
+//	/metrics      Prometheus text format: the server's counters, the
+//	              gateway's (Options.Gateway) and rpcd_build_info
+//	              (Collector), the routes' (metrics.Metrics), and the Go
+//	              runtime's and the process's collectors
 //	/healthz      200 while the process serves HTTP at all
 //	/readyz       200 while the server accepts connections; 503 once it
 //	              drains, so that a load balancer stops sending to it

@@ -6,13 +6,18 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/rpcd/rpcd/gateway"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/reactor"
 )
 
-// reactor.Stats.Errors and metrics.RouteStats.Calls count codes in the same
-// slots: this fails to compile if they stop agreeing.
-const _ = uint(reactor.CodeSlots-metrics.CodeSlots) + uint(metrics.CodeSlots-reactor.CodeSlots)
+// reactor.Stats.Errors, gateway.Stats.Errors and metrics.RouteStats.Calls
+// count codes in the same slots: this fails to compile if they stop
+// agreeing.
+const (
+	_ = uint(reactor.CodeSlots-metrics.CodeSlots) + uint(metrics.CodeSlots-reactor.CodeSlots)
+	_ = uint(reactor.CodeSlots-gateway.CodeSlots) + uint(gateway.CodeSlots-reactor.CodeSlots)
+)
 
 // The windows of /stats.json: rates are over the last second or so,
 // percentiles over the last ten seconds or so, each from the newest sample
@@ -25,14 +30,28 @@ const (
 
 // sample is the counters read at one time.
 type sample struct {
-	at     time.Time
-	server reactor.Stats
-	routes []metrics.RouteStats
+	at       time.Time
+	server   reactor.Stats
+	gwErrors [gateway.CodeSlots]uint64 // the gateway's calls answered with an error
+	routes   []metrics.RouteStats
+}
+
+// errors returns the calls answered with an error by code, on the RPC
+// port and through the gateway, and their total.
+func (s *sample) errors() (byCode [reactor.CodeSlots]uint64, total uint64) {
+	for slot := range byCode {
+		byCode[slot] = s.server.Errors[slot] + s.gwErrors[slot]
+		total += byCode[slot]
+	}
+	return byCode, total
 }
 
 // take reads the counters now.
 func (h *Handler) take(now time.Time) sample {
 	s := sample{at: now, server: h.srv.Stats()}
+	if h.gw != nil {
+		s.gwErrors = h.gw.Stats().Errors
+	}
 	if h.metrics != nil {
 		s.routes = h.metrics.Snapshot()
 	}
@@ -77,6 +96,9 @@ type Stats struct {
 	Ready         bool      `json:"ready"`
 	Draining      bool      `json:"draining"`
 	Goroutines    int       `json:"goroutines"`
+	Version       string    `json:"version"`    // the rpcd module's, as rpcd_build_info labels it
+	Revision      string    `json:"revision"`   // of its source
+	GoVersion     string    `json:"go_version"` // the Go release that built the binary
 	RateWindow    float64   `json:"rate_window_s"`
 	LatencyWindow float64   `json:"latency_window_s"`
 
@@ -89,7 +111,8 @@ type Stats struct {
 	SlowConsumers uint64  `json:"slow_consumers"`
 	Blocking      int     `json:"blocking"`
 
-	// Error replies, all codes: handlers' and refusals'.
+	// Calls answered with an error, all codes, handlers' and refusals',
+	// on the RPC port and through the gateway (Options.Gateway).
 	Errors       uint64            `json:"errors"`
 	ErrorsPerS   float64           `json:"errors_per_s"`
 	ErrorsByCode map[string]uint64 `json:"errors_by_code"`
@@ -148,6 +171,9 @@ func (h *Handler) Stats() Stats {
 		Ready:         h.srv.Ready(),
 		Draining:      sv.Draining,
 		Goroutines:    runtime.NumGoroutine(),
+		Version:       h.build.Version,
+		Revision:      h.build.Revision,
+		GoVersion:     h.build.GoVersion,
 		RateWindow:    now.at.Sub(rateBase.at).Seconds(),
 		LatencyWindow: now.at.Sub(latBase.at).Seconds(),
 		Conns:         sv.Conns,
@@ -163,10 +189,10 @@ func (h *Handler) Stats() Stats {
 	if a := h.srv.Addr(); a != nil {
 		out.Addr = a.String()
 	}
-	var baseErrors uint64
-	for slot, n := range sv.Errors {
-		out.Errors += n
-		baseErrors += rb.Errors[slot]
+	byCode, total := now.errors()
+	_, baseErrors := rateBase.errors()
+	out.Errors = total
+	for slot, n := range byCode {
 		if n > 0 {
 			out.ErrorsByCode[metrics.CodeName(slot)] = n
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/admin"
+	"github.com/rpcd/rpcd/gateway"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/reactor"
@@ -49,8 +50,9 @@ type adminServer struct {
 const adminStopTimeout = 2 * time.Second
 
 // startAdmin listens on f.addr and serves the admin paths for srv, with
-// the routes' counters m; nil when no -admin is given.
-func startAdmin(f *adminFlags, srv *reactor.Server, m *metrics.Metrics, logger *slog.Logger) (*adminServer, error) {
+// the routes' counters m and the gateway's gw (nil without -gateway); nil
+// when no -admin is given.
+func startAdmin(f *adminFlags, srv *reactor.Server, m *metrics.Metrics, gw *gateway.Gateway, logger *slog.Logger) (*adminServer, error) {
 	if f.addr == "" {
 		return nil, nil
 	}
@@ -60,7 +62,7 @@ func startAdmin(f *adminFlags, srv *reactor.Server, m *metrics.Metrics, logger *
 	}
 	a := &adminServer{
 		srv: &http.Server{
-			Handler:           admin.New(srv, admin.Options{Metrics: m}),
+			Handler:           admin.New(srv, admin.Options{Metrics: m, Gateway: gw}),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),

@@ -120,6 +120,15 @@ func startGateway(srv *reactor.Server, f *gatewayFlags, reg *handler.Registry, l
 	return g, nil
 }
 
+// counted returns the gateway, whose counters the admin listener exports;
+// nil on a nil *httpGateway.
+func (g *httpGateway) counted() *gateway.Gateway {
+	if g == nil {
+		return nil
+	}
+	return g.gw
+}
+
 // shutdown drains the reactor and the gateway (if any) at once: the
 // gateway refuses new calls and waits for those it runs; it returns the
 // first error.
