@@ -85,10 +85,12 @@
 //	3
 //
 // -admin ADDR serves, over HTTP on a port of its own, Prometheus metrics at
-// /metrics (calls by route and code, latency by route, calls in flight,
-// error replies by code, connections, bytes, slow consumers), pprof at
-// /debug/pprof/, /healthz, /readyz (503 from the moment the server begins
-// to drain) and a live page at / that refreshes itself every second. It
+// /metrics (calls by route and code, handler time by route, calls in
+// flight, error replies by code on both ports, the gateway's responses by
+// route and status, connections, bytes, slow consumers, the build), pprof
+// at /debug/pprof/, /healthz, /readyz (503 from the moment the server
+// begins to drain) and a live page at / that refreshes itself every second
+// and charts the last ten minutes, which the server keeps. It
 // logs "rpcd: admin serving" with its address before "rpcd: serving", and
 // closes after the drain. It has no authentication: give it a loopback or
 // private address (docs/operating.md):

@@ -40,6 +40,7 @@ func (f *adminFlags) count(reg *handler.Registry) *metrics.Metrics {
 // adminServer is serve's admin listener: an http.Server over an
 // admin.Handler.
 type adminServer struct {
+	h    *admin.Handler
 	srv  *http.Server
 	done chan error // the result of Serve
 }
@@ -60,9 +61,11 @@ func startAdmin(f *adminFlags, srv *reactor.Server, m *metrics.Metrics, gw *gate
 	if err != nil {
 		return nil, err
 	}
+	h := admin.New(srv, admin.Options{Metrics: m, Gateway: gw})
 	a := &adminServer{
+		h: h,
 		srv: &http.Server{
-			Handler:           admin.New(srv, admin.Options{Metrics: m, Gateway: gw}),
+			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
@@ -88,4 +91,5 @@ func (a *adminServer) stop() {
 	if err := <-a.done; !errors.Is(err, http.ErrServerClosed) {
 		a.srv.ErrorLog.Printf("rpcd: admin listener: %v", err)
 	}
+	_ = a.h.Close()
 }

@@ -35,7 +35,7 @@ func adminAddr(t *testing.T, log string) string {
 }
 
 // TestProcessServeAdmin runs `rpcd serve -admin -gateway`: health,
-// readiness, the live page and pprof answer; /metrics counts
+// readiness, the live page, its history and pprof answer; /metrics counts
 // the calls made exactly, the gateway's responses by route and status
 // (WebSocket upgrades among them) and its errors with the RPC port's, and
 // says which build this is as `rpcd version` does; on SIGTERM the process
@@ -63,6 +63,8 @@ func TestProcessServeAdmin(t *testing.T) {
 		{"/", "<title>rpcd</title>"},
 		{"/debug/pprof/", "goroutine"},
 		{"/stats.json", `"ready": true`},
+		{"/history.json", `"interval_s":1,`},
+		{"/uplot/uPlot.iife.min.js", "uPlot"},
 	} {
 		if code, body := get(tc.path); code != http.StatusOK || !strings.Contains(body, tc.want) {
 			t.Errorf("%s: %d, body without %q:\n%.300s", tc.path, code, tc.want, body)
