@@ -1,10 +1,12 @@
 package admin
 
 import (
-	_ "embed"
+	"bytes"
+	"embed"
 	"errors"
 	"net/http"
 	"net/http/pprof"
+	"path"
 	"sync"
 	"time"
 
@@ -12,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rpcd/rpcd/gateway"
+	"github.com/rpcd/rpcd/internal/buildinfo"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/reactor"
 )
@@ -20,30 +24,79 @@ import (
 type Options struct {
 	// Metrics, if set, counts the server's calls by route (its Middleware
 	// is in the server's registry): /metrics exports it, and the live page
-	// shows calls, latency and the table by route from it. Without it the
-	// page shows connections, bytes and errors only.
+	// shows calls, handler time and the table by route from it. Without it
+	// the page shows connections, bytes and errors only.
 	Metrics *metrics.Metrics
+
+	// Gateway, if set, is the HTTP/JSON gateway that serves the same
+	// registry: /metrics counts its responses by route and status
+	// (rpcd_gateway_responses_total), and its calls answered with an error
+	// in rpcd_errors_total with the server's; the live page's errors too.
+	Gateway *gateway.Gateway
 
 	// Registry, if set, is where the Handler registers its collectors and
 	// what /metrics serves, so that a program can add metrics of its own.
 	// Default: a registry of the Handler's own.
 	Registry *prometheus.Registry
+
+	// SampleInterval is how often the Handler reads the counters, from New
+	// until Close, for the live page's charts (/history.json) and as the
+	// bases of its rates: rates are over the last interval or so,
+	// percentiles over the last ten. Default DefaultSampleInterval.
+	SampleInterval time.Duration
+
+	// History is how long the samples are kept for /history.json. Default
+	// DefaultHistory.
+	History time.Duration
 }
 
-// Handler serves the admin paths for one server. Make one with New.
+// The defaults of Options.
+const (
+	DefaultSampleInterval = time.Second
+	DefaultHistory        = 10 * time.Minute
+)
+
+// Handler serves the admin paths for one server. Make one with New, and
+// Close it when done: it samples the counters on a goroutine of its own.
 type Handler struct {
 	srv     *reactor.Server
 	metrics *metrics.Metrics
+	gw      *gateway.Gateway
 	mux     *http.ServeMux
+	build   buildinfo.Info
+
+	interval      time.Duration // between samples
+	rateWindow    time.Duration // the least age of a rate's base sample
+	latencyWindow time.Duration // the least age of a percentile's base sample
 
 	mu      sync.Mutex
-	samples []sample // oldest first; see sampleAndCompare
+	recent  []sample // oldest first: one at least latencyWindow old, and those after it
+	history ring     // the points between samples, for /history.json
+
+	stop      chan struct{} // closed by Close
+	done      chan struct{} // closed when the sampler has stopped
+	closeOnce sync.Once
 }
 
-// New returns the admin handler for srv.
+// New returns the admin handler for srv. It takes a first sample at once
+// and then one every Options.SampleInterval until Close.
 func New(srv *reactor.Server, opts Options) *Handler {
-	h := &Handler{srv: srv, metrics: opts.Metrics, mux: http.NewServeMux()}
-	h.samples = append(h.samples, h.take(time.Now())) // the base of the first rates
+	if opts.SampleInterval <= 0 {
+		opts.SampleInterval = DefaultSampleInterval
+	}
+	if opts.History <= 0 {
+		opts.History = DefaultHistory
+	}
+	h := &Handler{
+		srv: srv, metrics: opts.Metrics, gw: opts.Gateway, mux: http.NewServeMux(), build: buildinfo.Read(),
+		interval:      opts.SampleInterval,
+		rateWindow:    opts.SampleInterval,
+		latencyWindow: 10 * opts.SampleInterval,
+		history:       newRing(int(max(opts.History/opts.SampleInterval, 1))),
+		stop:          make(chan struct{}),
+		done:          make(chan struct{}),
+	}
+	h.recent = append(h.recent, h.take(time.Now())) // the base of the first rates and points
 
 	reg := opts.Registry
 	if reg == nil {
@@ -51,7 +104,7 @@ func New(srv *reactor.Server, opts Options) *Handler {
 	}
 	register(reg, collectors.NewGoCollector())
 	register(reg, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	register(reg, ServerCollector(srv))
+	register(reg, Collector(srv, opts.Gateway))
 	if h.metrics != nil {
 		register(reg, h.metrics)
 	}
@@ -62,13 +115,24 @@ func New(srv *reactor.Server, opts Options) *Handler {
 	})
 	h.mux.HandleFunc("GET /readyz", h.readyz)
 	h.mux.HandleFunc("GET /stats.json", h.statsJSON)
+	h.mux.HandleFunc("GET /history.json", h.historyJSON)
 	h.mux.HandleFunc("GET /{$}", h.page)
+	h.mux.HandleFunc("GET /uplot/{file}", uplotFile)
 	h.mux.HandleFunc("/debug/pprof/", pprof.Index) // and each profile by name under it
 	h.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	h.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	h.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	h.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go h.sampleEvery()
 	return h
+}
+
+// Close stops the sampling; the Handler still serves, its history no
+// longer growing. It returns once the sampling goroutine has ended.
+func (h *Handler) Close() error {
+	h.closeOnce.Do(func() { close(h.stop) })
+	<-h.done
+	return nil
 }
 
 // register adds c to reg; a collector reg already has (a program's own Go
@@ -100,6 +164,40 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 
 //go:embed page.html
 var pageHTML []byte
+
+// uPlot draws the live page's charts: a copy of its release, unchanged,
+// embedded (admin/uplot/README.md says where from and how to update it).
+//
+//go:embed uplot/uPlot.iife.min.js uplot/uPlot.min.css uplot/LICENSE
+var uplotFS embed.FS
+
+// uplotVersion is the release of uPlot the live page is drawn with, in
+// admin/uplot.
+const uplotVersion = "1.6.32"
+
+// uplotFile serves a file of admin/uplot: the script, its style sheet
+// and its licence, tagged with uPlot's version, so that a browser asks
+// again after an upgrade and is answered 304 until then.
+func uplotFile(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	b, err := uplotFS.ReadFile("uplot/" + name)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	ct := "text/plain; charset=utf-8"
+	switch path.Ext(name) {
+	case ".js":
+		ct = "text/javascript; charset=utf-8"
+	case ".css":
+		ct = "text/css; charset=utf-8"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("ETag", `"uplot-`+uplotVersion+`"`)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
+}
 
 // page serves the live page.
 func (h *Handler) page(w http.ResponseWriter, _ *http.Request) {

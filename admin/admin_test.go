@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +40,10 @@ func TestMain(m *testing.M) {
 type rig struct {
 	srv   *reactor.Server
 	m     *metrics.Metrics
+	h     *admin.Handler
 	admin string // base URL of the admin listener
+
+	observe atomic.Pointer[func(*http.Request)] // if set, sees each request to the admin listener
 }
 
 // newRig serves reg's routes, plus the built-in ones, counted by a
@@ -51,6 +56,13 @@ func newRig(t *testing.T, reg *handler.Registry) *rig {
 
 // newRigWith is newRig with the server's options.
 func newRigWith(t *testing.T, reg *handler.Registry, opts reactor.Options) *rig {
+	t.Helper()
+	return newRigAdmin(t, reg, opts, admin.Options{})
+}
+
+// newRigAdmin is newRigWith with the admin handler's options; their
+// Metrics is the rig's.
+func newRigAdmin(t *testing.T, reg *handler.Registry, opts reactor.Options, aopts admin.Options) *rig {
 	t.Helper()
 	r := &rig{m: metrics.New()}
 	if reg == nil {
@@ -73,7 +85,15 @@ func newRigWith(t *testing.T, reg *handler.Registry, opts reactor.Options) *rig 
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: admin.New(r.srv, admin.Options{Metrics: r.m}), ReadHeaderTimeout: 10 * time.Second}
+	aopts.Metrics = r.m
+	r.h = admin.New(r.srv, aopts)
+	t.Cleanup(func() { r.h.Close() })
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if see := r.observe.Load(); see != nil {
+			(*see)(req)
+		}
+		r.h.ServeHTTP(w, req)
+	}), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	t.Cleanup(func() {
@@ -495,7 +515,8 @@ func TestInlineOverruns(t *testing.T) {
 	}
 }
 
-// TestPageSelfContained: the live page loads nothing from elsewhere.
+// TestPageSelfContained: the live page loads nothing from elsewhere: its
+// script and style are the admin listener's own, uPlot among them.
 func TestPageSelfContained(t *testing.T) {
 	r := newRig(t, nil)
 	code, body := get(t, r.admin+"/")
@@ -505,13 +526,75 @@ func TestPageSelfContained(t *testing.T) {
 	if m := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?(https?:)?//|@import|url\(`).FindString(body); m != "" {
 		t.Fatalf("the page refers to another site: %q", m)
 	}
-	if !strings.Contains(body, `fetch("stats.json"`) {
-		t.Fatal("the page does not read stats.json")
+	for _, want := range []string{`getJSON("stats.json")`, `"history.json"`, `src="uplot/uPlot.iife.min.js"`, `href="uplot/uPlot.min.css"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %s", want)
+		}
 	}
 	for _, want := range []string{"st.inline_overruns", "st.inline", `id="inline-routes"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page does not show the watchdog's figures: no %s", want)
 		}
+	}
+	for _, src := range regexp.MustCompile(`(?:src|href)="([^"]+)"`).FindAllStringSubmatch(body, -1) {
+		if code, _ := get(t, r.admin+"/"+src[1]); code != http.StatusOK {
+			t.Errorf("the page refers to %s, which answers %d", src[1], code)
+		}
+	}
+}
+
+// TestUPlotVendored: the embedded uPlot is the release admin/uplot/README.md
+// names, served with its type and an ETag of its version, and its script
+// fetches nothing: the only address in it is the project's, in its
+// banner.
+func TestUPlotVendored(t *testing.T) {
+	r := newRig(t, nil)
+	resp, err := httpClient.Get(r.admin + "/uplot/uPlot.iife.min.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/javascript") {
+		t.Fatalf("uPlot.iife.min.js: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	banner := "/*! https://github.com/leeoniya/uPlot (v" + admin.UPlotVersion + ") */"
+	if !strings.HasPrefix(string(js), banner) {
+		t.Errorf("the script begins %.60q, want %q", js, banner)
+	}
+	readme, err := os.ReadFile("uplot/README.md")
+	if err != nil || !strings.Contains(string(readme), "| version | "+admin.UPlotVersion+" |") {
+		t.Errorf("admin/uplot/README.md does not name version %s (%v)", admin.UPlotVersion, err)
+	}
+	rest := strings.TrimPrefix(string(js), banner)
+	for _, bad := range []string{"http://", "https://", "fetch(", "XMLHttpRequest", "import(", "WebSocket", "sendBeacon"} {
+		if strings.Contains(rest, bad) {
+			t.Errorf("the script has %q", bad)
+		}
+	}
+	for path, ct := range map[string]string{"/uplot/uPlot.min.css": "text/css", "/uplot/LICENSE": "text/plain"} {
+		resp, err := httpClient.Get(r.admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), ct) || len(b) == 0 {
+			t.Errorf("%s: %d %s, %d bytes", path, resp.StatusCode, resp.Header.Get("Content-Type"), len(b))
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, r.admin+"/uplot/uPlot.iife.min.js", nil)
+	req.Header.Set("If-None-Match", resp.Header.Get("ETag"))
+	again, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Body.Close()
+	if again.StatusCode != http.StatusNotModified || resp.Header.Get("ETag") != `"uplot-`+admin.UPlotVersion+`"` {
+		t.Errorf("asked again with its ETag %s: %d, want 304", resp.Header.Get("ETag"), again.StatusCode)
+	}
+	if code, _ := get(t, r.admin+"/uplot/README.md"); code != http.StatusNotFound {
+		t.Errorf("/uplot/README.md: %d, want 404 (not embedded)", code)
 	}
 }
 
@@ -565,6 +648,7 @@ func TestStatsJSON(t *testing.T) {
 func TestNoMetrics(t *testing.T) {
 	srv := reactor.New(handler.NewRegistry(), reactor.Options{})
 	h := admin.New(srv, admin.Options{})
+	defer h.Close()
 	if srv.Ready() {
 		t.Fatal("a server not started is ready")
 	}

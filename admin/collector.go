@@ -1,9 +1,13 @@
 package admin
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rpcd/rpcd/gateway"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/buildinfo"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/reactor"
 )
@@ -25,8 +29,14 @@ var (
 	handedOffDesc = prometheus.NewDesc("rpcd_connections_handed_off_total",
 		"Connections moved off their event loop to a goroutine of their own: their peer did not take their output at once, half-closed with calls owed, or was sent a GoAway that ends it.", nil, nil)
 	errorsDesc = prometheus.NewDesc("rpcd_errors_total",
-		"Error replies to calls, by code: calls whose handler failed and calls refused before any handler ran (no such route, draining, a limit).",
+		"Calls answered with an error, by code, on the RPC port and through the gateway: calls whose handler failed and calls refused before any handler ran (no such route, draining, a limit).",
 		[]string{"code"}, nil)
+	gatewayResponsesDesc = prometheus.NewDesc("rpcd_gateway_responses_total",
+		"Responses of the HTTP gateway, by route (the registered route's name; unknown for a path that names none; jsonrpc; ws) and HTTP status.",
+		[]string{"route", "status"}, nil)
+	buildInfoDesc = prometheus.NewDesc("rpcd_build_info",
+		"1, labelled with the rpcd module's version, the revision of its source and the Go release that built it, as rpcd version prints them.",
+		[]string{"version", "revision", "go_version"}, nil)
 	blockingDesc = prometheus.NewDesc("rpcd_blocking_calls",
 		"Calls of Blocking routes queued for the goroutine pool or running on it now.", nil, nil)
 	drainingDesc = prometheus.NewDesc("rpcd_draining",
@@ -42,26 +52,43 @@ var (
 		[]string{"route"}, nil)
 )
 
-// ServerCollector returns a prometheus.Collector of srv's own counters
+// ServerCollector returns Collector(srv, nil): a prometheus.Collector of
+// srv's own counters, for a server without a gateway.
+func ServerCollector(srv *reactor.Server) prometheus.Collector { return Collector(srv, nil) }
+
+// Collector returns a prometheus.Collector of srv's own counters
 // (reactor.Stats): connections, bytes, slow consumers, connections handed
 // off their event loops, error replies by code, Blocking calls, draining,
-// and the publishes and subscriptions its topic permissions refused; and,
-// for every route that runs or ran inline (Server.Routes), its watchdog
-// overruns and whether it moved to the blocking pool. New registers it; a
-// program with a /metrics of its own can register it there.
-func ServerCollector(srv *reactor.Server) prometheus.Collector { return serverCollector{srv} }
+// and the publishes and subscriptions its topic permissions refused; for
+// every route that runs or ran inline (Server.Routes), its watchdog
+// overruns and whether it moved to the blocking pool; with gw, the
+// gateway's responses by route and status, and its calls answered with
+// an error added to the server's error replies in rpcd_errors_total; and
+// rpcd_build_info. New registers it; a program with a /metrics of its own
+// can register it there.
+func Collector(srv *reactor.Server, gw *gateway.Gateway) prometheus.Collector {
+	return serverCollector{srv: srv, gw: gw, build: buildinfo.Read()}
+}
 
-type serverCollector struct{ srv *reactor.Server }
+type serverCollector struct {
+	srv   *reactor.Server
+	gw    *gateway.Gateway // nil without a gateway
+	build buildinfo.Info
+}
 
 // Describe implements prometheus.Collector.
 func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{connsDesc, connsOpenedDesc, connsRefusedDesc, bytesInDesc, bytesOutDesc, slowDesc, handedOffDesc, errorsDesc, blockingDesc, drainingDesc, topicRefusedDesc, overrunsDesc, movedDesc} {
+	for _, d := range []*prometheus.Desc{connsDesc, connsOpenedDesc, connsRefusedDesc, bytesInDesc, bytesOutDesc, slowDesc, handedOffDesc, errorsDesc, blockingDesc, drainingDesc, topicRefusedDesc, overrunsDesc, movedDesc, buildInfoDesc} {
 		ch <- d
+	}
+	if c.gw != nil {
+		ch <- gatewayResponsesDesc
 	}
 }
 
-// Collect implements prometheus.Collector. Error codes, and refusals by
-// kind and prefix, appear once they have been counted.
+// Collect implements prometheus.Collector. Error codes, refusals by kind
+// and prefix, and the gateway's routes and statuses appear once they have
+// been counted.
 func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.srv.Stats()
 	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
@@ -81,7 +108,17 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		draining = 1
 	}
 	gauge(drainingDesc, draining)
-	for slot, n := range st.Errors {
+	errs := st.Errors
+	if c.gw != nil {
+		gs := c.gw.Stats()
+		for slot, n := range gs.Errors {
+			errs[slot] += n
+		}
+		for _, r := range gs.Responses {
+			ch <- prometheus.MustNewConstMetric(gatewayResponsesDesc, prometheus.CounterValue, float64(r.Count), r.Route, strconv.Itoa(r.Status))
+		}
+	}
+	for slot, n := range errs {
 		if n > 0 {
 			ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(n), metrics.CodeName(slot))
 		}
@@ -97,6 +134,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(overrunsDesc, prometheus.CounterValue, float64(r.Overruns), r.Name)
 		ch <- prometheus.MustNewConstMetric(movedDesc, prometheus.GaugeValue, moved, r.Name)
 	}
+	ch <- prometheus.MustNewConstMetric(buildInfoDesc, prometheus.GaugeValue, 1, c.build.Version, c.build.Revision, c.build.GoVersion)
 }
 
 // inlineRoutes returns the routes of srv that run inline or did: every

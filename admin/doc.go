@@ -8,28 +8,37 @@
 //	reg.Use(m.Middleware())                     // count calls by route
 //	srv := reactor.New(reg, reactor.Options{})
 //	srv.Start("127.0.0.1:7070")
-//	h := admin.New(srv, admin.Options{Metrics: m})
+//	h := admin.New(srv, admin.Options{Metrics: m, Gateway: gw}) // gw: a gateway.Gateway, or nil
+//	defer h.Close()                             // stops its sampling
 //	go http.Serve(adminListener, h)
 //
 // Its paths:
 //
-//	/             the live page: one HTML file, no outside resources, that
-//	              reads /stats.json every second
-//	/stats.json   the figures the page shows (see Stats)
-//	/metrics      Prometheus text format: the server's counters
-//	              (ServerCollector), the routes' (metrics.Metrics), and the
-//	              Go runtime's and the process's collectors
-//	/healthz      200 while the process serves HTTP at all
-//	/readyz       200 while the server accepts connections; 503 once it
-//	              drains, so that a load balancer stops sending to it
-//	/debug/pprof/ net/http/pprof's handlers, mounted on this mux
+//	/              the live page: one HTML file and uPlot (admin/uplot),
+//	               no outside resources, that reads /stats.json and
+//	               /history.json every second
+//	/stats.json    the figures of the page's tiles and tables (see Stats)
+//	/history.json  the charts' history: what happened between each sample
+//	               and the one before (see History)
+//	/uplot/        uPlot's script, style sheet and licence
+//	/metrics       Prometheus text format: the server's counters, the
+//	               gateway's, and rpcd_build_info (Collector), the routes'
+//	               (metrics.Metrics), and the Go runtime's and the
+//	               process's collectors
+//	/healthz       200 while the process serves HTTP at all
+//	/readyz        200 while the server accepts connections; 503 once it
+//	               drains, so that a load balancer stops sending to it
+//	/debug/pprof/  net/http/pprof's handlers, mounted on this mux
 //
-// Rates and percentiles on the page are computed here, not in the browser:
-// each /stats.json request reads the counters and compares them with a
-// sample taken earlier (the newest at least a second old for rates, ten
-// seconds for percentiles). Samples are taken only when the page asks, at
-// most two a second, and kept for about ten seconds; nothing runs in the
-// background.
+// The figures on the page are computed here, not in the browser. From New
+// until Close, a goroutine reads the counters every Options.SampleInterval
+// (a second) and keeps what happened between each reading and the one
+// before for Options.History (ten minutes), so that a page opened now
+// shows the last ten minutes; any number of pages share them. Each
+// /stats.json request reads the counters again and compares them with a
+// kept reading: the newest at least one interval old for rates, ten for
+// percentiles, so that a first reading after a quiet spell covers the
+// last interval, not the time since the process started.
 //
 // Importing net/http/pprof also registers its handlers on
 // http.DefaultServeMux, as a side effect of that package; rpcd never serves

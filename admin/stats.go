@@ -6,77 +6,125 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/rpcd/rpcd/gateway"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/reactor"
 )
 
-// reactor.Stats.Errors and metrics.RouteStats.Calls count codes in the same
-// slots: this fails to compile if they stop agreeing.
-const _ = uint(reactor.CodeSlots-metrics.CodeSlots) + uint(metrics.CodeSlots-reactor.CodeSlots)
-
-// The windows of /stats.json: rates are over the last second or so,
-// percentiles over the last ten seconds or so, each from the newest sample
-// at least that old (or the oldest there is) to now.
+// reactor.Stats.Errors, gateway.Stats.Errors and metrics.RouteStats.Calls
+// count codes in the same slots: this fails to compile if they stop
+// agreeing.
 const (
-	rateWindow    = time.Second
-	latencyWindow = 10 * time.Second
-	sampleEvery   = 500 * time.Millisecond // the least time between two samples kept
+	_ = uint(reactor.CodeSlots-metrics.CodeSlots) + uint(metrics.CodeSlots-reactor.CodeSlots)
+	_ = uint(reactor.CodeSlots-gateway.CodeSlots) + uint(gateway.CodeSlots-reactor.CodeSlots)
 )
 
 // sample is the counters read at one time.
 type sample struct {
-	at     time.Time
-	server reactor.Stats
-	routes []metrics.RouteStats
+	at       time.Time
+	server   reactor.Stats
+	gwErrors [gateway.CodeSlots]uint64 // the gateway's calls answered with an error
+	overruns uint64                    // inline overruns, all routes
+	routes   []metrics.RouteStats
+}
+
+// errors returns the calls answered with an error by code, on the RPC
+// port and through the gateway, and their total.
+func (s *sample) errors() (byCode [reactor.CodeSlots]uint64, total uint64) {
+	for slot := range byCode {
+		byCode[slot] = s.server.Errors[slot] + s.gwErrors[slot]
+		total += byCode[slot]
+	}
+	return byCode, total
+}
+
+// calls returns the calls ended in all routes, and their latencies.
+func (s *sample) calls() (n uint64, latency metrics.Histogram) {
+	for i := range s.routes {
+		n += s.routes[i].Total()
+		latency.Add(&s.routes[i].Latency)
+	}
+	return n, latency
 }
 
 // take reads the counters now.
 func (h *Handler) take(now time.Time) sample {
 	s := sample{at: now, server: h.srv.Stats()}
+	if h.gw != nil {
+		s.gwErrors = h.gw.Stats().Errors
+	}
+	for _, r := range inlineRoutes(h.srv) {
+		s.overruns += r.Overruns
+	}
 	if h.metrics != nil {
 		s.routes = h.metrics.Snapshot()
 	}
 	return s
 }
 
-// sampleAndCompare reads the counters and returns them with the samples to
-// compare them with for rates and for percentiles; it keeps the new sample
-// if the newest kept is at least sampleEvery old, and drops samples no
-// longer needed.
-func (h *Handler) sampleAndCompare() (now, rateBase, latBase sample) {
+// sampleEvery samples the counters every interval until Close.
+func (h *Handler) sampleEvery() {
+	defer close(h.done)
+	t := time.NewTicker(h.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+			h.sample(time.Now())
+		}
+	}
+}
+
+// sample takes a sample: the history gets the point between it and the
+// one before, and the samples no longer needed as bases are dropped.
+func (h *Handler) sample(now time.Time) {
+	s := h.take(now)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.history.push(h.between(&h.recent[len(h.recent)-1], &s))
+	h.recent = append(h.recent, s)
+	// Keep one sample at least latencyWindow old, and those after it.
+	for len(h.recent) > 1 && now.Sub(h.recent[1].at) >= h.latencyWindow {
+		h.recent[0] = sample{}
+		h.recent = h.recent[1:]
+	}
+}
+
+// now reads the counters and returns them with the samples to compare
+// them with for rates and for percentiles: the newest at least rateWindow
+// old, and at least latencyWindow old, or the oldest there is.
+func (h *Handler) now() (now, rateBase, latBase sample) {
 	now = h.take(time.Now())
-	rateBase, latBase = h.samples[0], h.samples[0]
-	for _, s := range h.samples {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rateBase, latBase = h.recent[0], h.recent[0]
+	for _, s := range h.recent {
 		age := now.at.Sub(s.at)
-		if age >= rateWindow {
+		if age >= h.rateWindow {
 			rateBase = s
 		}
-		if age >= latencyWindow {
+		if age >= h.latencyWindow {
 			latBase = s
 		}
-	}
-	if now.at.Sub(h.samples[len(h.samples)-1].at) >= sampleEvery {
-		h.samples = append(h.samples, now)
-	}
-	// Keep one sample at least latencyWindow old, and those after it.
-	for len(h.samples) > 1 && now.at.Sub(h.samples[1].at) >= latencyWindow {
-		h.samples[0] = sample{}
-		h.samples = h.samples[1:]
 	}
 	return now, rateBase, latBase
 }
 
-// Stats is what /stats.json answers: the figures of the live page.
-// Durations are in seconds; "_per_s" figures are rates over RateWindow,
-// percentiles over LatencyWindow.
+// Stats is what /stats.json answers: the figures of the live page's
+// tiles and tables. Durations are in seconds; "_per_s" figures are rates
+// over RateWindow, percentiles over LatencyWindow: from the newest sample
+// at least one sample interval old (ten for percentiles) to now.
 type Stats struct {
 	Time          time.Time `json:"time"`
 	Addr          string    `json:"addr"`
 	Ready         bool      `json:"ready"`
 	Draining      bool      `json:"draining"`
 	Goroutines    int       `json:"goroutines"`
+	Version       string    `json:"version"`    // the rpcd module's, as rpcd_build_info labels it
+	Revision      string    `json:"revision"`   // of its source
+	GoVersion     string    `json:"go_version"` // the Go release that built the binary
 	RateWindow    float64   `json:"rate_window_s"`
 	LatencyWindow float64   `json:"latency_window_s"`
 
@@ -89,7 +137,8 @@ type Stats struct {
 	SlowConsumers uint64  `json:"slow_consumers"`
 	Blocking      int     `json:"blocking"`
 
-	// Error replies, all codes: handlers' and refusals'.
+	// Calls answered with an error, all codes, handlers' and refusals',
+	// on the RPC port and through the gateway (Options.Gateway).
 	Errors       uint64            `json:"errors"`
 	ErrorsPerS   float64           `json:"errors_per_s"`
 	ErrorsByCode map[string]uint64 `json:"errors_by_code"`
@@ -113,7 +162,9 @@ type InlineStats struct {
 }
 
 // CallStats are the figures of the calls that reached a handler: all
-// routes together, and each.
+// routes together, and each. The percentiles are of handler time: from
+// the handler (and the middleware inside the metrics one) being called to
+// its returning, not a round trip.
 type CallStats struct {
 	RouteStats
 	Routes []RouteStats `json:"routes"`
@@ -127,14 +178,14 @@ type RouteStats struct {
 	InFlight uint64  `json:"in_flight"`
 	PerS     float64 `json:"calls_per_s"`
 	Count    uint64  `json:"window_calls"` // calls ended within the latency window
-	P50      float64 `json:"p50_s"`
+	P50      float64 `json:"p50_s"`        // handler time
 	P90      float64 `json:"p90_s"`
 	P99      float64 `json:"p99_s"`
 }
 
 // Stats returns the figures /stats.json answers.
 func (h *Handler) Stats() Stats {
-	now, rateBase, latBase := h.sampleAndCompare()
+	now, rateBase, latBase := h.now()
 	perS := func(n, base uint64) float64 {
 		d := now.at.Sub(rateBase.at).Seconds()
 		if d <= 0 || n < base {
@@ -148,6 +199,9 @@ func (h *Handler) Stats() Stats {
 		Ready:         h.srv.Ready(),
 		Draining:      sv.Draining,
 		Goroutines:    runtime.NumGoroutine(),
+		Version:       h.build.Version,
+		Revision:      h.build.Revision,
+		GoVersion:     h.build.GoVersion,
 		RateWindow:    now.at.Sub(rateBase.at).Seconds(),
 		LatencyWindow: now.at.Sub(latBase.at).Seconds(),
 		Conns:         sv.Conns,
@@ -163,10 +217,10 @@ func (h *Handler) Stats() Stats {
 	if a := h.srv.Addr(); a != nil {
 		out.Addr = a.String()
 	}
-	var baseErrors uint64
-	for slot, n := range sv.Errors {
-		out.Errors += n
-		baseErrors += rb.Errors[slot]
+	byCode, total := now.errors()
+	_, baseErrors := rateBase.errors()
+	out.Errors = total
+	for slot, n := range byCode {
 		if n > 0 {
 			out.ErrorsByCode[metrics.CodeName(slot)] = n
 		}

@@ -90,6 +90,7 @@ type Gateway struct {
 	run      handler.Runner // runs the calls (handler/run.go)
 	ids      atomic.Uint32
 	draining atomic.Bool
+	counts   counters // Stats
 }
 
 // New returns a gateway to reg's routes.
@@ -130,58 +131,60 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b
 // maxPooled is the largest buffer kept for reuse.
 const maxPooled = 256 << 10
 
-// ServeHTTP calls the route the path names with the request body.
+// ServeHTTP calls the route the path names with the request body. Every
+// response is counted in Stats, by the route's name (RouteUnknown for a
+// path that names no route) and status, and a call's error by its code.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	route, ok := strings.CutPrefix(r.URL.Path, g.opts.Prefix)
 	if !ok {
-		g.fail(w, http.StatusNotFound, &handler.Error{Code: proto.CodeNotFound, Unprocessed: true,
+		g.fail(w, tally{route: RouteUnknown}, http.StatusNotFound, &handler.Error{Code: proto.CodeNotFound, Unprocessed: true,
 			Message: "no route: paths are " + g.opts.Prefix + "Controller/Action"})
 		return
 	}
+	rt := g.reg.Lookup([]byte(route))
+	tl := tally{route: RouteUnknown, call: true}
+	if rt != nil {
+		tl.route = rt.Name()
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		g.fail(w, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
+		g.fail(w, tl, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
 			Message: "method " + r.Method + ": routes are called with POST"})
 		return
 	}
 	codec, err := codecOf(r.Header.Get("Content-Type"))
 	if err != nil {
-		g.fail(w, http.StatusUnsupportedMediaType, err)
+		g.fail(w, tl, http.StatusUnsupportedMediaType, err)
 		return
 	}
 	bodyZip, err := contentEncoding(r.Header.Values("Content-Encoding"))
 	if err != nil {
 		w.Header().Set("Accept-Encoding", "zstd, gzip")
-		g.fail(w, http.StatusUnsupportedMediaType, err)
+		g.fail(w, tl, http.StatusUnsupportedMediaType, err)
 		return
 	}
 	if g.draining.Load() {
-		g.fail(w, 0, &handler.Error{Code: proto.CodeUnavailable, Message: "server is draining", Unprocessed: true})
+		g.fail(w, tl, 0, &handler.Error{Code: proto.CodeUnavailable, Message: "server is draining", Unprocessed: true})
 		return
 	}
 	id, err := g.authenticate(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rpcd"`)
-		g.fail(w, 0, err)
+		g.fail(w, tl, 0, err)
 		return
 	}
-	if handler.ValidRoute(route) != nil || len(route) > g.opts.Limits.MaxRoute {
-		g.fail(w, 0, &handler.Error{Code: proto.CodeNotFound, Message: "no route " + route, Unprocessed: true})
-		return
-	}
-	rt := g.reg.Lookup([]byte(route))
-	if rt == nil {
-		g.fail(w, 0, &handler.Error{Code: proto.CodeNotFound, Message: "no route " + route, Unprocessed: true})
+	if rt == nil || handler.ValidRoute(route) != nil || len(route) > g.opts.Limits.MaxRoute {
+		g.fail(w, tl, 0, &handler.Error{Code: proto.CodeNotFound, Message: "no route " + route, Unprocessed: true})
 		return
 	}
 	md, status, err := g.metadata(r.Header)
 	if err != nil {
-		g.fail(w, status, err)
+		g.fail(w, tl, status, err)
 		return
 	}
 	deadline, err := deadlineOf(r)
 	if err != nil {
-		g.fail(w, 0, err)
+		g.fail(w, tl, 0, err)
 		return
 	}
 
@@ -195,7 +198,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r.Body, r.ContentLength, limit, (*bp)[:0])
 	*bp = body[:0]
 	if err != nil {
-		g.fail(w, http.StatusRequestEntityTooLarge, err)
+		g.fail(w, tl, http.StatusRequestEntityTooLarge, err)
 		return
 	}
 	if bodyZip != proto.CompressionNone {
@@ -204,11 +207,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer func() { compression.PutBuffer(xp, expanded) }()
 		switch {
 		case errors.Is(err, compression.ErrTooLarge):
-			g.fail(w, http.StatusRequestEntityTooLarge, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
+			g.fail(w, tl, http.StatusRequestEntityTooLarge, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
 				Message: "body expands past the limit of " + strconv.Itoa(max(limit, 0)) + " (the frame limit, less the route and metadata)"})
 			return
 		case err != nil:
-			g.fail(w, http.StatusBadRequest, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
+			g.fail(w, tl, http.StatusBadRequest, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
 				Message: "body does not expand as its Content-Encoding says: " + handler.MessageOf(err)})
 			return
 		}
@@ -238,7 +241,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	if err != nil {
-		g.fail(w, 0, err)
+		g.fail(w, tl, 0, err)
 		return
 	}
 	h := w.Header()
@@ -261,6 +264,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.Set("Content-Length", strconv.Itoa(len(reply)))
+	g.counts.response(tl.route, http.StatusOK)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(reply)
 }
@@ -340,11 +344,15 @@ func acceptEncoding(values []string) proto.Compression {
 }
 
 // fail writes err as a JSON error body, with status, or the status that
-// stands for err's code when status is 0.
-func (g *Gateway) fail(w http.ResponseWriter, status int, err error) {
+// stands for err's code when status is 0, having counted it as tl says.
+func (g *Gateway) fail(w http.ResponseWriter, tl tally, status int, err error) {
 	code := handler.CodeOf(err)
 	if status == 0 {
 		status = HTTPStatus(code)
+	}
+	g.counts.response(tl.route, status)
+	if tl.call {
+		g.counts.failed(code)
 	}
 	body, _ := json.Marshal(errorBody{Code: CodeName(code), Message: handler.MessageOf(err), Unprocessed: handler.IsUnprocessed(err)})
 	h := w.Header()

@@ -71,53 +71,58 @@ var jsonNull = json.RawMessage("null")
 // a route with its params as the argument, in order, and answers with
 // the response objects (none for notifications: 204 then). It
 // authenticates, takes metadata and a deadline from the headers, and
-// refuses while draining, as the gateway's other calls.
+// refuses while draining, as the gateway's other calls. Its responses are
+// counted in Stats under RouteJSONRPC, and each call answered with an
+// error by its code.
 func (g *Gateway) JSONRPC() http.Handler {
 	return http.HandlerFunc(g.serveJSONRPC)
 }
 
 func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
+	tl := tally{route: RouteJSONRPC, call: true} // a request refused whole counts as one call
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		g.fail(w, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
+		g.fail(w, tl, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
 			Message: "method " + r.Method + ": JSON-RPC requests are POSTed"})
 		return
 	}
 	if codec, err := codecOf(r.Header.Get("Content-Type")); err != nil || codec != proto.CodecJSON {
-		g.fail(w, http.StatusUnsupportedMediaType, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
+		g.fail(w, tl, http.StatusUnsupportedMediaType, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
 			Message: "Content-Type " + r.Header.Get("Content-Type") + ": JSON-RPC takes " + ContentJSON})
 		return
 	}
 	id, err := g.authenticate(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rpcd"`)
-		g.fail(w, 0, err)
+		g.fail(w, tl, 0, err)
 		return
 	}
 	md, status, err := g.metadata(r.Header)
 	if err != nil {
-		g.fail(w, status, err)
+		g.fail(w, tl, status, err)
 		return
 	}
 	deadline, err := deadlineOf(r)
 	if err != nil {
-		g.fail(w, 0, err)
+		g.fail(w, tl, 0, err)
 		return
 	}
 	body, err := readBody(r.Body, r.ContentLength, g.opts.Limits.MaxFrameSize, nil)
 	if err != nil {
-		g.fail(w, http.StatusRequestEntityTooLarge, err)
+		g.fail(w, tl, http.StatusRequestEntityTooLarge, err)
 		return
 	}
 	c := jsonrpcCall{g: g, r: r, id: id, md: md, deadline: deadline}
 	var out []byte
 	switch trimmed := bytes.TrimLeft(body, " \t\r\n"); {
 	case !json.Valid(body):
+		g.counts.failed(proto.CodeInvalidArgument)
 		out = mustJSON(jsonrpcResponse{JSONRPC: "2.0", ID: jsonNull, Error: &jsonrpcError{Code: JSONRPCParseError, Message: "parse error: the body is not JSON"}})
 	case len(trimmed) > 0 && trimmed[0] == '[':
 		var batch []json.RawMessage
 		_ = json.Unmarshal(body, &batch)
 		if len(batch) == 0 {
+			g.counts.failed(proto.CodeInvalidArgument)
 			out = mustJSON(jsonrpcResponse{JSONRPC: "2.0", ID: jsonNull, Error: &jsonrpcError{Code: JSONRPCInvalidRequest, Message: "invalid request: an empty batch"}})
 			break
 		}
@@ -137,11 +142,13 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	if out == nil { // notifications only
+		g.counts.response(RouteJSONRPC, http.StatusNoContent)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	h.Set("Content-Type", ContentJSON)
 	h.Set("Content-Length", strconv.Itoa(len(out)+1))
+	g.counts.response(RouteJSONRPC, http.StatusOK)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(append(out, '\n'))
 }
@@ -156,8 +163,22 @@ type jsonrpcCall struct {
 }
 
 // run runs one request object and returns its response, or false for a
-// notification (which gets none, whatever becomes of it).
+// notification (which gets none, whatever becomes of it). A response
+// with an error is counted in Stats.Errors.
 func (c *jsonrpcCall) run(raw json.RawMessage) (jsonrpcResponse, bool) {
+	resp, ok := c.runOne(raw)
+	if ok && resp.Error != nil {
+		code := proto.CodeInvalidArgument // JSON-RPC's own errors: no request object, params that are not the argument
+		if resp.Error.Data != nil {
+			code = proto.Code(resp.Error.Data.Code)
+		}
+		c.g.counts.failed(code)
+	}
+	return resp, ok
+}
+
+// runOne is run, uncounted.
+func (c *jsonrpcCall) runOne(raw json.RawMessage) (jsonrpcResponse, bool) {
 	resp := jsonrpcResponse{JSONRPC: "2.0", ID: jsonNull}
 	var req jsonrpcRequest
 	if err := json.Unmarshal(raw, &req); err != nil || req.JSONRPC != "2.0" || req.Method == nil || !validID(req.ID) {

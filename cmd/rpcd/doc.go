@@ -19,6 +19,7 @@
 //	chaos   kill and restart a server while clients call it; check no call ran twice
 //	token   sign a token for servers started with -auth-hmac-key
 //	health  check that a server is ready, through its admin listener (/readyz)
+//	version print which rpcd this is: version, revision, Go release
 //	help    print this list, or a command's usage: rpcd help call
 //
 // Every command takes -h for its flags.
@@ -84,10 +85,12 @@
 //	3
 //
 // -admin ADDR serves, over HTTP on a port of its own, Prometheus metrics at
-// /metrics (calls by route and code, latency by route, calls in flight,
-// error replies by code, connections, bytes, slow consumers), pprof at
-// /debug/pprof/, /healthz, /readyz (503 from the moment the server begins
-// to drain) and a live page at / that refreshes itself every second. It
+// /metrics (calls by route and code, handler time by route, calls in
+// flight, error replies by code on both ports, the gateway's responses by
+// route and status, connections, bytes, slow consumers, the build), pprof
+// at /debug/pprof/, /healthz, /readyz (503 from the moment the server
+// begins to drain) and a live page at / that refreshes itself every second
+// and charts the last ten minutes, which the server keeps. It
 // logs "rpcd: admin serving" with its address before "rpcd: serving", and
 // closes after the drain. It has no authentication: give it a loopback or
 // private address (docs/operating.md):
@@ -276,6 +279,19 @@
 // Without -admin it asks $RPCD_ADMIN (0.0.0.0 or :: as loopback), else
 // 127.0.0.1:7071. It is the container image's HEALTHCHECK, which has no
 // shell or curl.
+//
+// # version
+//
+//	rpcd version
+//
+// Version prints which rpcd this is, as the labels of the admin listener's
+// rpcd_build_info metric: the module's version ((devel) for a build from a
+// checkout), the revision of the source (unknown if the build did not
+// record one) and the Go release that built it. rpcd -version and
+// rpcd --version are the same:
+//
+//	$ rpcd version
+//	rpcd version=v1.2.0 revision=unknown go_version=go1.26.0
 //
 // # Exit status
 //

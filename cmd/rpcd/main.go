@@ -104,7 +104,7 @@ type command struct {
 }
 
 // commands lists the subcommands in the order help shows them.
-var commands = []*command{serveCmd, callCmd, routesCmd, pubCmd, subCmd, benchCmd, soakCmd, chaosCmd, tokenCmd, healthCmd}
+var commands = []*command{serveCmd, callCmd, routesCmd, pubCmd, subCmd, benchCmd, soakCmd, chaosCmd, tokenCmd, healthCmd, versionCmd}
 
 // lookup returns the command called name, or nil.
 func lookup(name string) *command {
@@ -127,6 +127,8 @@ func (c *cli) run(args []string) int {
 	case "-h", "-help", "--help":
 		printCommands(c.stdout)
 		return exitOK
+	case "-version", "--version":
+		return c.runCommand(versionCmd, args[1:])
 	case "help":
 		if len(args) == 1 {
 			printCommands(c.stdout)
@@ -153,6 +155,18 @@ func (c *cli) run(args []string) int {
 	}
 }
 
+// usage is the command's usage line: rpcd, its name and its synopsis.
+func (cmd *command) usage() string {
+	return strings.TrimSpace("rpcd " + cmd.name + " " + cmd.synopsis)
+}
+
+// hasFlags reports whether fs defines any flag.
+func hasFlags(fs *flag.FlagSet) bool {
+	found := false
+	fs.VisitAll(func(*flag.Flag) { found = true })
+	return found
+}
+
 // flagSet returns the command's flags, with a usage that shows the
 // synopsis, what the command does and an example, and the function that
 // runs the command.
@@ -161,12 +175,14 @@ func (cmd *command) flagSet() (*flag.FlagSet, func(*cli, []string) error) {
 	runFn := cmd.setup(fs)
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "usage: rpcd %s %s\n\n%s\n\nexample:\n", cmd.name, cmd.synopsis, cmd.about)
+		fmt.Fprintf(w, "usage: %s\n\n%s\n\nexample:\n", cmd.usage(), cmd.about)
 		for _, line := range strings.Split(cmd.example, "\n") {
 			fmt.Fprintf(w, "  %s\n", line)
 		}
-		fmt.Fprint(w, "\nflags:\n")
-		fs.PrintDefaults()
+		if hasFlags(fs) {
+			fmt.Fprint(w, "\nflags:\n")
+			fs.PrintDefaults()
+		}
 	}
 	return fs, runFn
 }
@@ -218,7 +234,7 @@ func (c *cli) runCommand(cmd *command, args []string) int {
 		for _, msg := range msgs {
 			fmt.Fprintf(c.stderr, "rpcd %s: %s\n", cmd.name, src.attribute(msg))
 		}
-		fmt.Fprintf(c.stderr, "usage: rpcd %s %s\nRun \"rpcd %s -h\" for more.\n", cmd.name, cmd.synopsis, cmd.name)
+		fmt.Fprintf(c.stderr, "usage: %s\nRun \"rpcd %s -h\" for more.\n", cmd.usage(), cmd.name)
 		return exitUsage
 	case errors.As(err, &st):
 		return int(st)

@@ -191,7 +191,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	if gw != nil {
 		logger.Info("rpcd: gateway serving", "gateway", gw.addr.String(), "tls", tlsConfig != nil)
 	}
-	adm, err := startAdmin(&f.admin, srv, counted, logger)
+	adm, err := startAdmin(&f.admin, srv, counted, gw.counted(), logger)
 	if err != nil {
 		logger.Error("rpcd: cannot listen", "admin", f.admin.addr, "err", err)
 		_ = shutdown(context.Background(), srv, gw)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/admin"
+	"github.com/rpcd/rpcd/gateway"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/reactor"
@@ -39,6 +40,7 @@ func (f *adminFlags) count(reg *handler.Registry) *metrics.Metrics {
 // adminServer is serve's admin listener: an http.Server over an
 // admin.Handler.
 type adminServer struct {
+	h    *admin.Handler
 	srv  *http.Server
 	done chan error // the result of Serve
 }
@@ -49,8 +51,9 @@ type adminServer struct {
 const adminStopTimeout = 2 * time.Second
 
 // startAdmin listens on f.addr and serves the admin paths for srv, with
-// the routes' counters m; nil when no -admin is given.
-func startAdmin(f *adminFlags, srv *reactor.Server, m *metrics.Metrics, logger *slog.Logger) (*adminServer, error) {
+// the routes' counters m and the gateway's gw (nil without -gateway); nil
+// when no -admin is given.
+func startAdmin(f *adminFlags, srv *reactor.Server, m *metrics.Metrics, gw *gateway.Gateway, logger *slog.Logger) (*adminServer, error) {
 	if f.addr == "" {
 		return nil, nil
 	}
@@ -58,9 +61,11 @@ func startAdmin(f *adminFlags, srv *reactor.Server, m *metrics.Metrics, logger *
 	if err != nil {
 		return nil, err
 	}
+	h := admin.New(srv, admin.Options{Metrics: m, Gateway: gw})
 	a := &adminServer{
+		h: h,
 		srv: &http.Server{
-			Handler:           admin.New(srv, admin.Options{Metrics: m}),
+			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
@@ -86,4 +91,5 @@ func (a *adminServer) stop() {
 	if err := <-a.done; !errors.Is(err, http.ErrServerClosed) {
 		a.srv.ErrorLog.Printf("rpcd: admin listener: %v", err)
 	}
+	_ = a.h.Close()
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/ws"
 )
 
 // adminAddr returns the address in serve's "rpcd: admin serving" line
@@ -33,11 +34,14 @@ func adminAddr(t *testing.T, log string) string {
 	return ""
 }
 
-// TestProcessServeAdmin runs `rpcd serve -admin`: health, readiness, the
-// live page and pprof answer; /metrics counts the calls made exactly; on
-// SIGTERM the process drains and exits 0, and the admin listener is gone.
+// TestProcessServeAdmin runs `rpcd serve -admin -gateway`: health,
+// readiness, the live page, its history and pprof answer; /metrics counts
+// the calls made exactly, the gateway's responses by route and status
+// (WebSocket upgrades among them) and its errors with the RPC port's, and
+// says which build this is as `rpcd version` does; on SIGTERM the process
+// drains and exits 0, and the admin listener is gone.
 func TestProcessServeAdmin(t *testing.T) {
-	d := startServe(t, "-log-format", "json", "-admin", "127.0.0.1:0")
+	d := startServe(t, "-log-format", "json", "-admin", "127.0.0.1:0", "-gateway", "127.0.0.1:0")
 	base := "http://" + adminAddr(t, d.log.String())
 	hc := &http.Client{Timeout: runTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
 	get := func(path string) (int, string) {
@@ -59,6 +63,8 @@ func TestProcessServeAdmin(t *testing.T) {
 		{"/", "<title>rpcd</title>"},
 		{"/debug/pprof/", "goroutine"},
 		{"/stats.json", `"ready": true`},
+		{"/history.json", `"interval_s":1,`},
+		{"/uplot/uPlot.iife.min.js", "uPlot"},
 	} {
 		if code, body := get(tc.path); code != http.StatusOK || !strings.Contains(body, tc.want) {
 			t.Errorf("%s: %d, body without %q:\n%.300s", tc.path, code, tc.want, body)
@@ -88,6 +94,37 @@ func TestProcessServeAdmin(t *testing.T) {
 			t.Fatalf("no route: %v", err)
 		}
 	}
+
+	// Through the gateway: a call, a bad argument, a path that names no
+	// route, JSON-RPC with a failing call, and a WebSocket connection.
+	gw := "http://" + gatewayAddr(t, d.log.String())
+	for _, tc := range []struct {
+		path, body string
+		status     int
+	}{
+		{"/rpc/Math/Sum", `{"a":1,"b":2}`, 200},
+		{"/rpc/Math/Sum", `"seven"`, 400},
+		{"/nowhere", `{}`, 404},
+		{"/jsonrpc", `{"jsonrpc":"2.0","method":"Math/Sum","params":["seven"],"id":1}`, 200},
+	} {
+		resp, err := hc.Post(gw+tc.path, "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Fatalf("POST %s: %d, want %d", tc.path, resp.StatusCode, tc.status)
+		}
+	}
+	wsURL := "ws://" + strings.TrimPrefix(gw, "http://") + ws.Path
+	wc, err := client.Dial(ctx, "ws", client.Options{MaxRetries: -1, Dial: func(ctx context.Context, _ string) (net.Conn, error) { return ws.Dial(ctx, wsURL, nil) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wc.Call(ctx, "Math/Sum", map[string]int{"a": 1, "b": 1}, nil); err != nil {
+		t.Fatalf("Math/Sum over WebSocket: %v", err)
+	}
+	defer wc.Close()
 
 	code, body := get("/metrics")
 	if code != http.StatusOK {
@@ -128,12 +165,19 @@ func TestProcessServeAdmin(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"rpcd_calls_total", map[string]string{"route": "Math/Sum", "code": "OK"}, sums},
-		{"rpcd_calls_total", map[string]string{"route": "Math/Sum", "code": "InvalidArgument"}, bad},
-		{"rpcd_call_duration_seconds", map[string]string{"route": "Math/Sum"}, sums + bad},
-		{"rpcd_errors_total", map[string]string{"code": "InvalidArgument"}, bad},
+		// TCP, then the gateway's call and the WebSocket's.
+		{"rpcd_calls_total", map[string]string{"route": "Math/Sum", "code": "OK"}, sums + 1 + 1},
+		// TCP, then the gateway's and JSON-RPC's bad arguments.
+		{"rpcd_calls_total", map[string]string{"route": "Math/Sum", "code": "InvalidArgument"}, bad + 2},
+		{"rpcd_call_duration_seconds", map[string]string{"route": "Math/Sum"}, sums + bad + 4},
+		{"rpcd_errors_total", map[string]string{"code": "InvalidArgument"}, bad + 2},
 		{"rpcd_errors_total", map[string]string{"code": "NotFound"}, missing},
-		{"rpcd_connections", nil, 1},
+		{"rpcd_gateway_responses_total", map[string]string{"route": "Math/Sum", "status": "200"}, 1},
+		{"rpcd_gateway_responses_total", map[string]string{"route": "Math/Sum", "status": "400"}, 1},
+		{"rpcd_gateway_responses_total", map[string]string{"route": "unknown", "status": "404"}, 1},
+		{"rpcd_gateway_responses_total", map[string]string{"route": "jsonrpc", "status": "200"}, 1},
+		{"rpcd_gateway_responses_total", map[string]string{"route": "ws", "status": "101"}, 1},
+		{"rpcd_connections", nil, 2}, // TCP and WebSocket
 		{"rpcd_draining", nil, 0},
 	} {
 		if got := value(tc.name, tc.labels); got != tc.want {
@@ -142,6 +186,19 @@ func TestProcessServeAdmin(t *testing.T) {
 	}
 	if got := value("process_open_fds", nil); got <= 0 {
 		t.Errorf("process_open_fds = %v", got)
+	}
+	// rpcd_build_info has the labels rpcd version prints.
+	v := rpcd(t, "", "version")
+	var labels map[string]string
+	if f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(v.stdout), "rpcd ")); len(f) == 3 {
+		labels = map[string]string{}
+		for _, kv := range f {
+			k, val, _ := strings.Cut(kv, "=")
+			labels[k] = val
+		}
+	}
+	if labels == nil || value("rpcd_build_info", labels) != 1 {
+		t.Errorf("rpcd_build_info does not have the labels of rpcd version's %q", v.stdout)
 	}
 	c.Close()
 

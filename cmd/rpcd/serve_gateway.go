@@ -87,12 +87,22 @@ func startGateway(srv *reactor.Server, f *gatewayFlags, reg *handler.Registry, l
 		addr: ln.Addr(),
 		done: make(chan error, 1),
 	}
-	mux := http.NewServeMux()
-	mux.Handle(ws.Path, ws.Handler(srv, ws.Options{MaxFrameSize: limits.MaxFrameSize, Logger: logger}))
-	mux.Handle(gateway.JSONRPCPath, g.gw.JSONRPC())
-	mux.Handle("/", g.gw)
+	// A switch on the path, not a ServeMux: a mux answers some requests
+	// itself (a redirect to a cleaned path), which nothing would count.
+	// Every response is counted in the gateway's Stats, /ws's as "ws".
+	wsHandler := g.gw.Counted(gateway.RouteWebSocket, ws.Handler(srv, ws.Options{MaxFrameSize: limits.MaxFrameSize, Logger: logger}))
+	jsonrpc := g.gw.JSONRPC()
 	g.srv = &http.Server{
-		Handler:           mux,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case ws.Path:
+				wsHandler.ServeHTTP(w, r)
+			case gateway.JSONRPCPath:
+				jsonrpc.ServeHTTP(w, r)
+			default:
+				g.gw.ServeHTTP(w, r)
+			}
+		}),
 		ReadHeaderTimeout: frameTimeout,
 		ReadTimeout:       frameTimeout, // the whole request, as for a frame
 		IdleTimeout:       idleTimeout,
@@ -108,6 +118,15 @@ func startGateway(srv *reactor.Server, f *gatewayFlags, reg *handler.Registry, l
 		go func() { g.done <- g.srv.Serve(ln) }()
 	}
 	return g, nil
+}
+
+// counted returns the gateway, whose counters the admin listener exports;
+// nil on a nil *httpGateway.
+func (g *httpGateway) counted() *gateway.Gateway {
+	if g == nil {
+		return nil
+	}
+	return g.gw
 }
 
 // shutdown drains the reactor and the gateway (if any) at once: the

@@ -1,0 +1,4 @@
+package admin
+
+// UPlotVersion is uplotVersion, for the tests.
+const UPlotVersion = uplotVersion
