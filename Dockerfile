@@ -11,10 +11,11 @@
 # docs/configuration.md. A stop (SIGTERM) drains for -drain-timeout (10s);
 # give `docker stop -t` more than that.
 
-# The builder by tag: no digest of golang:1.26-bookworm could be confirmed
-# where this file was written. Pin it with
+# golang:1.26-bookworm by a digest that two unrelated public Dockerfiles
+# pin it to (this file was written where no registry is reachable, so the
+# digest was taken from them, not from the registry). To move it on:
 #   docker buildx imagetools inspect golang:1.26-bookworm
-FROM golang:1.26-bookworm AS build
+FROM golang:1.26-bookworm@sha256:116d58cbd88c1297624acc6e967a060012422bacf9930927e23fb719189c6f36 AS build
 WORKDIR /src
 # The module's requirements first, in a layer of their own.
 COPY go.mod go.sum ./
