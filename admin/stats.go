@@ -6,31 +6,23 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/rpcd/rpcd/gateway"
+	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/reactor"
-)
-
-// reactor.Stats.Errors, gateway.Stats.Errors and metrics.RouteStats.Calls
-// count codes in the same slots: this fails to compile if they stop
-// agreeing.
-const (
-	_ = uint(reactor.CodeSlots-metrics.CodeSlots) + uint(metrics.CodeSlots-reactor.CodeSlots)
-	_ = uint(reactor.CodeSlots-gateway.CodeSlots) + uint(gateway.CodeSlots-reactor.CodeSlots)
 )
 
 // sample is the counters read at one time.
 type sample struct {
 	at       time.Time
 	server   reactor.Stats
-	gwErrors [gateway.CodeSlots]uint64 // the gateway's calls answered with an error
+	gwErrors [handler.CodeSlots]uint64 // the gateway's calls answered with an error
 	overruns uint64                    // inline overruns, all routes
 	routes   []metrics.RouteStats
 }
 
 // errors returns the calls answered with an error by code, on the RPC
 // port and through the gateway, and their total.
-func (s *sample) errors() (byCode [reactor.CodeSlots]uint64, total uint64) {
+func (s *sample) errors() (byCode [handler.CodeSlots]uint64, total uint64) {
 	for slot := range byCode {
 		byCode[slot] = s.server.Errors[slot] + s.gwErrors[slot]
 		total += byCode[slot]

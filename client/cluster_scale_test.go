@@ -83,7 +83,7 @@ func newRouteNode(t *testing.T, routes ...string) *routeNode {
 
 // refused returns how many calls n answered NotFound.
 func (n *routeNode) refused() uint64 {
-	return n.srv.Stats().Errors[reactor.CodeSlot(proto.CodeNotFound)]
+	return n.srv.Stats().Errors[handler.CodeSlot(proto.CodeNotFound)]
 }
 
 // spread returns the smallest and largest of counts.

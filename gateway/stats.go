@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -28,14 +29,6 @@ const (
 	RouteWebSocket = "ws"
 )
 
-// CodeSlots is the length of Stats.Errors: a slot for each of the codes
-// docs/protocol.md defines (0 to 16), and a last one that counts every
-// code above them together, as reactor.Stats.Errors does.
-const CodeSlots = int(proto.CodeUnauthenticated) + 2
-
-// CodeSlot returns the index in Stats.Errors that counts code.
-func CodeSlot(code proto.Code) int { return min(int(code), CodeSlots-1) }
-
 // Stats is a snapshot of a Gateway's counters, for metrics and admin
 // pages. They run from New and never go down.
 type Stats struct {
@@ -45,7 +38,7 @@ type Stats struct {
 	Responses []ResponseCount
 
 	// Errors counts the calls answered with an error, by code (index with
-	// CodeSlot), as reactor.Stats.Errors counts the Error frames of the
+	// handler.CodeSlot), as reactor.Stats.Errors counts the Error frames of the
 	// RPC port: a request under the prefix answered with an error body
 	// (refusals before any handler included: no such route, a method, a
 	// content type, credentials, a body too large), and each JSON-RPC
@@ -53,7 +46,7 @@ type Stats struct {
 	// request object, as InvalidArgument) or refused whole by an error
 	// body. A path outside the prefix is no call, and JSON-RPC
 	// notifications get no answer: neither is counted here.
-	Errors [CodeSlots]uint64
+	Errors [handler.CodeSlots]uint64
 }
 
 // ResponseCount is the number of responses of one route label with one
@@ -71,7 +64,7 @@ type ResponseCount struct {
 type counters struct {
 	mu        sync.Mutex
 	responses map[responseKey]uint64
-	errors    [CodeSlots]atomic.Uint64
+	errors    [handler.CodeSlots]atomic.Uint64
 }
 
 type responseKey struct {
@@ -90,7 +83,7 @@ func (c *counters) response(route string, status int) {
 }
 
 // failed counts a call answered with an error of code.
-func (c *counters) failed(code proto.Code) { c.errors[CodeSlot(code)].Add(1) }
+func (c *counters) failed(code proto.Code) { c.errors[handler.CodeSlot(code)].Add(1) }
 
 // Stats returns the gateway's counters now.
 func (g *Gateway) Stats() Stats {

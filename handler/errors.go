@@ -125,3 +125,12 @@ func IsUnprocessed(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Unprocessed
 }
+
+// CodeSlots is the length of an array that counts by error code (the
+// servers' error counters, the metrics by route): a slot for each code
+// docs/protocol.md defines (0 to 16), and a last one that counts every code
+// above them together (reserved by the protocol, or an application's own).
+const CodeSlots = int(proto.CodeUnauthenticated) + 2
+
+// CodeSlot returns the index that counts code in such an array.
+func CodeSlot(code proto.Code) int { return min(int(code), CodeSlots-1) }

@@ -141,7 +141,7 @@ func TestMiddlewareCounts(t *testing.T) {
 	// Use again: the routes are wrapped anew and keep counting where they were.
 	reg.Use(func(next handler.Handler) handler.Handler { return next })
 	serve(t, reg, "T/Denied", nil)
-	if n := byRoute(m)["T/Denied"].Calls[metrics.CodeSlot(proto.CodePermissionDenied)]; n != 4 {
+	if n := byRoute(m)["T/Denied"].Calls[handler.CodeSlot(proto.CodePermissionDenied)]; n != 4 {
 		t.Fatalf("after Use: %d denied calls, want 4", n)
 	}
 }

@@ -203,7 +203,7 @@ func TestRunnerEveryPath(t *testing.T) {
 	} {
 		st := sc.s.Stats()
 		for code, n := range sc.want {
-			if got := st.Errors[reactor.CodeSlot(code)]; got != n {
+			if got := st.Errors[handler.CodeSlot(code)]; got != n {
 				t.Errorf("%s counted %d %v errors, want %d", sc.name, got, code, n)
 			}
 		}

@@ -7,15 +7,6 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
-// CodeSlots is the length of Stats.Errors: a slot for each of the codes
-// docs/protocol.md defines (0 to 16), and a last one that counts every
-// code above them together (reserved by the protocol, or an application's
-// own).
-const CodeSlots = int(proto.CodeUnauthenticated) + 2
-
-// CodeSlot returns the index in Stats.Errors that counts code.
-func CodeSlot(code proto.Code) int { return min(int(code), CodeSlots-1) }
-
 // Stats is a snapshot of a Server's counters, for metrics and admin pages.
 // The counters run from New and never go down; the gauges (Conns,
 // Blocking, Draining) are as of the call.
@@ -31,9 +22,9 @@ type Stats struct {
 	Draining      bool   // Shutdown has begun: the server takes no new connection or call
 
 	// Errors counts the Error frames that answered calls, by code (index
-	// with CodeSlot): calls whose handler failed, and calls refused before
+	// with handler.CodeSlot): calls whose handler failed, and calls refused before
 	// any handler ran (no such route, draining, over a limit).
-	Errors [CodeSlots]uint64
+	Errors [handler.CodeSlots]uint64
 }
 
 // serverStats are the counters behind Stats. The loops add to them per
@@ -48,14 +39,14 @@ type serverStats struct {
 	bytesOut      atomic.Uint64
 	slowConsumers atomic.Uint64
 	handedOff     atomic.Uint64
-	errors        [CodeSlots]atomic.Uint64
+	errors        [handler.CodeSlots]atomic.Uint64
 }
 
 // callFailed counts an Error frame that answers a call with err.
 func (st *serverStats) callFailed(err error) { st.callRefused(handler.CodeOf(err)) }
 
 // callRefused counts an Error frame that answers a call with code.
-func (st *serverStats) callRefused(code proto.Code) { st.errors[CodeSlot(code)].Add(1) }
+func (st *serverStats) callRefused(code proto.Code) { st.errors[handler.CodeSlot(code)].Add(1) }
 
 // Stats returns the server's counters now. It adds up the bytes of every
 // open connection, so it costs a look at each.

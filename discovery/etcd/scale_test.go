@@ -341,7 +341,7 @@ func TestRoutesEtcd(t *testing.T) {
 	l := startLoad(k, "Count/Hit", 4)
 	time.Sleep(time.Second)
 	l.end()
-	refused := other.Stats().Errors[reactor.CodeSlot(proto.CodeNotFound)]
+	refused := other.Stats().Errors[handler.CodeSlot(proto.CodeNotFound)]
 	hits := []int64{ns[0].hits.Load(), ns[1].hits.Load(), ns[2].hits.Load()}
 	t.Logf("%d calls succeeded, %d failed; per node with the route %v; the node without it refused %d", l.ok.Load(), l.failed.Load(), hits, refused)
 	if l.failed.Load() != 0 || refused != 0 {
