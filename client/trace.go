@@ -18,31 +18,20 @@ import (
 // WithBaggage, then the incoming call's. A call whose context has none of
 // these carries none, and pays for the look-up only: no allocation.
 
-type traceKey struct{}
-
-// traceContext is what WithTraceContext and WithBaggage set.
-type traceContext struct {
-	parent, state, baggage string
-}
-
 // WithTraceContext returns a context whose calls carry traceparent, and
 // tracestate if it is not empty, as their trace context, in place of one
-// passed on from an incoming call. otelrpcd.Inject sets it from an
-// OpenTelemetry span; the values are sent as given.
+// passed on from an incoming call: handler.WithTraceContext, which
+// otelrpcd.Inject sets from an OpenTelemetry span.
 func WithTraceContext(ctx context.Context, traceparent, tracestate string) context.Context {
-	tc, _ := ctx.Value(traceKey{}).(traceContext)
-	tc.parent, tc.state = traceparent, tracestate
-	return context.WithValue(ctx, traceKey{}, tc)
+	return handler.WithTraceContext(ctx, traceparent, tracestate)
 }
 
 // WithBaggage returns a context whose calls carry baggage, W3C Baggage in
-// its text form ("k1=v1,k2=v2;prop"), under the metadata key baggage, in
-// place of the baggage passed on from an incoming call. otelrpcd.Inject
-// sets it from OpenTelemetry's baggage; the value is sent as given.
+// its text form, in place of the baggage passed on from an incoming call:
+// handler.WithBaggage, which otelrpcd.Inject sets from OpenTelemetry's
+// baggage.
 func WithBaggage(ctx context.Context, baggage string) context.Context {
-	tc, _ := ctx.Value(traceKey{}).(traceContext)
-	tc.baggage = baggage
-	return context.WithValue(ctx, traceKey{}, tc)
+	return handler.WithBaggage(ctx, baggage)
 }
 
 // withTrace returns md with the trace context and baggage of ctx added,
@@ -50,11 +39,11 @@ func WithBaggage(ctx context.Context, baggage string) context.Context {
 // add, the result is a new slice.
 func withTrace(ctx context.Context, md proto.Metadata) proto.Metadata {
 	var parent, state, bag []byte
-	tc, set := ctx.Value(traceKey{}).(traceContext)
+	tcParent, tcState, tcBaggage, set := handler.TraceFrom(ctx)
 	if set {
-		parent, state, bag = []byte(tc.parent), []byte(tc.state), []byte(tc.baggage)
+		parent, state, bag = []byte(tcParent), []byte(tcState), []byte(tcBaggage)
 	}
-	if !set || tc.parent == "" || tc.baggage == "" {
+	if !set || tcParent == "" || tcBaggage == "" {
 		if call := handler.CallFrom(ctx); call != nil {
 			if len(parent) == 0 {
 				if parent, _ = call.Metadata.Get(proto.MetaTraceParent); len(parent) > 0 {

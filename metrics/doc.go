@@ -7,11 +7,12 @@
 //	reg.Use(m.Middleware())          // before other middleware: it times them too
 //	prometheus.MustRegister(m)       // rpcd_calls_total, rpcd_call_duration_seconds, ...
 //
-// A client's calls are counted the same way by NewClient's Interceptor,
-// exported as rpcd_client_calls_total and the rest:
+// A client's calls are counted the same way by package clientmetrics's
+// interceptor over a NewClient, exported as rpcd_client_calls_total and
+// the rest (this package does not import rpcd's client):
 //
 //	cm := metrics.NewClient()
-//	c, err := client.Dial(ctx, addr, client.Options{Interceptors: []client.Interceptor{cm.Interceptor()}})
+//	c, err := client.Dial(ctx, addr, client.Options{Interceptors: []client.Interceptor{clientmetrics.Interceptor(cm)}})
 //	prometheus.MustRegister(cm)
 //
 // Counting costs the call path no allocation and no lock. Each route's

@@ -10,7 +10,6 @@ import (
 	"time"
 	_ "unsafe" // for go:linkname
 
-	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -33,7 +32,7 @@ func CodeName(slot int) string { return codeNames[min(max(slot, 0), handler.Code
 type Metrics struct {
 	mu     sync.Mutex
 	routes map[string]*route
-	byName sync.Map // route name -> *route, for Interceptor, which serves every route
+	byName sync.Map // route name -> *route, for Counter, whose callers serve every route
 	descs  descs
 }
 
@@ -43,10 +42,10 @@ func New() *Metrics {
 	return &Metrics{routes: make(map[string]*route), descs: serverDescs}
 }
 
-// NewClient returns a Metrics for a client: its Interceptor counts the
-// calls a client.Client or client.Cluster sends, exported as
-// rpcd_client_calls_*, so that a process that serves and calls can
-// register both.
+// NewClient returns a Metrics for a client: clientmetrics.Interceptor
+// counts with it the calls a client.Client or client.Cluster sends,
+// exported as rpcd_client_calls_*, so that a process that serves and calls
+// can register both.
 func NewClient() *Metrics {
 	return &Metrics{routes: make(map[string]*route), descs: clientDescs}
 }
@@ -162,26 +161,33 @@ func (h *counted) ServeRPC(ctx context.Context, req, reply []byte) ([]byte, erro
 	return out, err
 }
 
-// Interceptor returns a client.Interceptor that counts each call a client
-// sends, by route: its outcome code, its latency (retries included) and
-// that it is in flight. Install it first among a client's interceptors to
-// count what the others answer or refuse. A call's counters are found
-// without a lock and without allocating, once its route has been seen.
-func (m *Metrics) Interceptor() client.Interceptor {
-	return func(ctx context.Context, info *client.CallInfo, req, reply []byte, next client.Invoker) ([]byte, error) {
-		var r *route
-		if v, ok := m.byName.Load(info.Route); ok {
-			r = v.(*route)
-		} else {
-			r = m.route(info.Route)
-			m.byName.Store(r.name, r)
-		}
-		r.start()
-		start := nanotime()
-		out, err := next(ctx, req, reply)
-		r.done(handler.CodeOf(err), time.Duration(nanotime()-start))
-		return out, err
+// A Counter counts the calls of one route of a Metrics made outside a
+// registry: clientmetrics' interceptor counts a client's calls with it.
+// Start as a call begins, Done with what Start returned as it ends.
+type Counter struct{ r *route }
+
+// Counter returns the counter of the route called name; the first call
+// of a route makes it. It is
+// found without a lock and without allocating once the route has been
+// seen.
+func (m *Metrics) Counter(name string) Counter {
+	if v, ok := m.byName.Load(name); ok {
+		return Counter{v.(*route)}
 	}
+	r := m.route(name)
+	m.byName.Store(r.name, r)
+	return Counter{r}
+}
+
+// Start counts a call begun, and returns when it began.
+func (c Counter) Start() int64 {
+	c.r.start()
+	return nanotime()
+}
+
+// Done counts a call begun at start (Start's) ended with code.
+func (c Counter) Done(start int64, code proto.Code) {
+	c.r.done(code, time.Duration(nanotime()-start))
 }
 
 // nanotime is the runtime's monotonic clock, in nanoseconds. It is what

@@ -5,9 +5,10 @@
 // Middleware, installed on a handler.Registry, makes a server span for
 // every call, named by the route, as the child of the span whose
 // traceparent the call carries; its status is the call's rpcd code.
-// Interceptor, installed on a client, makes a client span for every call
-// and has the call carry it; Inject gives a caller's rpcd calls the trace
-// context of the span in its context without a span of their own. A
+// Package otelclient's Interceptor, installed on a client, makes a client
+// span for every call and has the call carry it; Inject gives a caller's
+// rpcd calls the trace context of the span in its context without a span
+// of their own. A
 // handler that calls on with its own context passes the trace on by
 // itself: the middleware puts its span's trace context there, and without
 // the middleware the client passes on the traceparent the incoming call
@@ -17,8 +18,10 @@
 // handler.Blocking(): an inline handler's calls that wait are refused
 // (handler.RefuseWait).
 //
-// Only this package imports OpenTelemetry: a program that does not use it
-// pays nothing for it, and Middleware(nil) leaves every handler as it is.
+// Only this package and its subpackages import OpenTelemetry: a program
+// that does not use them pays nothing for it, and Middleware(nil) leaves
+// every handler as it is. This package does not import rpcd's client:
+// otelclient does.
 package otelrpcd
 
 import (
@@ -32,7 +35,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -51,6 +53,23 @@ const (
 // propagator reads and writes what calls carry in their metadata: W3C
 // trace context and W3C baggage.
 var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// Attributes returns the attributes of a span of a call to route: the
+// system, and the route's Controller and Action as service and method.
+func Attributes(route string) []attribute.KeyValue {
+	service, method, _ := strings.Cut(route, "/")
+	return []attribute.KeyValue{AttrSystem.String("rpcd"), AttrService.String(service), AttrMethod.String(method)}
+}
+
+// SetOutcome sets span's outcome, the rpcd code of err, as an attribute and, for
+// an error, as its status.
+func SetOutcome(span trace.Span, err error) {
+	code := handler.CodeOf(err)
+	span.SetAttributes(AttrCode.Int(int(code)))
+	if err != nil {
+		span.SetStatus(codes.Error, code.String()+": "+handler.MessageOf(err))
+	}
+}
 
 // Middleware returns handler middleware that makes a server span with
 // tp's tracer for every call: named by the route, the child of the
@@ -73,10 +92,7 @@ func Middleware(tp trace.TracerProvider) handler.Middleware {
 				return next.ServeRPC(ctx, req, reply)
 			}
 			parent := propagator.Extract(ctx, carrier(call.Metadata))
-			service, method, _ := strings.Cut(call.Route, "/")
-			sctx, span := tracer.Start(parent, call.Route,
-				trace.WithSpanKind(trace.SpanKindServer),
-				trace.WithAttributes(AttrSystem.String("rpcd"), AttrService.String(service), AttrMethod.String(method)))
+			sctx, span := tracer.Start(parent, call.Route, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(Attributes(call.Route)...))
 			defer func() {
 				if p := recover(); p != nil {
 					// Route.Serve turns the panic into an Internal error
@@ -86,11 +102,7 @@ func Middleware(tp trace.TracerProvider) handler.Middleware {
 					span.End()
 					panic(p)
 				}
-				code := handler.CodeOf(err)
-				span.SetAttributes(AttrCode.Int(int(code)))
-				if err != nil {
-					span.SetStatus(codes.Error, code.String()+": "+handler.MessageOf(err))
-				}
+				SetOutcome(span, err)
 				span.End()
 			}()
 			return next.ServeRPC(Inject(sctx), req, reply)
@@ -98,41 +110,10 @@ func Middleware(tp trace.TracerProvider) handler.Middleware {
 	}
 }
 
-// Interceptor returns a client.Interceptor that makes a client span with
-// tp's tracer for every call a Client or a Cluster sends: named by the
-// route, the child of the span in the call's context, ended when the call
-// returns (retries included), with the rpcd code as an attribute and, for
-// an error, as its status; the call carries the span's trace context, so
-// the server's span (Middleware) is its child. A one-way call's span ends
-// once it is queued. With a nil tp, calls go on as they are.
-//
-//	c, err := client.Dial(ctx, addr, client.Options{Interceptors: []client.Interceptor{otelrpcd.Interceptor(tp)}})
-func Interceptor(tp trace.TracerProvider) client.Interceptor {
-	if tp == nil {
-		return func(ctx context.Context, _ *client.CallInfo, req, reply []byte, next client.Invoker) ([]byte, error) {
-			return next(ctx, req, reply)
-		}
-	}
-	tracer := tp.Tracer(ScopeName)
-	return func(ctx context.Context, info *client.CallInfo, req, reply []byte, next client.Invoker) ([]byte, error) {
-		service, method, _ := strings.Cut(info.Route, "/")
-		sctx, span := tracer.Start(ctx, info.Route,
-			trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(AttrSystem.String("rpcd"), AttrService.String(service), AttrMethod.String(method)))
-		defer span.End()
-		out, err := next(Inject(sctx), req, reply)
-		code := handler.CodeOf(err)
-		span.SetAttributes(AttrCode.Int(int(code)))
-		if err != nil {
-			span.SetStatus(codes.Error, code.String()+": "+handler.MessageOf(err))
-		}
-		return out, err
-	}
-}
-
-// Inject returns a context whose rpcd calls (client.Client) carry the
-// trace context of the span in ctx and the baggage in ctx
-// (go.opentelemetry.io/otel/baggage), or ctx itself if it has neither.
+// Inject returns a context whose rpcd calls carry the trace context of the
+// span in ctx and the baggage in ctx (go.opentelemetry.io/otel/baggage),
+// through handler.WithTraceContext and WithBaggage, or ctx itself if it
+// has neither.
 func Inject(ctx context.Context) context.Context {
 	if !trace.SpanContextFromContext(ctx).IsValid() && baggage.FromContext(ctx).Len() == 0 {
 		return ctx
@@ -140,10 +121,10 @@ func Inject(ctx context.Context) context.Context {
 	mc := propagation.MapCarrier{}
 	propagator.Inject(ctx, mc)
 	if tp := mc[proto.MetaTraceParent]; tp != "" {
-		ctx = client.WithTraceContext(ctx, tp, mc[proto.MetaTraceState])
+		ctx = handler.WithTraceContext(ctx, tp, mc[proto.MetaTraceState])
 	}
 	if b := mc[proto.MetaBaggage]; b != "" {
-		ctx = client.WithBaggage(ctx, b)
+		ctx = handler.WithBaggage(ctx, b)
 	}
 	return ctx
 }
@@ -171,7 +152,7 @@ func (c carrier) Get(key string) string {
 	return string(joined)
 }
 
-func (c carrier) Set(string, string) {} // read only: calls carry metadata out through client.WithTraceContext and WithBaggage
+func (c carrier) Set(string, string) {} // read only: calls carry metadata out through handler.WithTraceContext and WithBaggage
 
 func (c carrier) Keys() []string {
 	var keys []string

@@ -22,6 +22,7 @@ import (
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/internal/leaktest"
 	"github.com/rpcd/rpcd/otelrpcd"
+	"github.com/rpcd/rpcd/otelrpcd/otelclient"
 	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/reactor"
 )
@@ -313,7 +314,7 @@ func TestClientSpans(t *testing.T) {
 	s, _ := start(t, reg)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	c, err := client.Dial(ctx, s.Addr().String(), client.Options{Interceptors: []client.Interceptor{otelrpcd.Interceptor(tp)}})
+	c, err := client.Dial(ctx, s.Addr().String(), client.Options{Interceptors: []client.Interceptor{otelclient.Interceptor(tp)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestClientSpans(t *testing.T) {
 		t.Errorf("A/Missing's client span: status %+v", st)
 	}
 
-	plain, err := client.Dial(ctx, s.Addr().String(), client.Options{Interceptors: []client.Interceptor{otelrpcd.Interceptor(nil)}})
+	plain, err := client.Dial(ctx, s.Addr().String(), client.Options{Interceptors: []client.Interceptor{otelclient.Interceptor(nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // environment variables ask: spans exported in batches over OTLP, by gRPC
 // or HTTP, to the collector the variables name, sampled and described as
 // they say. `rpcd serve` uses it; a Go program that embeds rpcd can too,
-// and give the provider to otelrpcd.Middleware and otelrpcd.Interceptor.
+// and give the provider to otelrpcd.Middleware and otelclient.Interceptor.
 //
 // Tracing is on when the environment names an OTLP endpoint
 // (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or
