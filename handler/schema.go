@@ -43,7 +43,7 @@ type Schema struct {
 // JSONSchema is the schema of a Schema in a description: an object, as
 // draft 2020-12 defines it.
 func (Schema) JSONSchema() *Schema {
-	return &Schema{Type: Types{"object"}, Description: "a JSON Schema (draft 2020-12)"}
+	return &Schema{Type: Types{"object"}, Description: "a JSON Schema, draft 2020-12"}
 }
 
 // Types is a schema's "type": one JSON type, encoded as a string, or
