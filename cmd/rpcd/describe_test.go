@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rpcd/rpcd/gateway"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/reactor"
@@ -157,5 +159,34 @@ func TestServeDescribe(t *testing.T) {
 	defer old.Shutdown(context.Background())
 	if _, errOut, code := callInProcess("describe", "-addr", old.Addr().String()); code != exitFail || !strings.Contains(errOut, "has no Sys/Describe") {
 		t.Errorf("describe of a server without Sys/Describe: exit status %d, stderr %q", code, errOut)
+	}
+}
+
+// TestServeGatewayOpenAPI: `rpcd serve -gateway` serves the gateway's
+// OpenAPI document at /openapi.json, with its routes (the test's among
+// them) and JSON-RPC.
+func TestServeGatewayOpenAPI(t *testing.T) {
+	s := serveInProcess(t, nil, "-gateway", "127.0.0.1:0")
+	hc := &http.Client{Timeout: runTimeout, Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("http://" + gatewayAddr(t, s.log.String()) + gateway.OpenAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		OpenAPI string                    `json:"openapi"`
+		Paths   map[string]map[string]any `json:"paths"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /openapi.json: %d, %v", resp.StatusCode, err)
+	}
+	for _, p := range []string{"/rpc/Math/Sum", "/rpc/Sys/Describe", "/rpc/Test/Block", gateway.JSONRPCPath} {
+		if doc.Paths[p]["post"] == nil {
+			t.Errorf("the document has no POST %s", p)
+		}
+	}
+	if doc.OpenAPI != "3.1.0" || doc.Paths["/rpc/Bench/StreamSink"] != nil {
+		t.Errorf("openapi %q; stream route %v", doc.OpenAPI, doc.Paths["/rpc/Bench/StreamSink"])
 	}
 }

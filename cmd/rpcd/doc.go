@@ -79,7 +79,8 @@
 // with the HTTP status for its code and {"code":...,"message":...}. The
 // gateway requires the same tokens, roles and client certificates as the
 // main port, logs "rpcd: gateway serving" with its address, and drains with
-// it (docs/gateway.md):
+// it; it answers JSON-RPC 2.0 at /jsonrpc, rpcd over WebSocket at /ws, and
+// an OpenAPI 3.1 document of its routes at /openapi.json (docs/gateway.md):
 //
 //	$ curl --json '{"a":1,"b":2}' http://127.0.0.1:8080/rpc/Math/Sum
 //	3

@@ -90,6 +90,7 @@ func startGateway(srv *reactor.Server, f *gatewayFlags, reg *handler.Registry, l
 	mux := http.NewServeMux()
 	mux.Handle(ws.Path, ws.Handler(srv, ws.Options{MaxFrameSize: limits.MaxFrameSize, Logger: logger}))
 	mux.Handle(gateway.JSONRPCPath, g.gw.JSONRPC())
+	mux.Handle(gateway.OpenAPIPath, g.gw.OpenAPI(gateway.OpenAPIOptions{JSONRPCPath: gateway.JSONRPCPath}))
 	mux.Handle("/", g.gw)
 	g.srv = &http.Server{
 		Handler:           mux,
