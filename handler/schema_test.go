@@ -31,28 +31,29 @@ type (
 		Dup string
 	}
 	schemaAll struct {
-		Name       string            `json:"name"`
-		Count      int32             `json:"count,omitempty"`
-		Small      int8              `json:"small"`
-		U16        uint16            `json:"u16"`
-		U64        uint64            `json:"u64"`
-		F          float32           `json:"f"`
-		Ok         bool              `json:"ok"`
-		Ptr        *int64            `json:"ptr"`
-		List       []string          `json:"list"`
-		Bytes      []byte            `json:"bytes"`
-		Pair       [2]uint8          `json:"pair"`
-		Map        map[string]int    `json:"map"`
-		IntKeys    map[int]bool      `json:"int_keys"`
-		Inner      schemaInner       `json:"inner"`
-		InnerPtr   *schemaInner      `json:"inner_ptr,omitempty"`
-		When       time.Time         `json:"when"`
-		Took       time.Duration     `json:"took"`
-		Addr       netip.Addr        `json:"addr"` // a TextMarshaler: a string
-		Raw        json.RawMessage   `json:"raw"`  // encodes itself: anything
-		Any        any               `json:"any"`
-		Quoted     int               `json:"quoted,string"`
-		Skipped    string            `json:"-"`
+		Name     string          `json:"name"`
+		Count    int32           `json:"count,omitempty"`
+		Small    int8            `json:"small"`
+		U16      uint16          `json:"u16"`
+		U64      uint64          `json:"u64"`
+		F        float32         `json:"f"`
+		Ok       bool            `json:"ok"`
+		Ptr      *int64          `json:"ptr"`
+		List     []string        `json:"list"`
+		Bytes    []byte          `json:"bytes"`
+		Pair     [2]uint8        `json:"pair"`
+		Map      map[string]int  `json:"map"`
+		IntKeys  map[int]bool    `json:"int_keys"`
+		Inner    schemaInner     `json:"inner"`
+		InnerPtr *schemaInner    `json:"inner_ptr,omitempty"`
+		When     time.Time       `json:"when"`
+		Took     time.Duration   `json:"took"`
+		Addr     netip.Addr      `json:"addr"` // a TextMarshaler: a string
+		Raw      json.RawMessage `json:"raw"`  // encodes itself: anything
+		Any      any             `json:"any"`
+		Quoted   int             `json:"quoted,string"`
+		Skipped  string          `json:"-"`
+		//lint:ignore SA5008 a field named "-" is what this one is for
 		Dash       string            `json:"-,"` // named "-"
 		Untagged   string            // its Go name
 		Q          string            // hides SchemaPromoted's Q
