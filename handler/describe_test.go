@@ -21,6 +21,21 @@ func (countedArg) JSONSchema() *handler.Schema {
 	return &handler.Schema{Type: handler.Types{"object"}}
 }
 
+// defA and defC are recursive: their schemas have $defs.
+type (
+	defA struct {
+		B    *defB `json:"b"`
+		Self *defA `json:"self"`
+	}
+	defB struct {
+		A *defA `json:"a"`
+		C *defC `json:"c"`
+	}
+	defC struct {
+		C *defC `json:"c"`
+	}
+)
+
 type describeArgs struct {
 	A int64 `json:"a"`
 	B int64 `json:"b,omitempty"`
@@ -138,4 +153,26 @@ func ExampleRegistry_Describe() {
 	//     "format": "double"
 	//   }
 	// }
+}
+
+// TestDescribeStableJSON: a description is the same bytes each time rpcd's
+// codec (sonic, as Sys/Describe answers) encodes it, $defs in order, and
+// the bytes encoding/json writes.
+func TestDescribeStableJSON(t *testing.T) {
+	reg := handler.NewRegistry()
+	reg.Handle("T/Defs", handler.Func(func(context.Context, defA) (defA, error) { return defA{}, nil }))
+	d, _ := reg.Describe("T/Defs")
+	if len(d.Argument.Defs) != 2 || len(d.Reply.Defs) != 2 {
+		t.Fatalf("$defs %v and %v, want defA and defC in each", d.Argument.Defs, d.Reply.Defs)
+	}
+	want, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		got, err := handler.JSON.Append(nil, []handler.Description{d})
+		if err != nil || string(got) != "["+string(want)+"]" {
+			t.Fatalf("encoding %d: %s, %v\nwant [%s]", i, got, err, want)
+		}
+	}
 }

@@ -40,6 +40,14 @@ type Schema struct {
 	Defs                 map[string]*Schema `json:"$defs,omitempty"`
 }
 
+// MarshalJSON encodes s as encoding/json does, whichever encoder asks
+// (sonic, for Sys/Describe's reply, would write $defs in any order): the
+// same schema is always the same bytes.
+func (s Schema) MarshalJSON() ([]byte, error) {
+	type plain Schema // Schema's fields, without this method
+	return json.Marshal(plain(s))
+}
+
 // JSONSchema is the schema of a Schema in a description: an object, as
 // draft 2020-12 defines it.
 func (Schema) JSONSchema() *Schema {
