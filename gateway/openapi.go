@@ -192,9 +192,13 @@ func (g *Gateway) OpenAPIDocument(opts OpenAPIOptions) []byte {
 	if opts.JSONRPCPath != "" {
 		sort.Strings(methods)
 		id := obj{"type": []string{"string", "number", "null"}}
+		method := obj{"type": "string", "description": "the route"}
+		if len(methods) > 0 {
+			method["enum"] = methods // a registry with no call route has none: an empty enum is no schema
+		}
 		schemas[oaJSONRPCRequest] = obj{"type": "object", "required": []string{"jsonrpc", "method"}, "properties": obj{
 			"jsonrpc": obj{"const": "2.0"},
-			"method":  obj{"type": "string", "description": "the route", "enum": methods},
+			"method":  method,
 			"params":  obj{"type": []string{"object", "array", "null"}, "description": "the argument, or an array holding it"},
 			"id":      obj{"type": []string{"string", "number", "null"}, "description": "absent in a notification"},
 		}}

@@ -270,4 +270,13 @@ func TestOpenAPIAuth(t *testing.T) {
 	if b := gateway.New(reg, gateway.Options{Prefix: "/api/"}).OpenAPIDocument(gateway.OpenAPIOptions{}); !strings.Contains(string(b), `"/api/Math/Sum"`) {
 		t.Error("the document ignores the gateway's Prefix")
 	}
+	// A registry with no routes: a document all the same, JSON-RPC's
+	// method without an (empty) enum.
+	var empty map[string]any
+	if err := json.Unmarshal(gateway.New(handler.NewRegistry(), gateway.Options{}).OpenAPIDocument(gateway.OpenAPIOptions{JSONRPCPath: "/jsonrpc"}), &empty); err != nil {
+		t.Fatal(err)
+	}
+	if m := at(empty, "components", "schemas", "rpcd.JSONRPCRequest", "properties", "method"); m == nil || at(m, "enum") != nil || len(at(empty, "paths").(map[string]any)) != 1 {
+		t.Errorf("no routes: paths %v, method %v", at(empty, "paths"), m)
+	}
 }
