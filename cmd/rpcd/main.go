@@ -271,8 +271,8 @@ func (s exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)
 func printCommands(w io.Writer) {
 	fmt.Fprint(w, "Rpcd serves rpcd routes and calls them.\n\nusage: rpcd <command> [flags] [arguments]\n\ncommands:\n")
 	for _, cmd := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", cmd.name, cmd.summary)
+		fmt.Fprintf(w, "  %-7s %s\n", cmd.name, cmd.summary)
 	}
-	fmt.Fprintf(w, "  %-8s %s\n", "help", "print this list, or a command's usage: rpcd help call")
+	fmt.Fprintf(w, "  %-7s %s\n", "help", "print this list, or a command's usage: rpcd help call")
 	fmt.Fprint(w, "\nRun \"rpcd <command> -h\" for a command's flags.\n")
 }

@@ -28,7 +28,7 @@ func TestRunUsage(t *testing.T) {
 		{"no args", nil, exitUsage, "", "usage: rpcd <command>"},
 		{"-h", []string{"-h"}, 0, "usage: rpcd <command>", ""},
 		{"--help", []string{"--help"}, 0, "usage: rpcd <command>", ""},
-		{"help", []string{"help"}, 0, "call     call a route", ""},
+		{"help", []string{"help"}, 0, "call    call a route", ""},
 		{"help lists describe", []string{"help"}, 0, "describe print what a server's routes take and answer", ""},
 		{"help serve", []string{"help", "serve"}, 0, "-drain-timeout duration", ""},
 		{"help unknown", []string{"help", "nope"}, exitUsage, "", `unknown command "nope"`},
