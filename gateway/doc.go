@@ -30,6 +30,12 @@
 // connections. Served over TLS with client certificates, a verified
 // certificate gives the identity instead, as on the reactor.
 //
+// OpenAPI serves an OpenAPI 3.1 document of the routes (OpenAPIPath,
+// /openapi.json): each call route's path, a typed route's argument and reply
+// as the JSON Schemas handler.Registry.Describe derives from its Go types,
+// the error statuses with the error body, the headers, and a bearer scheme
+// with an Authenticator.
+//
 // docs/gateway.md has the status table, the headers, and why rpcd serve
 // runs the gateway on a port of its own (-gateway) rather than on the
 // main port, with the measurements behind that.

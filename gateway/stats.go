@@ -27,6 +27,9 @@ const (
 	// RouteWebSocket is the label `rpcd serve` counts WebSocket upgrades
 	// at /ws under (Counted).
 	RouteWebSocket = "ws"
+	// RouteOpenAPI is the label `rpcd serve` counts the OpenAPI document's
+	// responses at /openapi.json under (Counted).
+	RouteOpenAPI = "openapi"
 )
 
 // Stats is a snapshot of a Gateway's counters, for metrics and admin

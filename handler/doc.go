@@ -20,5 +20,8 @@
 // to a buffer the transport owns: on the reactor's inline path the payload is
 // a view into the connection's input buffer and nothing is copied or
 // allocated. Typed handlers, built with Func, take and return Go values
-// encoded with the call's codec (JSON, by sonic).
+// encoded with the call's codec (JSON, by sonic). Registry.Describe says what
+// a route takes and answers: its kind and, for a typed route, the JSON
+// Schemas of its argument and its reply, derived from its Go types on the
+// first description (ArgumentSchema, ReplySchema).
 package handler

@@ -11,39 +11,68 @@ import (
 // call) to reach its encoder. Anything else, and any string these paths do
 // not handle plainly (escapes on decoding), goes to sonic.
 
-// appendScalar appends v's JSON if v points to a scalar it knows.
+// appendScalar appends v's JSON if v points to a scalar it knows; a nil
+// pointer is left to sonic, which writes null.
 func appendScalar(dst []byte, v any) ([]byte, bool) {
 	switch p := v.(type) {
 	case *string:
-		return appendString(dst, *p), true
+		if p != nil {
+			return appendString(dst, *p), true
+		}
 	case *bool:
-		return strconv.AppendBool(dst, *p), true
+		if p != nil {
+			return strconv.AppendBool(dst, *p), true
+		}
 	case *int:
-		return strconv.AppendInt(dst, int64(*p), 10), true
+		if p != nil {
+			return strconv.AppendInt(dst, int64(*p), 10), true
+		}
 	case *int8:
-		return strconv.AppendInt(dst, int64(*p), 10), true
+		if p != nil {
+			return strconv.AppendInt(dst, int64(*p), 10), true
+		}
 	case *int16:
-		return strconv.AppendInt(dst, int64(*p), 10), true
+		if p != nil {
+			return strconv.AppendInt(dst, int64(*p), 10), true
+		}
 	case *int32:
-		return strconv.AppendInt(dst, int64(*p), 10), true
+		if p != nil {
+			return strconv.AppendInt(dst, int64(*p), 10), true
+		}
 	case *int64:
-		return strconv.AppendInt(dst, *p, 10), true
+		if p != nil {
+			return strconv.AppendInt(dst, *p, 10), true
+		}
 	case *uint:
-		return strconv.AppendUint(dst, uint64(*p), 10), true
+		if p != nil {
+			return strconv.AppendUint(dst, uint64(*p), 10), true
+		}
 	case *uint8:
-		return strconv.AppendUint(dst, uint64(*p), 10), true
+		if p != nil {
+			return strconv.AppendUint(dst, uint64(*p), 10), true
+		}
 	case *uint16:
-		return strconv.AppendUint(dst, uint64(*p), 10), true
+		if p != nil {
+			return strconv.AppendUint(dst, uint64(*p), 10), true
+		}
 	case *uint32:
-		return strconv.AppendUint(dst, uint64(*p), 10), true
+		if p != nil {
+			return strconv.AppendUint(dst, uint64(*p), 10), true
+		}
 	case *uint64:
-		return strconv.AppendUint(dst, *p, 10), true
+		if p != nil {
+			return strconv.AppendUint(dst, *p, 10), true
+		}
 	case *float64:
-		return appendFloat(dst, *p, 64)
+		if p != nil {
+			return appendFloat(dst, *p, 64)
+		}
 	case *float32:
-		return appendFloat(dst, float64(*p), 32)
+		if p != nil {
+			return appendFloat(dst, float64(*p), 32)
+		}
 	}
-	return dst, false
+	return dst, false // a nil pointer (null), or a type of sonic's
 }
 
 // appendFloat formats f as encoding/json does; NaN and infinities are left
@@ -115,7 +144,7 @@ func appendString(dst []byte, s string) []byte {
 // JSON string (no escapes, valid UTF-8): ok reports whether it did.
 func unmarshalScalar(data []byte, v any) (ok bool, err error) {
 	p, isString := v.(*string)
-	if !isString {
+	if !isString || p == nil {
 		return false, nil
 	}
 	data = trimSpace(data)

@@ -128,6 +128,18 @@ func TestJSONScalars(t *testing.T) {
 			t.Errorf("Append(%T) = %s, %v; want %s", c.v, got, err, c.want)
 		}
 	}
+	// A nil pointer is null, as sonic and encoding/json write it; decoding
+	// into one is an error. Neither panics (a client's Call with a nil
+	// *int argument did).
+	for _, v := range []any{(*string)(nil), (*bool)(nil), (*int)(nil), (*int8)(nil), (*int16)(nil), (*int32)(nil), (*int64)(nil),
+		(*uint)(nil), (*uint8)(nil), (*uint16)(nil), (*uint32)(nil), (*uint64)(nil), (*float32)(nil), (*float64)(nil)} {
+		if got, err := JSON.Append(nil, v); err != nil || string(got) != "null" {
+			t.Errorf("Append(%T(nil)) = %s, %v; want null", v, got, err)
+		}
+	}
+	if err := JSON.Unmarshal([]byte(`"x"`), (*string)(nil)); err == nil {
+		t.Error("Unmarshal into a nil *string: no error")
+	}
 	nan := math.NaN()
 	if _, err := JSON.Append(nil, &nan); err == nil {
 		t.Error("NaN encoded without an error")

@@ -121,7 +121,7 @@ func TestBuiltinRoutes(t *testing.T) {
 		t.Fatalf("EchoPacket = %q, %v", reply, err)
 	}
 	var routes []handler.RouteInfo
-	if err := c.Call(ctx, builtin.Routes, nil, &routes); err != nil || len(routes) != 9 {
+	if err := c.Call(ctx, builtin.Routes, nil, &routes); err != nil || len(routes) != 10 {
 		t.Fatalf("Routes = %v, %v", routes, err)
 	}
 	for _, r := range routes { // the two stream routes are marked

@@ -12,6 +12,7 @@
 //	serve   serve the built-in routes (Sys/*, Math/Sum, Bench/*)
 //	call    call a route and print its reply
 //	routes  list the routes a server has
+//	describe print what a server's routes take and answer
 //	pub     publish a message to a topic
 //	sub     subscribe to a topic pattern and print the messages
 //	bench   load a server and report calls/s and latency
@@ -79,7 +80,8 @@
 // with the HTTP status for its code and {"code":...,"message":...}. The
 // gateway requires the same tokens, roles and client certificates as the
 // main port, logs "rpcd: gateway serving" with its address, and drains with
-// it (docs/gateway.md):
+// it; it answers JSON-RPC 2.0 at /jsonrpc, rpcd over WebSocket at /ws, and
+// an OpenAPI 3.1 document of its routes at /openapi.json (docs/gateway.md):
 //
 //	$ curl --json '{"a":1,"b":2}' http://127.0.0.1:8080/rpc/Math/Sum
 //	3
@@ -161,6 +163,26 @@
 // Routes calls Sys/Routes and prints one route per line, in the order the
 // server returns them, with " (blocking)" after routes that run on the
 // blocking pool.
+//
+// # describe
+//
+//	rpcd describe [-addr 127.0.0.1:7070] [-timeout 5s] [-json] [ROUTE]
+//
+// Describe calls Sys/Describe and prints what ROUTE, or every route, takes
+// and answers, as grpcurl's describe does: the route and its kind (typed,
+// raw or stream), then a typed route's argument and reply in a Go-like
+// form, derived from the server's Go types:
+//
+//	$ rpcd describe Math/Sum
+//	Math/Sum: typed
+//	  argument builtin.SumArgs {
+//	    a int64
+//	    b int64
+//	  }
+//	  reply    int64
+//
+// -json prints the descriptions as the server sent them, with their JSON
+// Schemas (docs/protocol.md, "Route descriptions").
 //
 // # pub and sub
 //

@@ -95,6 +95,9 @@ func TestErrorPrefixOnce(t *testing.T) {
 		with("call", "-token", "t-wrong", "Sys/Ping"),
 		with("call", "-token", "t-reader", "Math/Sum", `{"a":1,"b":2}`),
 		with("call", "-token", "t-admin", "-tls-ca", f.otherCA, "Sys/Ping"),
+		{"describe", "-addr", a, "No/Such"},
+		{"describe", "-addr", httpAddr},
+		with("describe", "-token", "t-wrong"),
 		// publish and subscribe
 		{"pub", "-addr", closed, "orders.x", "1"},
 		{"pub", "-addr", a, "orders..x", "1"},

@@ -29,6 +29,7 @@ func TestRunUsage(t *testing.T) {
 		{"-h", []string{"-h"}, 0, "usage: rpcd <command>", ""},
 		{"--help", []string{"--help"}, 0, "usage: rpcd <command>", ""},
 		{"help", []string{"help"}, 0, "call    call a route", ""},
+		{"help lists describe", []string{"help"}, 0, "describe print what a server's routes take and answer", ""},
 		{"help serve", []string{"help", "serve"}, 0, "-drain-timeout duration", ""},
 		{"help unknown", []string{"help", "nope"}, exitUsage, "", `unknown command "nope"`},
 		{"unknown command", []string{"nope"}, exitUsage, "", `rpcd: unknown command "nope"`},

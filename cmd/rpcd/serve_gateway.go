@@ -89,9 +89,11 @@ func startGateway(srv *reactor.Server, f *gatewayFlags, reg *handler.Registry, l
 	}
 	// A switch on the path, not a ServeMux: a mux answers some requests
 	// itself (a redirect to a cleaned path), which nothing would count.
-	// Every response is counted in the gateway's Stats, /ws's as "ws".
+	// Every response is counted in the gateway's Stats, /ws's as "ws" and
+	// /openapi.json's as "openapi".
 	wsHandler := g.gw.Counted(gateway.RouteWebSocket, ws.Handler(srv, ws.Options{MaxFrameSize: limits.MaxFrameSize, Logger: logger}))
 	jsonrpc := g.gw.JSONRPC()
+	openapi := g.gw.OpenAPI(gateway.OpenAPIOptions{JSONRPCPath: gateway.JSONRPCPath})
 	g.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
@@ -99,6 +101,8 @@ func startGateway(srv *reactor.Server, f *gatewayFlags, reg *handler.Registry, l
 				wsHandler.ServeHTTP(w, r)
 			case gateway.JSONRPCPath:
 				jsonrpc.ServeHTTP(w, r)
+			case gateway.OpenAPIPath:
+				openapi.ServeHTTP(w, r)
 			default:
 				g.gw.ServeHTTP(w, r)
 			}

@@ -1,5 +1,5 @@
 // Package builtin holds the routes that `rpcd serve` ships with: a ping, a
-// route list, Math/Sum, and the handlers of the benchmark scenarios of
+// route list, the routes' descriptions (Sys/Describe), Math/Sum, and the handlers of the benchmark scenarios of
 // ../shared/seeds (NoArg, EchoString, MultiArgs, EchoPacket). A program
 // embedding rpcd registers them with Register; the bench module serves them
 // from every system it compares.
@@ -52,7 +52,8 @@ func MultiArgsResult(in MultiArgsIn) float64 {
 // NoArgReply is what Bench/NoArg returns: the int32 42, in JSON.
 const NoArgReply = "42"
 
-// Register adds the built-in routes to reg.
+// Register adds the built-in routes to reg, Sys/Describe among them
+// (HandleDescribe).
 func Register(reg *handler.Registry) {
 	reg.HandleFunc(Ping, func(_ context.Context, _, reply []byte) ([]byte, error) {
 		return append(reply, `"pong"`...), nil
@@ -60,6 +61,7 @@ func Register(reg *handler.Registry) {
 	reg.Handle(Routes, handler.Func(func(context.Context, struct{}) ([]handler.RouteInfo, error) {
 		return reg.Routes(), nil
 	}))
+	HandleDescribe(reg)
 	reg.Handle(Sum, handler.Func(func(_ context.Context, in SumArgs) (int64, error) {
 		sum := in.A + in.B
 		if (in.A > 0 && in.B > 0 && sum < 0) || (in.A < 0 && in.B < 0 && sum >= 0) {

@@ -471,7 +471,8 @@ async function download(c, id, window, { onFrame } = {}) {
 const ROUTES = [
   { name: 'Bench/EchoPacket' }, { name: 'Bench/EchoString' }, { name: 'Bench/MultiArgs' },
   { name: 'Bench/NoArg' }, { name: 'Bench/StreamSink', stream: true }, { name: 'Bench/StreamSource', stream: true },
-  { name: 'Math/Sum' }, { name: 'Sys/Health' }, { name: 'Sys/Ping' }, { name: 'Sys/Routes' }, { name: 'Sys/Stats', blocking: true },
+  { name: 'Math/Sum' }, { name: 'Sys/Describe' }, { name: 'Sys/Health' }, { name: 'Sys/Ping' }, { name: 'Sys/Routes' },
+  { name: 'Sys/Stats', blocking: true },
 ];
 
 async function main() {
@@ -498,6 +499,27 @@ async function main() {
       const list = JSON.parse(r.payload.toString());
       assert.deepStrictEqual(list, ROUTES, `arg ${JSON.stringify(arg)}: the route list differs from the page's table`);
     }
+  });
+
+  // "`Sys/Describe` | JSON | none, `{"route": ROUTE}` or the string `ROUTE` | an array of
+  // descriptions, `{"name", "kind"}` ... `"argument"` and `"reply"`: JSON Schemas"; an unknown
+  // route is NotFound.
+  await check('1 route Sys/Describe', async (open) => {
+    const c = await open();
+    for (const [id, arg] of [[1, '"Math/Sum"'], [2, '{"route":"Math/Sum"}']]) {
+      const r = await c.call(id, 'Sys/Describe', arg);
+      expect(r.kind === K.Response && r.codec === JSONC, `arg ${arg}: got ${describe(r)}`);
+      const list = JSON.parse(r.payload.toString());
+      expect(list.length === 1 && list[0].name === 'Math/Sum' && list[0].kind === 'typed' &&
+        list[0].argument.properties.a.type === 'integer' && list[0].reply.type === 'integer',
+        `arg ${arg}: got ${r.payload}`);
+    }
+    const all = JSON.parse((await c.call(3, 'Sys/Describe', '')).payload.toString());
+    assert.deepStrictEqual(all.map((d) => d.name), ROUTES.map((d) => d.name), 'Sys/Describe without a route: not every route');
+    expect(all.find((d) => d.name === 'Sys/Ping').kind === 'raw' && all.find((d) => d.name === 'Bench/StreamSink').kind === 'stream',
+      'Sys/Ping raw, Bench/StreamSink stream');
+    const r = await c.call(4, 'Sys/Describe', '"No/Such"');
+    expect(r.kind === K.Error && errCode(r) === C.NotFound, `an unknown route: got ${describe(r)}, want Error NotFound (5)`);
   });
 
   // "`Sys/Stats` | JSON, blocking | none | `{"goroutines", "heap_alloc", "heap_inuse", "sys",

@@ -1,0 +1,9 @@
+// Package openapicheck holds a test, and nothing else: it checks the
+// gateway's OpenAPI document (gateway.Gateway.OpenAPI) with an OpenAPI 3.1
+// validator, libopenapi-validator, and checks the gateway's real responses,
+// successes and each error status, against the document. It is a module of
+// its own so that the validator, a heavy test tool, stays out of rpcd's
+// go.mod, as bench/ keeps the peers out.
+//
+//	cd gateway/openapicheck && go test ./...
+package openapicheck
