@@ -1,0 +1,297 @@
+package load
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
+)
+
+// Caller is what a scenario calls through: a *client.Client to one server,
+// or a *client.Cluster spreading calls over a service's nodes.
+type Caller interface {
+	Call(ctx context.Context, route string, in, out any) error
+	CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error)
+}
+
+// Call makes one call and returns the payload bytes it moved, request and
+// reply together. A reply that is not the one expected is an error
+// wrapping ErrWrongReply.
+type Call func(ctx context.Context) (int, error)
+
+// Scenario is a named load: the route called, what each call sends and how
+// its reply is checked. Scenarios lists the named ones; RawRoute and
+// JSONRoute make one for any route; a program may build its own.
+type Scenario struct {
+	Name  string // as Scenarios and reports give it
+	Route string // the route called
+	Codec string // "json" or "raw"
+	Size  int    // request payload bytes, encoded; Sum's smallest, as it varies
+
+	// NewCall returns the call of caller number worker (0 on) on c, with
+	// buffers of its own: it is called once per caller, and each call
+	// runs on that caller's goroutine only.
+	NewCall func(c Caller, worker int) Call
+
+	custom bool // RawRoute's or JSONRoute's: reported as "custom"
+}
+
+// scenarios are the named loads, in the order Scenarios gives them.
+var scenarios = []Scenario{
+	noArgScenario(),
+	echoStringScenario("EchoString16", 16),
+	echoStringScenario("EchoString2000", 2000),
+	multiArgsScenario(),
+	echoPacketScenario("EchoPacket16", 16),
+	echoPacketScenario("EchoPacket2000", 2000),
+	sumScenario(),
+}
+
+// Scenarios returns the named call scenarios, those of the NewLife.Remoting
+// report and Sum, in the order rpcd bench -h lists them.
+func Scenarios() []Scenario { return append([]Scenario(nil), scenarios...) }
+
+// LookupScenario returns the named scenario called name, in any case.
+func LookupScenario(name string) (Scenario, bool) {
+	for _, sc := range scenarios {
+		if strings.EqualFold(sc.Name, name) {
+			return sc, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// ScenarioNames returns the names of the call scenarios, in table order.
+func ScenarioNames() []string {
+	names := make([]string, len(scenarios))
+	for i, sc := range scenarios {
+		names[i] = sc.Name
+	}
+	return names
+}
+
+// The names of the loads that are not calls, as their reports give them.
+const (
+	FanOutName         = "FanOut"         // FanOut: publish/subscribe
+	StreamUploadName   = "StreamUpload"   // Stream with Upload: bytes to the server
+	StreamDownloadName = "StreamDownload" // Stream without: bytes from the server
+)
+
+// wrongReply returns an ErrWrongReply with the details.
+func wrongReply(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrWrongReply}, args...)...)
+}
+
+// noArgWant is Bench/NoArg's reply, decoded.
+var noArgWant = func() int32 {
+	n, err := strconv.ParseInt(builtin.NoArgReply, 10, 32)
+	if err != nil {
+		panic("rpcd: builtin.NoArgReply is not an int32: " + builtin.NoArgReply)
+	}
+	return int32(n)
+}()
+
+func noArgScenario() Scenario {
+	return Scenario{Name: "NoArg", Route: builtin.NoArg, Codec: "json", Size: 0,
+		NewCall: func(cl Caller, _ int) Call {
+			var out int32
+			outp := any(&out) // boxed once, not on every call
+			return func(ctx context.Context) (int, error) {
+				out = 0
+				if err := cl.Call(ctx, builtin.NoArg, nil, outp); err != nil {
+					return 0, err
+				}
+				if out != noArgWant {
+					return len(builtin.NoArgReply), wrongReply("%s returned %d, want %d", builtin.NoArg, out, noArgWant)
+				}
+				return len(builtin.NoArgReply), nil
+			}
+		}}
+}
+
+func echoStringScenario(name string, n int) Scenario {
+	s := string(Pattern(n))
+	return Scenario{Name: name, Route: builtin.EchoString, Codec: "json", Size: n + 2,
+		NewCall: func(cl Caller, _ int) Call {
+			in := any(s)
+			var out string
+			outp := any(&out)
+			return func(ctx context.Context) (int, error) {
+				out = ""
+				if err := cl.Call(ctx, builtin.EchoString, in, outp); err != nil {
+					return 0, err
+				}
+				if out != s {
+					return n + 2 + len(out) + 2, wrongReply("%s returned a string of %d bytes that differs from the %d sent", builtin.EchoString, len(out), n)
+				}
+				return 2 * (n + 2), nil
+			}
+		}}
+}
+
+// multiArgsIn is what MultiArgs sends: every field set, every number exact
+// in a float64.
+var multiArgsIn = builtin.MultiArgsIn{I32: 123456, I64: 1<<40 + 7, B: true, F64: 3.25, S: "NewLife.Remoting"}
+
+func multiArgsScenario() Scenario {
+	want := builtin.MultiArgsResult(multiArgsIn)
+	req := mustJSON(multiArgsIn)
+	reply := mustJSON(want)
+	return Scenario{Name: "MultiArgs", Route: builtin.MultiArgs, Codec: "json", Size: len(req),
+		NewCall: func(cl Caller, _ int) Call {
+			args := multiArgsIn
+			in := any(&args)
+			var out float64
+			outp := any(&out)
+			return func(ctx context.Context) (int, error) {
+				out = 0
+				if err := cl.Call(ctx, builtin.MultiArgs, in, outp); err != nil {
+					return 0, err
+				}
+				if out != want {
+					return len(req) + len(reply), wrongReply("%s returned %v, want %v", builtin.MultiArgs, out, want)
+				}
+				return len(req) + len(reply), nil
+			}
+		}}
+}
+
+func echoPacketScenario(name string, n int) Scenario {
+	sc := RawRoute(builtin.EchoPacket, Pattern(n), true)
+	sc.Name, sc.custom = name, false
+	return sc
+}
+
+func sumScenario() Scenario {
+	return Scenario{Name: "Sum", Route: builtin.Sum, Codec: "json",
+		Size: len(mustJSON(builtin.SumArgs{})), // at its smallest; it varies
+		NewCall: func(cl Caller, worker int) Call {
+			var args builtin.SumArgs
+			in := any(&args)
+			var out int64
+			outp := any(&out)
+			var seq int64
+			return func(ctx context.Context) (int, error) {
+				seq++
+				// a and b change on every call, and differ between callers;
+				// b is negative on the first calls of all callers but the
+				// first.
+				args.A = int64(worker)*1_000_003 + seq
+				args.B = seq*7 - int64(worker)
+				want := args.A + args.B
+				out = 0
+				if err := cl.Call(ctx, builtin.Sum, in, outp); err != nil {
+					return 0, err
+				}
+				n := len(`{"a":,"b":}`) + intLen(args.A) + intLen(args.B) + intLen(out)
+				if out != want {
+					return n, wrongReply("%s(%d, %d) returned %d, want %d", builtin.Sum, args.A, args.B, out, want)
+				}
+				return n, nil
+			}
+		}}
+}
+
+// RawRoute returns a scenario that sends payload raw to route with
+// CallRaw; with echo, a reply must equal payload byte for byte. Its reports
+// name the scenario "custom" (rpcd bench -route).
+func RawRoute(route string, payload []byte, echo bool) Scenario {
+	return Scenario{Name: route, Route: route, Codec: "raw", Size: len(payload), custom: true,
+		NewCall: func(cl Caller, _ int) Call {
+			buf := make([]byte, 0, max(len(payload), 64)) // reused for every reply
+			return func(ctx context.Context) (int, error) {
+				reply, err := cl.CallRaw(ctx, route, payload, buf[:0])
+				if err != nil {
+					return 0, err
+				}
+				buf = reply // keep a buffer grown by a larger reply
+				if echo && !bytes.Equal(reply, payload) {
+					return len(payload) + len(reply), wrongReply("%s %s", route, echoDiff(reply, payload))
+				}
+				return len(payload) + len(reply), nil
+			}
+		}}
+}
+
+// JSONRoute returns a scenario that sends payload, JSON, to route with Call
+// (no argument if payload is empty); with echo, a reply must equal payload
+// byte for byte. Its reports name the scenario "custom" (rpcd bench -route
+// -json-codec).
+func JSONRoute(route string, payload []byte, echo bool) Scenario {
+	return Scenario{Name: route, Route: route, Codec: "json", Size: len(payload), custom: true,
+		NewCall: func(cl Caller, _ int) Call {
+			var in any // no payload
+			if len(payload) > 0 {
+				in = json.RawMessage(payload) // sent as it is
+			}
+			var out json.RawMessage
+			outp := any(&out)
+			return func(ctx context.Context) (int, error) {
+				out = out[:0]
+				if err := cl.Call(ctx, route, in, outp); err != nil {
+					return 0, err
+				}
+				if echo && !bytes.Equal(out, payload) {
+					return len(payload) + len(out), wrongReply("%s %s", route, echoDiff(out, payload))
+				}
+				return len(payload) + len(out), nil
+			}
+		}}
+}
+
+// echoDiff says how an echo differs from what was sent.
+func echoDiff(got, sent []byte) string {
+	if len(got) != len(sent) {
+		return fmt.Sprintf("returned %d bytes, want the %d sent", len(got), len(sent))
+	}
+	for i := range got {
+		if got[i] != sent[i] {
+			return fmt.Sprintf("returned %d bytes that differ from those sent at byte %d", len(got), i)
+		}
+	}
+	return "returned the bytes sent" // not reached
+}
+
+// Pattern returns n bytes of letters and digits: the payload of the named
+// scenarios, and of rpcd bench -route -size N.
+func Pattern(n int) []byte {
+	const chars = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = chars[i%len(chars)]
+	}
+	return b
+}
+
+// JSONString returns a JSON string of n letters and digits, n+2 bytes: the
+// payload of rpcd bench -route -json-codec -size N+2.
+func JSONString(n int) []byte {
+	return append(append([]byte{'"'}, Pattern(n)...), '"')
+}
+
+// mustJSON encodes v with the codec the client uses.
+func mustJSON(v any) []byte {
+	b, err := handler.JSON.Append(nil, v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// intLen returns the length of v in decimal.
+func intLen(v int64) int {
+	n := 1
+	if v < 0 {
+		n++ // the sign; -v overflows for MinInt64, so count digits of v/10
+	}
+	for v >= 10 || v <= -10 {
+		v /= 10
+		n++
+	}
+	return n
+}
