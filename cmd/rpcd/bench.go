@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,15 +10,13 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
-	"github.com/rpcd/rpcd/internal/loadgen"
+	"github.com/rpcd/rpcd/load"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -102,15 +99,6 @@ const (
 	benchMaxCallers     = 1 << 20 // more goroutines than that is a typo
 )
 
-// The NewLife table (-matrix seed).
-var (
-	seedScenarios        = []string{"NoArg", "EchoString16", "EchoString2000", "MultiArgs", "EchoPacket16", "EchoPacket2000"}
-	seedCallers          = []int{1, 4, 16, 20, 32}
-	seedThroughput       = []string{"NoArg", "EchoPacket16"}
-	seedThroughputConns  = 100
-	seedThroughputSuffix = " throughput"
-)
-
 // benchFlags are bench's flags.
 type benchFlags struct {
 	addr       string
@@ -173,27 +161,64 @@ func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	}
 }
 
-// benchCell is one run of a bench: a load on a number of connections.
-type benchCell struct {
-	sc       *scenario
-	conns    int
-	inflight int
+// otherLoads are the loads bench's -scenario names that are not calls,
+// each with what it is and the function that runs it: with the call
+// scenarios (load.Scenarios), every name -scenario takes. bench dispatches
+// on this table, and its error and -h list it, so the three cannot
+// disagree.
+var otherLoads = []struct {
+	name, what string
+	run        func(*cli, *benchFlags) error
+}{
+	{load.FanOutName, "publish/subscribe: one publisher, -subs subscribers", (*cli).benchFanOut},
+	{load.StreamUploadName, "stream goodput to the server: -c streams of -size bytes (default 256 MiB)", (*cli).benchStream},
+	{load.StreamDownloadName, "stream goodput from the server, as StreamUpload", (*cli).benchStream},
+}
+
+// otherLoad returns the entry of otherLoads called name, in any case, or
+// nil.
+func otherLoad(name string) func(*cli, *benchFlags) error {
+	for _, l := range otherLoads {
+		if strings.EqualFold(l.name, name) {
+			return l.run
+		}
+	}
+	return nil
+}
+
+// benchScenarioNames returns every name bench's -scenario takes: the call
+// scenarios, then the other loads.
+func benchScenarioNames() []string {
+	names := load.ScenarioNames()
+	for _, l := range otherLoads {
+		names = append(names, l.name)
+	}
+	return names
+}
+
+// benchScenarioUsage is the usage of bench's -scenario.
+func benchScenarioUsage() string {
+	var b strings.Builder
+	b.WriteString("`name` of the load: ")
+	b.WriteString(strings.Join(load.ScenarioNames(), ", "))
+	for _, l := range otherLoads {
+		b.WriteString(", " + l.name + " (" + l.what + ")")
+	}
+	return b.String()
 }
 
 // benchPlan is what the flags ask for.
 type benchPlan struct {
-	cells    []benchCell
-	matrix   bool
-	duration time.Duration // 0 when calls is set
-	calls    int64
-	warmup   time.Duration
-	runs     int // each cell this many times; the median run is reported
+	// cells are the loads, each but for its server and clients (set by
+	// runCell).
+	cells  []load.Config
+	matrix bool // cells are those of load.SeedMatrix
+	runs   int  // each cell this many times; the median run is reported
 }
 
 // plan checks the flags and returns the runs they ask for, with a
 // usageError for any that cannot work. A payload file is read later.
 func (f *benchFlags) plan() (*benchPlan, error) {
-	p := &benchPlan{duration: f.duration, calls: f.calls, warmup: f.warmup}
 	switch {
 	case f.conns < 1:
 		return nil, usagef("-c is %d, want 1 or more", f.conns)
@@ -224,10 +249,8 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 	if err := f.balance.check(f.addr); err != nil {
 		return nil, err
 	}
-	p.runs = f.runs
-	if f.calls > 0 {
-		p.duration = 0
-	}
+	p := &benchPlan{runs: f.runs}
+	base := load.Config{Duration: f.duration, Calls: f.calls, Warmup: f.warmup, Rate: f.rate, Timeout: f.timeout}
 
 	if f.matrix != "" {
 		if f.matrix != "seed" {
@@ -240,34 +263,32 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 		}
 		p.matrix = true
 		if !f.set["d"] && f.calls == 0 {
-			p.duration = benchMatrixDuration
+			base.Duration = benchMatrixDuration
 		}
 		if !f.set["warmup"] {
-			p.warmup = benchMatrixWarmup
+			base.Warmup = benchMatrixWarmup
 		}
-		for _, name := range seedScenarios {
-			sc := lookupScenario(name)
-			for _, n := range seedCallers {
-				p.cells = append(p.cells, benchCell{sc: sc, conns: n, inflight: 1})
-			}
+		cells, err := load.SeedMatrix().Configs(base)
+		if err != nil {
+			return nil, err
 		}
-		for _, name := range seedThroughput {
-			p.cells = append(p.cells, benchCell{sc: lookupScenario(name), conns: seedThroughputConns, inflight: 1})
-		}
+		p.cells = cells
 		return p, nil
 	}
 
+	base.Conns, base.Inflight = f.conns, f.inflight
 	if f.route == "" {
 		for _, name := range []string{"payload", "size", "json-codec", "expect-echo"} {
 			if f.set[name] {
 				return nil, usagef("-%s goes with -route", name)
 			}
 		}
-		sc := lookupScenario(f.scenario)
-		if sc == nil {
+		sc, ok := load.LookupScenario(f.scenario)
+		if !ok {
 			return nil, usagef("-scenario is %q, want one of %s", f.scenario, strings.Join(benchScenarioNames(), ", "))
 		}
-		p.cells = []benchCell{{sc: sc, conns: f.conns, inflight: f.inflight}}
+		base.Scenario = sc
+		p.cells = []load.Config{base}
 		return p, nil
 	}
 	switch {
@@ -288,7 +309,7 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 			return nil, err
 		}
 	}
-	p.cells = []benchCell{{conns: f.conns, inflight: f.inflight}} // sc set once the payload is read
+	p.cells = []load.Config{base} // Scenario set once the payload is read
 	return p, nil
 }
 
@@ -301,30 +322,30 @@ func (f *benchFlags) checkFrame(n int) error {
 }
 
 // customScenario builds the load of -route, reading -payload if given.
-func (f *benchFlags) customScenario() (*scenario, error) {
+func (f *benchFlags) customScenario() (load.Scenario, error) {
 	var payload []byte
 	switch {
 	case f.set["payload"]:
 		b, err := readPayload(f.payload, f.maxFrame)
 		if err != nil {
-			return nil, err
+			return load.Scenario{}, err
 		}
 		if err := f.checkFrame(len(b)); err != nil {
-			return nil, err
+			return load.Scenario{}, err
 		}
 		if f.jsonCodec && !json.Valid(b) {
-			return nil, usagef("-payload %s is not valid JSON; drop -json-codec to send it raw", f.payload)
+			return load.Scenario{}, usagef("-payload %s is not valid JSON; drop -json-codec to send it raw", f.payload)
 		}
 		payload = b
 	case f.jsonCodec && f.size > 0:
-		payload = jsonString(f.size - 2)
+		payload = load.JSONString(f.size - 2)
 	default:
-		payload = pattern(f.size)
+		payload = load.Pattern(f.size)
 	}
 	if f.jsonCodec {
-		return jsonRouteScenario(f.route, payload, f.expectEcho), nil
+		return load.JSONRoute(f.route, payload, f.expectEcho), nil
 	}
-	return rawRouteScenario(f.route, payload, f.expectEcho), nil
+	return load.RawRoute(f.route, payload, f.expectEcho), nil
 }
 
 // readPayload reads the payload file, refusing one larger than any frame.
@@ -391,7 +412,7 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 		if err != nil {
 			return err
 		}
-		p.cells[0].sc = sc
+		p.cells[0].Scenario = sc
 	}
 
 	ctx, stop := c.interruptible()
@@ -415,17 +436,22 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 	if isTerminal(c.stderr) {
 		progress = &progressLine{w: c.stderr}
 	}
-	runs := make([][]*benchReport, len(p.cells)) // each cell's runs
-	var runErr error
+	// The clients' options, with the flags' files read, where the first
+	// cell dials: a mistake in them shows once the server is named.
+	opts, runErr := c.benchClientOptions(f.timeout, f.maxFrame, &f.sec, &f.compress)
+	if runErr == nil && isServiceTarget(target.addr) {
+		runErr = f.etcd.registerScheme()
+	}
+	runs := make([][]*load.Report, len(p.cells)) // each cell's runs
 sweeps:
-	for range p.runs {
+	for r := 0; r < p.runs && runErr == nil; r++ {
 		for i, cell := range p.cells {
-			r, err := c.runCell(ctx, f, p, target, cell, progress)
+			rep, err := c.runCell(ctx, f, cell, target, opts, progress)
 			if err != nil {
 				runErr = err
 				break sweeps
 			}
-			runs[i] = append(runs[i], r)
+			runs[i] = append(runs[i], rep)
 			if ctx.Err() != nil {
 				break sweeps
 			}
@@ -434,10 +460,10 @@ sweeps:
 	if ctx.Err() != nil {
 		runErr = errBenchInterrupted
 	}
-	var reports []*benchReport
+	var reports []*load.Report
 	for _, rs := range runs {
 		if len(rs) > 0 {
-			reports = append(reports, medianRun(rs))
+			reports = append(reports, load.Median(rs))
 		}
 	}
 	if len(reports) == 0 && runErr != nil {
@@ -454,9 +480,9 @@ sweeps:
 	case f.jsonOut:
 		writeJSON(&out, reports[0])
 	case p.matrix:
-		writeMatrix(&out, p, reports)
+		_ = load.SeedMatrix().WriteText(&out, reports, p.runs)
 	default:
-		writeTable(&out, p, reports[0])
+		_ = reports[0].WriteText(&out, p.runs)
 	}
 	if err := c.write(out.Bytes()); err != nil {
 		return err
@@ -469,292 +495,36 @@ sweeps:
 	if runErr != nil {
 		return runErr
 	}
-	return allFailed(reports)
-}
-
-// rateReachedShare is the share of -rate a run must make for bench not
-// to warn that it fell short.
-const rateReachedShare = 0.95
-
-// rateShortfall says how far an open-loop run fell short of its rate and
-// what held it back: callers that were busy all the time were too few for
-// the calls' latency (Little's law: callers / latency is the most they
-// make); callers often idle mean this process could not keep its own
-// schedule.
-func rateShortfall(rate float64, cell benchCell, res loadgen.Result) string {
-	msg := fmt.Sprintf("-rate %g not reached: %.0f calls/s, %.0f%% of it.", rate, res.CallsPerSec, 100*res.CallsPerSec/rate)
-	callers := cell.conns * cell.inflight
-	secs := res.Elapsed.Seconds()
-	if res.Calls == 0 || secs <= 0 {
-		return msg + " No call completed."
-	}
-	perCall := res.BusySec / float64(res.Calls) // seconds in a call, from its actual start
-	if busy := res.BusySec / (float64(callers) * secs); busy < 0.9 {
-		return msg + fmt.Sprintf(" The callers were idle %.0f%% of the time yet fell behind their schedule: this process could not keep up (%.1f µs of its CPU a call, GOMAXPROCS %d).",
-			100*(1-busy), res.CPUPerCallUS, runtime.GOMAXPROCS(0))
-	}
-	who := fmt.Sprintf("%d callers (-c %d × -inflight %d), each call taking %s, make", callers, cell.conns, cell.inflight, usText(perCall))
-	if callers == 1 {
-		who = fmt.Sprintf("1 caller (-c 1 × -inflight 1), each call taking %s, makes", usText(perCall))
-	}
-	need := int(math.Ceil(rate * perCall))
-	return msg + fmt.Sprintf(" %s at most about %.0f calls/s: -rate %g needs -c × -inflight of at least %d, if the server keeps up."+
-		" Latency counts from each call's scheduled start, so it holds the wait behind the schedule.",
-		who, float64(callers)/perCall, rate, need)
-}
-
-// usText writes seconds as microseconds, or milliseconds past 10 ms.
-func usText(secs float64) string {
-	if secs >= 0.01 {
-		return fmt.Sprintf("%.1f ms", secs*1e3)
-	}
-	return fmt.Sprintf("%.0f µs", secs*1e6)
-}
-
-// medianRun returns the run with the median calls/s (the lower middle one
-// of an even number), with the errors of all the runs.
-func medianRun(rs []*benchReport) *benchReport {
-	sorted := slices.Clone(rs)
-	slices.SortFunc(sorted, func(a, b *benchReport) int { return cmp.Compare(a.CallsPerSec, b.CallsPerSec) })
-	m := *sorted[(len(sorted)-1)/2]
-	m.Runs = len(rs)
-	if len(rs) > 1 {
-		m.Errors, m.ErrorsBy, m.FirstErrors = 0, map[string]int64{}, map[string]string{}
-		for _, r := range rs {
-			m.Errors += r.Errors
-			for k, v := range r.ErrorsBy {
-				m.ErrorsBy[k] += v
-			}
-			for k, v := range r.FirstErrors {
-				if _, ok := m.FirstErrors[k]; !ok {
-					m.FirstErrors[k] = v
-				}
-			}
-		}
-	}
-	return &m
+	return load.AllFailed(reports)
 }
 
 // errBenchInterrupted ends a bench cut short by SIGINT or SIGTERM.
 var errBenchInterrupted = errors.New("rpcd: bench interrupted; the results cover the calls made until then")
 
-// allFailed returns an error if calls were made and every one failed, or
-// if none was made at all.
-func allFailed(reports []*benchReport) error {
-	var calls, failed int64
-	by := map[string]int64{}
-	first := map[string]string{}
-	for _, r := range reports {
-		calls += r.Calls
-		failed += r.Errors
-		for k, v := range r.ErrorsBy {
-			by[k] += v
-		}
-		for k, v := range r.FirstErrors {
-			if _, ok := first[k]; !ok {
-				first[k] = v
+// runCell runs one cell's load on the target with clients of opts, the
+// progress line drawn if there is one, and notes in the report the
+// -compress asked for and a child server.
+func (c *cli) runCell(ctx context.Context, f *benchFlags, cfg load.Config, target *benchTarget, opts client.Options, progress *progressLine) (*load.Report, error) {
+	cfg.Addr, cfg.Client, cfg.Cluster = target.addr, opts, f.balance.apply
+	if progress != nil {
+		label := fmt.Sprintf("%s %d×%d", cfg.Scenario.Name, cfg.Conns, cfg.Inflight)
+		cfg.Progress = func(pr load.Progress) {
+			if pr.Starting {
+				progress.start(label, cfg.Warmup)
+				return
 			}
+			progress.update(pr)
 		}
+		defer progress.end()
 	}
-	switch {
-	case calls == 0:
-		return errors.New("rpcd: no call completed")
-	case failed < calls:
-		return nil
-	}
-	msg := fmt.Sprintf("rpcd: every call failed, %d of %d (%s)", failed, calls, errorKinds(by))
-	for _, k := range sortedKeys(by) {
-		if m, ok := first[k]; ok {
-			msg += "\n  first " + k + ": " + m
-		}
-	}
-	return errors.New(msg)
-}
-
-// runCell connects to the target and runs one cell's load.
-func (c *cli) runCell(ctx context.Context, f *benchFlags, p *benchPlan, target *benchTarget, cell benchCell, progress *progressLine) (*benchReport, error) {
-	clients, closeClients, err := c.dialCallers(ctx, target.addr, cell.conns, f) // bench_service.go
+	r, err := load.Bench(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer closeClients()
-
-	callers := cell.conns * cell.inflight
-	workers := make([]*benchWorker, callers)
-	for w := range workers {
-		workers[w] = &benchWorker{call: cell.sc.newCall(clients[w/cell.inflight], w)}
-	}
-	call := func(ctx context.Context, w int) (int, error) {
-		return workers[w].do(ctx, f.timeout)
-	}
-
-	cfg := loadgen.Config{
-		Callers:  callers,
-		Duration: p.duration,
-		Calls:    p.calls,
-		Warmup:   p.warmup,
-		Rate:     f.rate,
-		Classify: classifyBenchError,
-	}
-	label := fmt.Sprintf("%s %d×%d", cell.sc.name, cell.conns, cell.inflight)
-	if progress != nil {
-		progress.start(label, p.warmup)
-		cfg.Progress = progress.update
-	}
-	res, err := loadgen.Run(ctx, cfg, call)
-	if progress != nil {
-		progress.end()
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, errBenchInterrupted
-		}
-		return nil, err
-	}
-
-	r := &benchReport{
-		Calls:        res.Calls,
-		Errors:       res.Errors,
-		ErrorsBy:     res.ErrorsBy,
-		ElapsedSec:   round(res.Elapsed.Seconds(), 3),
-		CallsPerSec:  round(res.CallsPerSec, 1),
-		BytesPerSec:  round(res.BytesPerSec, 0),
-		MeanUS:       round(res.MeanUS, 3),
-		P50US:        res.P50US,
-		P90US:        res.P90US,
-		P99US:        res.P99US,
-		P999US:       res.P999US,
-		MaxUS:        res.MaxUS,
-		CPUPerCallUS: round(res.CPUPerCallUS, 3),
-		Settings: benchSettings{
-			Scenario:     cell.sc.name,
-			Route:        cell.sc.route,
-			Codec:        cell.sc.codec,
-			Compress:     f.compress.name,
-			PayloadBytes: cell.sc.size,
-			Addr:         target.addr,
-			Server:       "external",
-			Connections:  cell.conns,
-			Inflight:     cell.inflight,
-			Callers:      callers,
-			Warmup:       p.warmup.String(),
-			Rate:         f.rate,
-			Timeout:      f.timeout.String(),
-			GOMAXPROCS:   runtime.GOMAXPROCS(0),
-		},
-	}
-	if f.rate > 0 {
-		reached := res.CallsPerSec >= rateReachedShare*f.rate
-		r.RateReached = &reached
-		if !reached {
-			r.RateShortfall = rateShortfall(f.rate, cell, res)
-		}
-	}
-	if cell.sc.custom {
-		r.Settings.Scenario = "custom"
-	}
-	if r.ErrorsBy == nil {
-		r.ErrorsBy = map[string]int64{}
-	}
+	r.Settings.Compress = f.compress.name // as given: "none" too
 	if target.child != nil {
 		r.Settings.Server = "child"
 		r.Settings.ChildPID = target.child.pid()
 	}
-	if p.calls > 0 {
-		r.Settings.N = p.calls
-	} else {
-		r.Settings.Duration = p.duration.String()
-	}
-	for _, wk := range workers {
-		for kind, msg := range wk.firstErrors {
-			if _, counted := r.ErrorsBy[kind]; !counted {
-				continue // seen in the warm-up only
-			}
-			if r.FirstErrors == nil {
-				r.FirstErrors = map[string]string{}
-			}
-			if _, ok := r.FirstErrors[kind]; !ok {
-				r.FirstErrors[kind] = msg
-			}
-		}
-	}
 	return r, nil
-}
-
-// dialBench opens n clients of one connection each, each dial bounded by
-// -timeout.
-func (c *cli) dialBench(ctx context.Context, addr string, n int, f *benchFlags) ([]*client.Client, error) {
-	opts := client.Options{
-		Conns:        1,
-		Limits:       proto.Limits{MaxFrameSize: f.maxFrame},
-		DialTimeout:  f.timeout,
-		ProbeTimeout: min(probeTimeout, f.timeout),
-		Logger:       quietLogger(c.stderr),
-	}
-	if err := f.sec.apply(&opts); err != nil {
-		return nil, err
-	}
-	if err := f.compress.apply(&opts); err != nil {
-		return nil, err
-	}
-	clients := make([]*client.Client, 0, n)
-	for range n {
-		cl, err := client.Dial(ctx, addr, opts)
-		if err != nil {
-			for _, cl := range clients {
-				cl.Close()
-			}
-			return nil, err
-		}
-		clients = append(clients, cl)
-	}
-	return clients, nil
-}
-
-// benchWorker is one caller's state: its call, with its own buffers, and
-// the first message of each kind of error it met.
-type benchWorker struct {
-	call        benchCall
-	firstErrors map[string]string
-}
-
-// do makes one call under run, the context of the run's phase, with a
-// deadline of timeout, and returns the payload bytes moved.
-func (w *benchWorker) do(run context.Context, timeout time.Duration) (int, error) {
-	ctx := run
-	// The run's own end bounds the call when it comes first: no context to
-	// make then, and no allocation.
-	if dl, ok := run.Deadline(); !ok || time.Until(dl) > timeout {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(run, timeout)
-		defer cancel()
-	}
-	n, err := w.call(ctx)
-	if err != nil && run.Err() == nil {
-		if dl, ok := run.Deadline(); !ok || time.Now().Before(dl) {
-			w.note(err) // a failure, not the end of the run
-		}
-	}
-	return n, err
-}
-
-// note keeps err's message if it is the first of its kind for this worker.
-func (w *benchWorker) note(err error) {
-	kind := classifyBenchError(err)
-	if _, ok := w.firstErrors[kind]; ok {
-		return
-	}
-	if w.firstErrors == nil {
-		w.firstErrors = map[string]string{}
-	}
-	w.firstErrors[kind] = err.Error()
-}
-
-// classifyBenchError names the kind of a failed call: "wrong reply", or its
-// rpcd code ("unavailable", "deadline exceeded", ...).
-func classifyBenchError(err error) string {
-	if errors.Is(err, loadgen.ErrWrongReply) {
-		return "wrong reply"
-	}
-	return handler.CodeOf(err).String()
 }

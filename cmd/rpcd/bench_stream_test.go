@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/rpcd/rpcd/load"
 )
 
 // TestProcessBenchStream: the stream scenarios against their own child
@@ -16,7 +18,7 @@ func TestProcessBenchStream(t *testing.T) {
 				if r.code != 0 {
 					t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 				}
-				var rep streamReport
+				var rep load.StreamReport
 				if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 					t.Fatalf("%v\n%s", err, r.stdout)
 				}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -21,10 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
-	"github.com/rpcd/rpcd/internal/loadgen"
+	"github.com/rpcd/rpcd/load"
 )
 
 // The bench tests check what is measured and reported, never how fast:
@@ -186,22 +184,6 @@ func TestProcessBenchRuns(t *testing.T) {
 	}
 }
 
-func TestMedianRun(t *testing.T) {
-	mk := func(cps float64, errs int64) *benchReport {
-		return &benchReport{CallsPerSec: cps, Errors: errs, ErrorsBy: map[string]int64{"unavailable": errs}}
-	}
-	m := medianRun([]*benchReport{mk(300, 1), mk(100, 0), mk(200, 2)})
-	if m.CallsPerSec != 200 || m.Runs != 3 || m.Errors != 3 || m.ErrorsBy["unavailable"] != 3 {
-		t.Fatalf("median of 100, 200, 300 calls/s: %+v", m)
-	}
-	if m := medianRun([]*benchReport{mk(300, 0), mk(100, 0)}); m.CallsPerSec != 100 {
-		t.Fatalf("median of two runs is the lower, got %v", m.CallsPerSec)
-	}
-	if m := medianRun([]*benchReport{mk(5, 1)}); m.Runs != 1 || m.Errors != 1 {
-		t.Fatalf("one run: %+v", m)
-	}
-}
-
 // TestProcessBenchScenarios loads one `rpcd serve` process with every
 // scenario and with routes of the user's choice.
 func TestProcessBenchScenarios(t *testing.T) {
@@ -225,7 +207,7 @@ func TestProcessBenchScenarios(t *testing.T) {
 		wantCalls float64
 		want      map[string]any // settings
 	}{}
-	for _, sc := range scenarioNames() {
+	for _, sc := range load.ScenarioNames() {
 		tests = append(tests, struct {
 			name      string
 			args      []string
@@ -313,7 +295,7 @@ func TestProcessBenchScenarios(t *testing.T) {
 			}
 		}
 		var want []string
-		for _, sc := range seedScenarios {
+		for _, sc := range load.SeedMatrix().Scenarios {
 			for _, n := range []int{1, 4, 16, 20, 32} {
 				want = append(want, sc+"×"+strconv.Itoa(n))
 			}
@@ -344,7 +326,7 @@ func TestProcessBenchMatrix(t *testing.T) {
 	}
 	cell := regexp.MustCompile(`\d+ \(\d+\)`)
 	rows := map[string]int{}
-	for _, sc := range seedScenarios {
+	for _, sc := range load.SeedMatrix().Scenarios {
 		rows[sc] = 5
 	}
 	rows["NoArg throughput"] = 1
@@ -461,7 +443,7 @@ func TestBenchWrongReply(t *testing.T) {
 	l := newLiar()
 	addr := serveLiar(t, l)
 
-	for _, sc := range scenarioNames() {
+	for _, sc := range load.ScenarioNames() {
 		t.Run(sc, func(t *testing.T) {
 			out, errOut, code := callInProcess("bench", "-addr", addr, "-json", "-n", "50", "-warmup", "0", "-scenario", sc)
 			if code != 0 {
@@ -687,14 +669,6 @@ func TestProcessBenchUsage(t *testing.T) {
 	}
 }
 
-func TestIntLen(t *testing.T) {
-	for _, v := range []int64{0, 7, -7, 9, 10, -10, 99, 100, 123456789, -1000003, math.MaxInt64, math.MinInt64} {
-		if got, want := intLen(v), len(strconv.FormatInt(v, 10)); got != want {
-			t.Errorf("intLen(%d) = %d, want %d", v, got, want)
-		}
-	}
-}
-
 func TestChildServingAddr(t *testing.T) {
 	log := "time=2026-01-02T03:04:05.000Z level=INFO msg=\"rpcd: serving\" addr=127.0.0.1:40123 loops=2 GOMAXPROCS=2 routes=7\n"
 	if got := childServingAddr([]byte(log)); got != "127.0.0.1:40123" {
@@ -793,53 +767,6 @@ func TestProcessBenchKilled(t *testing.T) {
 	}
 }
 
-// TestBenchRawCallAllocs checks that the load generator adds no allocation
-// to a raw call during a timed run (-d): the reply buffer is the caller's,
-// and the run's end is the call's deadline. It counts the client and the
-// in-process server together, as the client's own allocation test does.
-func TestBenchRawCallAllocs(t *testing.T) {
-	s := serveInProcess(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
-	cl, err := client.Dial(ctx, s.addr, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-
-	req := pattern(16)
-	reply := make([]byte, 0, 64)
-	bare := func() {
-		if reply, err = cl.CallRaw(ctx, builtin.EchoPacket, req, reply[:0]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w := &benchWorker{call: lookupScenario("EchoPacket16").newCall(cl, 0)}
-	bench := func() {
-		if _, err := w.do(ctx, runTimeout); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range 100 { // warm the pools
-		bare()
-		bench()
-	}
-	bareAllocs := testing.AllocsPerRun(2000, bare)
-	benchAllocs := testing.AllocsPerRun(2000, bench)
-	untimed := func() { // -n: no run deadline, so a context per call
-		if _, err := w.do(context.Background(), runTimeout); err != nil {
-			t.Fatal(err)
-		}
-	}
-	untimedAllocs := testing.AllocsPerRun(2000, untimed)
-	t.Logf("allocations per call: %.2f by CallRaw alone, %.2f through bench during -d, %.2f during -n", bareAllocs, benchAllocs, untimedAllocs)
-	// The race detector's pools drop items at random, so the counts vary
-	// by one; the client's own bound, at most one, holds either way.
-	if benchAllocs > 1 {
-		t.Errorf("%.2f allocations per call through bench, want at most 1 (%.2f by CallRaw alone)", benchAllocs, bareAllocs)
-	}
-}
-
 // TestBenchRateShortfall: an open-loop run that makes less than 95 % of
 // -rate warns on standard error, and marks its JSON, saying what held it
 // back; one that keeps up says rate_reached true and warns of nothing.
@@ -876,16 +803,5 @@ func TestBenchRateShortfall(t *testing.T) {
 	res, errOut = run("50", "-n", "100")
 	if res["rate_reached"] != true || res["rate_shortfall"] != nil || errOut != "" {
 		t.Errorf("at 50 calls/s: rate_reached %v, rate_shortfall %v, stderr %q; want true and no warning", res["rate_reached"], res["rate_shortfall"], errOut)
-	}
-}
-
-// TestRateShortfallIdle: callers that were mostly idle and still fell
-// behind point at this process, not at their number.
-func TestRateShortfallIdle(t *testing.T) {
-	res := loadgen.Result{Calls: 1000, Elapsed: time.Second, CallsPerSec: 1000, BusySec: 0.2, CPUPerCallUS: 500}
-	note := rateShortfall(2000, benchCell{conns: 2, inflight: 2}, res)
-	want := "-rate 2000 not reached: 1000 calls/s, 50% of it. The callers were idle 95% of the time yet fell behind their schedule: this process could not keep up (500.0 µs of its CPU a call, GOMAXPROCS "
-	if !strings.HasPrefix(note, want) {
-		t.Errorf("%q\nwant it to begin %q", note, want)
 	}
 }

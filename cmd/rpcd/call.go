@@ -220,6 +220,13 @@ func (c *cli) call(f *callFlags, args []string) error {
 	return c.write(append(out, '\n'))
 }
 
+// caller is what call calls through: a *client.Client to one server, or a
+// *client.Cluster spreading calls over a service's nodes.
+type caller interface {
+	Call(ctx context.Context, route string, in, out any) error
+	CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error)
+}
+
 // dialCaller connects to the server, or the service, f.addr names.
 func (c *cli) dialCaller(ctx context.Context, f *callFlags) (interface {
 	caller

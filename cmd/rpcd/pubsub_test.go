@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rpcd/rpcd/load"
 )
 
 // startSub starts `rpcd sub` with args, the pattern last, and returns once it
@@ -104,7 +106,7 @@ func TestProcessBenchFanOut(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	var rep fanOutReport
+	var rep load.FanOutReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/etcdtest"
+	"github.com/rpcd/rpcd/load"
 )
 
 // ledgerLines returns the keys in the chaos ledgers files, with how many
@@ -90,10 +91,10 @@ func TestServeEtcdCluster(t *testing.T) {
 	}
 
 	for i := range 300 {
-		if err := k.Call(ctx, chaosRecord, nil, nil); err == nil {
+		if err := k.Call(ctx, load.ChaosRecord, nil, nil); err == nil {
 			t.Fatal("a call without a key succeeded")
 		}
-		if _, err := k.CallRaw(ctx, chaosRecord, []byte(fmt.Sprintf("rr-%d", i)), nil); err != nil {
+		if _, err := k.CallRaw(ctx, load.ChaosRecord, []byte(fmt.Sprintf("rr-%d", i)), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,7 +128,7 @@ func TestServeEtcdCluster(t *testing.T) {
 				}
 				key := fmt.Sprintf("load-%d", seq.Add(1))
 				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				_, err := k.CallRaw(cctx, chaosRecord, []byte(key), nil)
+				_, err := k.CallRaw(cctx, load.ChaosRecord, []byte(key), nil)
 				cancel()
 				mu.Lock()
 				if err != nil {
@@ -267,7 +268,7 @@ func TestBenchService(t *testing.T) {
 	for _, l := range ledgers {
 		startServe(t, "-etcd", ep, "-service", "bench", "-loops", "1", "-chaos-ledger", l)
 	}
-	r := rpcd(t, "", "bench", "-addr", "etcd://"+ep+"/bench", "-route", chaosRecord, "-size", "8",
+	r := rpcd(t, "", "bench", "-addr", "etcd://"+ep+"/bench", "-route", load.ChaosRecord, "-size", "8",
 		"-c", "2", "-inflight", "4", "-n", "2000", "-warmup", "0", "-json")
 	if r.code != 0 {
 		t.Fatalf("bench exited %d; stderr:\n%s", r.code, r.stderr)
@@ -285,7 +286,7 @@ func TestBenchService(t *testing.T) {
 	}
 
 	// -balance hash with one key: every call on one node.
-	r = rpcd(t, "", "bench", "-addr", "etcd://"+ep+"/bench", "-route", chaosRecord, "-size", "8",
+	r = rpcd(t, "", "bench", "-addr", "etcd://"+ep+"/bench", "-route", load.ChaosRecord, "-size", "8",
 		"-c", "2", "-inflight", "4", "-n", "1000", "-warmup", "0", "-json", "-balance", "hash", "-hash-key", "one-user")
 	if r.code != 0 {
 		t.Fatalf("bench -balance hash exited %d; stderr:\n%s", r.code, r.stderr)

@@ -19,6 +19,7 @@ import (
 	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/load"
 	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/ratelimit"
 	"github.com/rpcd/rpcd/reactor"
@@ -93,7 +94,7 @@ func setupServe(fs *flag.FlagSet) func(*cli, []string) error {
 	f.admin.define(fs)
 	f.etcd.define(fs)
 	fs.String(configFlag, "", "read flags not given on the command line from this YAML `file` (default $RPCD_CONFIG); each flag is also $RPCD_NAME (docs/configuration.md)")
-	fs.StringVar(&f.chaosLedger, "chaos-ledger", "", "serve "+chaosRecord+", which appends its argument to this `file` each time it runs (for rpcd chaos)")
+	fs.StringVar(&f.chaosLedger, "chaos-ledger", "", "serve "+load.ChaosRecord+", which appends its argument to this `file` each time it runs (for rpcd chaos)")
 	return func(c *cli, args []string) error { return c.serve(f, args) }
 }
 
@@ -135,7 +136,7 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 	var draining atomic.Bool // from the signal on, Sys/Health says NOT_SERVING
 	builtin.HandleHealth(reg, func() bool { return !draining.Load() && srv.Ready() })
 	if f.chaosLedger != "" {
-		closeLedger, err := handleChaosRecord(reg, f.chaosLedger)
+		closeLedger, err := load.HandleChaosRecord(reg, f.chaosLedger)
 		if err != nil {
 			return fileError(err, map[string]string{"chaos-ledger": f.chaosLedger})
 		}

@@ -5,45 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/load"
 )
-
-// TestJudgeSoak: growth of the server's heap, resident memory or
-// goroutines after the warm-up, a window short of the rate, or too few
-// windows, each fail a soak; noise within the bounds does not.
-func TestJudgeSoak(t *testing.T) {
-	const rate = 1000
-	window := func(warm bool, cps float64, heapMiB, rssMiB uint64, goroutines int) soakWindow {
-		return soakWindow{Warmup: warm, CallsPerSec: cps,
-			Server: builtin.StatsReply{HeapInuse: heapMiB << 20, RSS: rssMiB << 20, Goroutines: goroutines}}
-	}
-	tests := []struct {
-		name    string
-		windows []soakWindow
-		flat    bool
-		reached bool
-		growth  string
-	}{
-		{"steady", []soakWindow{window(true, 900, 500, 500, 900), window(false, 999, 100, 120, 50), window(false, 1000, 105, 121, 52), window(false, 995, 104, 122, 51), window(false, 1000, 108, 125, 60)}, true, true, ""},
-		{"heap grows", []soakWindow{window(false, 1000, 100, 120, 50), window(false, 1000, 120, 121, 50), window(false, 1000, 150, 122, 50), window(false, 1000, 200, 123, 50)}, false, true, "heap in use grew from a peak of 120.0 MiB to 200.0 MiB"},
-		{"rss grows", []soakWindow{window(false, 1000, 100, 120, 50), window(false, 1000, 100, 160, 50)}, false, true, "resident memory grew"},
-		{"goroutines grow", []soakWindow{window(false, 1000, 100, 120, 50), window(false, 1000, 100, 120, 50), window(false, 1000, 100, 120, 120)}, false, true, "goroutines grew from a peak of 50 to 120"},
-		{"rate short", []soakWindow{window(false, 1000, 100, 120, 50), window(false, 900, 100, 120, 50)}, true, false, ""},
-		{"too short", []soakWindow{window(true, 1000, 100, 120, 50), window(false, 1000, 100, 120, 50)}, false, true, "too few to judge"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rep := &soakReport{Windows: tt.windows, Conns: 10}
-			judgeSoak(rep, rate)
-			if rep.Flat != tt.flat || rep.RateReached != tt.reached {
-				t.Errorf("flat %v, rate reached %v; want %v, %v (%q)", rep.Flat, rep.RateReached, tt.flat, tt.reached, rep.Growth)
-			}
-			if got := strings.Join(rep.Growth, "; "); !strings.Contains(got, tt.growth) || (tt.growth == "" && got != "") {
-				t.Errorf("growth %q, want %q", got, tt.growth)
-			}
-		})
-	}
-}
 
 // TestProcessSoak runs a short soak against its own child server.
 func TestProcessSoak(t *testing.T) {
@@ -54,7 +17,7 @@ func TestProcessSoak(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit status %d; stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	var rep soakReport
+	var rep load.SoakReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("report: %v\n%s", err, r.stdout)
 	}
@@ -88,7 +51,7 @@ func TestProcessSoakCompressed(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit status %d; stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	var rep soakReport
+	var rep load.SoakReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("report: %v\n%s", err, r.stdout)
 	}

@@ -1,4 +1,4 @@
-package main
+package load
 
 import (
 	"bytes"
@@ -10,30 +10,39 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
-	"github.com/rpcd/rpcd/internal/loadgen"
 )
 
-// benchCall makes one call and returns the payload bytes it moved, request
-// and reply together. A reply that is not the one expected is an error
-// wrapping loadgen.ErrWrongReply.
-type benchCall func(ctx context.Context) (int, error)
-
-// scenario is a named load: the route called, what each call sends and how
-// its reply is checked.
-type scenario struct {
-	name   string
-	route  string
-	codec  string // "json" or "raw"
-	size   int    // request payload bytes, encoded
-	custom bool   // -route, not a named scenario
-
-	// newCall returns the call of caller number worker on cl, with buffers
-	// of its own.
-	newCall func(cl caller, worker int) benchCall
+// Caller is what a scenario calls through: a *client.Client to one server,
+// or a *client.Cluster spreading calls over a service's nodes.
+type Caller interface {
+	Call(ctx context.Context, route string, in, out any) error
+	CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error)
 }
 
-// scenarios are the named loads of -scenario, in the order -h lists them.
-var scenarios = []*scenario{
+// Call makes one call and returns the payload bytes it moved, request and
+// reply together. A reply that is not the one expected is an error
+// wrapping ErrWrongReply.
+type Call func(ctx context.Context) (int, error)
+
+// Scenario is a named load: the route called, what each call sends and how
+// its reply is checked. Scenarios lists the named ones; RawRoute and
+// JSONRoute make one for any route; a program may build its own.
+type Scenario struct {
+	Name  string // as Scenarios and reports give it
+	Route string // the route called
+	Codec string // "json" or "raw"
+	Size  int    // request payload bytes, encoded; Sum's smallest, as it varies
+
+	// NewCall returns the call of caller number worker (0 on) on c, with
+	// buffers of its own: it is called once per caller, and each call
+	// runs on that caller's goroutine only.
+	NewCall func(c Caller, worker int) Call
+
+	custom bool // RawRoute's or JSONRoute's: reported as "custom"
+}
+
+// scenarios are the named loads, in the order Scenarios gives them.
+var scenarios = []Scenario{
 	noArgScenario(),
 	echoStringScenario("EchoString16", 16),
 	echoStringScenario("EchoString2000", 2000),
@@ -43,73 +52,39 @@ var scenarios = []*scenario{
 	sumScenario(),
 }
 
-// lookupScenario returns the scenario called name, in any case, or nil.
-func lookupScenario(name string) *scenario {
+// Scenarios returns the named call scenarios, those of the NewLife.Remoting
+// report and Sum, in the order rpcd bench -h lists them.
+func Scenarios() []Scenario { return append([]Scenario(nil), scenarios...) }
+
+// LookupScenario returns the named scenario called name, in any case.
+func LookupScenario(name string) (Scenario, bool) {
 	for _, sc := range scenarios {
-		if strings.EqualFold(sc.name, name) {
-			return sc
+		if strings.EqualFold(sc.Name, name) {
+			return sc, true
 		}
 	}
-	return nil
+	return Scenario{}, false
 }
 
-// scenarioNames returns the names of the call scenarios, in table order.
-func scenarioNames() []string {
+// ScenarioNames returns the names of the call scenarios, in table order.
+func ScenarioNames() []string {
 	names := make([]string, len(scenarios))
 	for i, sc := range scenarios {
-		names[i] = sc.name
+		names[i] = sc.Name
 	}
 	return names
 }
 
-// otherLoads are the loads bench's -scenario names that are not calls,
-// each with what it is and the function that runs it: with scenarios,
-// every name -scenario takes. bench dispatches on this table, and its
-// error and -h list it, so the three cannot disagree.
-var otherLoads = []struct {
-	name, what string
-	run        func(*cli, *benchFlags) error
-}{
-	{fanOutScenario, "publish/subscribe: one publisher, -subs subscribers", (*cli).benchFanOut},
-	{streamUploadScenario, "stream goodput to the server: -c streams of -size bytes (default 256 MiB)", (*cli).benchStream},
-	{streamDownloadScenario, "stream goodput from the server, as StreamUpload", (*cli).benchStream},
-}
-
-// otherLoad returns the entry of otherLoads called name, in any case, or
-// nil.
-func otherLoad(name string) func(*cli, *benchFlags) error {
-	for _, l := range otherLoads {
-		if strings.EqualFold(l.name, name) {
-			return l.run
-		}
-	}
-	return nil
-}
-
-// benchScenarioNames returns every name bench's -scenario takes: the call
-// scenarios, then the other loads.
-func benchScenarioNames() []string {
-	names := scenarioNames()
-	for _, l := range otherLoads {
-		names = append(names, l.name)
-	}
-	return names
-}
-
-// benchScenarioUsage is the usage of bench's -scenario.
-func benchScenarioUsage() string {
-	var b strings.Builder
-	b.WriteString("`name` of the load: ")
-	b.WriteString(strings.Join(scenarioNames(), ", "))
-	for _, l := range otherLoads {
-		b.WriteString(", " + l.name + " (" + l.what + ")")
-	}
-	return b.String()
-}
+// The names of the loads that are not calls, as their reports give them.
+const (
+	FanOutName         = "FanOut"         // FanOut: publish/subscribe
+	StreamUploadName   = "StreamUpload"   // Stream with Upload: bytes to the server
+	StreamDownloadName = "StreamDownload" // Stream without: bytes from the server
+)
 
 // wrongReply returns an ErrWrongReply with the details.
 func wrongReply(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{loadgen.ErrWrongReply}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{ErrWrongReply}, args...)...)
 }
 
 // noArgWant is Bench/NoArg's reply, decoded.
@@ -121,9 +96,9 @@ var noArgWant = func() int32 {
 	return int32(n)
 }()
 
-func noArgScenario() *scenario {
-	return &scenario{name: "NoArg", route: builtin.NoArg, codec: "json", size: 0,
-		newCall: func(cl caller, _ int) benchCall {
+func noArgScenario() Scenario {
+	return Scenario{Name: "NoArg", Route: builtin.NoArg, Codec: "json", Size: 0,
+		NewCall: func(cl Caller, _ int) Call {
 			var out int32
 			outp := any(&out) // boxed once, not on every call
 			return func(ctx context.Context) (int, error) {
@@ -139,10 +114,10 @@ func noArgScenario() *scenario {
 		}}
 }
 
-func echoStringScenario(name string, n int) *scenario {
-	s := string(pattern(n))
-	return &scenario{name: name, route: builtin.EchoString, codec: "json", size: n + 2,
-		newCall: func(cl caller, _ int) benchCall {
+func echoStringScenario(name string, n int) Scenario {
+	s := string(Pattern(n))
+	return Scenario{Name: name, Route: builtin.EchoString, Codec: "json", Size: n + 2,
+		NewCall: func(cl Caller, _ int) Call {
 			in := any(s)
 			var out string
 			outp := any(&out)
@@ -163,12 +138,12 @@ func echoStringScenario(name string, n int) *scenario {
 // in a float64.
 var multiArgsIn = builtin.MultiArgsIn{I32: 123456, I64: 1<<40 + 7, B: true, F64: 3.25, S: "NewLife.Remoting"}
 
-func multiArgsScenario() *scenario {
+func multiArgsScenario() Scenario {
 	want := builtin.MultiArgsResult(multiArgsIn)
 	req := mustJSON(multiArgsIn)
 	reply := mustJSON(want)
-	return &scenario{name: "MultiArgs", route: builtin.MultiArgs, codec: "json", size: len(req),
-		newCall: func(cl caller, _ int) benchCall {
+	return Scenario{Name: "MultiArgs", Route: builtin.MultiArgs, Codec: "json", Size: len(req),
+		NewCall: func(cl Caller, _ int) Call {
 			args := multiArgsIn
 			in := any(&args)
 			var out float64
@@ -186,16 +161,16 @@ func multiArgsScenario() *scenario {
 		}}
 }
 
-func echoPacketScenario(name string, n int) *scenario {
-	sc := rawRouteScenario(builtin.EchoPacket, pattern(n), true)
-	sc.name, sc.custom = name, false
+func echoPacketScenario(name string, n int) Scenario {
+	sc := RawRoute(builtin.EchoPacket, Pattern(n), true)
+	sc.Name, sc.custom = name, false
 	return sc
 }
 
-func sumScenario() *scenario {
-	return &scenario{name: "Sum", route: builtin.Sum, codec: "json",
-		size: len(mustJSON(builtin.SumArgs{})), // at its smallest; it varies
-		newCall: func(cl caller, worker int) benchCall {
+func sumScenario() Scenario {
+	return Scenario{Name: "Sum", Route: builtin.Sum, Codec: "json",
+		Size: len(mustJSON(builtin.SumArgs{})), // at its smallest; it varies
+		NewCall: func(cl Caller, worker int) Call {
 			var args builtin.SumArgs
 			in := any(&args)
 			var out int64
@@ -222,11 +197,12 @@ func sumScenario() *scenario {
 		}}
 }
 
-// rawRouteScenario sends payload raw to route with CallRaw; with echo, a
-// reply must equal payload byte for byte.
-func rawRouteScenario(route string, payload []byte, echo bool) *scenario {
-	return &scenario{name: route, route: route, codec: "raw", size: len(payload), custom: true,
-		newCall: func(cl caller, _ int) benchCall {
+// RawRoute returns a scenario that sends payload raw to route with
+// CallRaw; with echo, a reply must equal payload byte for byte. Its reports
+// name the scenario "custom" (rpcd bench -route).
+func RawRoute(route string, payload []byte, echo bool) Scenario {
+	return Scenario{Name: route, Route: route, Codec: "raw", Size: len(payload), custom: true,
+		NewCall: func(cl Caller, _ int) Call {
 			buf := make([]byte, 0, max(len(payload), 64)) // reused for every reply
 			return func(ctx context.Context) (int, error) {
 				reply, err := cl.CallRaw(ctx, route, payload, buf[:0])
@@ -242,11 +218,13 @@ func rawRouteScenario(route string, payload []byte, echo bool) *scenario {
 		}}
 }
 
-// jsonRouteScenario sends payload, JSON, to route with Call; with echo, a
-// reply must equal payload byte for byte.
-func jsonRouteScenario(route string, payload []byte, echo bool) *scenario {
-	return &scenario{name: route, route: route, codec: "json", size: len(payload), custom: true,
-		newCall: func(cl caller, _ int) benchCall {
+// JSONRoute returns a scenario that sends payload, JSON, to route with Call
+// (no argument if payload is empty); with echo, a reply must equal payload
+// byte for byte. Its reports name the scenario "custom" (rpcd bench -route
+// -json-codec).
+func JSONRoute(route string, payload []byte, echo bool) Scenario {
+	return Scenario{Name: route, Route: route, Codec: "json", Size: len(payload), custom: true,
+		NewCall: func(cl Caller, _ int) Call {
 			var in any // no payload
 			if len(payload) > 0 {
 				in = json.RawMessage(payload) // sent as it is
@@ -279,8 +257,9 @@ func echoDiff(got, sent []byte) string {
 	return "returned the bytes sent" // not reached
 }
 
-// pattern returns n bytes of letters and digits.
-func pattern(n int) []byte {
+// Pattern returns n bytes of letters and digits: the payload of the named
+// scenarios, and of rpcd bench -route -size N.
+func Pattern(n int) []byte {
 	const chars = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 	b := make([]byte, n)
 	for i := range b {
@@ -289,9 +268,10 @@ func pattern(n int) []byte {
 	return b
 }
 
-// jsonString returns a JSON string of n letters and digits: n+2 bytes.
-func jsonString(n int) []byte {
-	return append(append([]byte{'"'}, pattern(n)...), '"')
+// JSONString returns a JSON string of n letters and digits, n+2 bytes: the
+// payload of rpcd bench -route -json-codec -size N+2.
+func JSONString(n int) []byte {
+	return append(append([]byte{'"'}, Pattern(n)...), '"')
 }
 
 // mustJSON encodes v with the codec the client uses.

@@ -1,0 +1,52 @@
+// Package load load-tests an rpcd server. Bench calls it from many
+// callers at once and reports calls/s, errors by kind and latency
+// percentiles; Soak holds many connections at a steady rate for minutes and
+// checks that the server's memory and goroutines stay flat; Stream moves
+// bytes through streams and FanOut messages through publish/subscribe; and
+// Chaos calls a server while something kills and restarts it, then checks
+// that no call ran twice. `rpcd bench`, `rpcd soak` and `rpcd chaos` are
+// this package and their flags.
+//
+// # Scenarios
+//
+// A Scenario is a named load: the route called, what each call sends, and
+// how its reply is checked. The named ones (Scenarios) are the six of the
+// NewLife.Remoting benchmark report, the seed rpcd set out to pass (NoArg,
+// EchoString16, EchoString2000, MultiArgs, EchoPacket16, EchoPacket2000),
+// and Sum, which sends new arguments on every call; they call the routes
+// of handler/builtin, which `rpcd serve` serves and a program adds with
+// builtin.Register. JSON scenarios call through Client.Call, encoding and
+// decoding each call as a typed caller does; raw ones through CallRaw with
+// a reply buffer per caller. RawRoute and JSONRoute make a scenario of any
+// route. SeedMatrix is the NewLife table: its six scenarios at 1 to 32
+// callers and two at 100 connections.
+//
+// Every reply is checked: one that is not the one expected counts as a
+// "wrong reply" (ErrWrongReply), other failures by their rpcd code
+// ("unavailable", "deadline exceeded", ...). Failed calls are counted in
+// the reports, never returned as errors.
+//
+// # Loads
+//
+// A load is closed loop (each caller calls as soon as its previous reply
+// came) or open loop (Config.Rate: calls at scheduled times, each call's
+// latency counted from its schedule, so that a stalled server shows, as
+// wrk2 does it). Runs are measured after a warm-up whose calls are not
+// counted.
+//
+// # Servers
+//
+// The package dials an address and never starts a server: `rpcd bench`
+// without -addr starts `rpcd serve` as a child process, a Go program serves
+// a registry with reactor, here or elsewhere. Config.Addr may also name a
+// service (etcd://, dns://, static://), whose nodes each client spreads its
+// calls over. Soak and Stream sample the server through builtin.Stats;
+// Chaos needs ChaosRecord (HandleChaosRecord) and a function that makes the
+// faults.
+//
+// # Reports
+//
+// The report types marshal to JSON with the field names of the commands'
+// -json output, which scripts read; their WriteText methods write the text
+// the commands print.
+package load
