@@ -10,6 +10,6 @@ type rawIO struct{}
 
 func newRawIO(net.Conn) *rawIO { return nil }
 
-func (*rawIO) read([]byte) (int, error) { panic("unreachable") }
+func (*rawIO) readLoop(func() []byte, func(int) error) error { panic("unreachable") }
 
 func (*rawIO) write([]byte) error { panic("unreachable") }

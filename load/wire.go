@@ -234,15 +234,19 @@ func dialWire(ctx context.Context, cfg wireConfig) (*wireDriver, error) {
 }
 
 // close closes every connection and waits for the driver's goroutines.
+// A connection is closed without its lock held: Close waits for a read in
+// progress, which may be waiting for the lock (rawIO handles what it reads
+// within the read).
 func (d *wireDriver) close() {
 	d.running.Store(false)
 	d.cancel()
 	for _, c := range d.cs {
 		c.mu.Lock()
-		if c.nc != nil {
-			c.nc.Close()
-		}
+		nc := c.nc
 		c.mu.Unlock()
+		if nc != nil {
+			nc.Close()
+		}
 	}
 	d.wg.Wait()
 }
@@ -477,7 +481,10 @@ func (c *wireConn) flushLocked() {
 	}
 	c.wbuf = c.wbuf[:0]
 	if err != nil {
-		c.nc.Close() // the reader fails the calls and redials
+		// The reader fails the calls and redials once the close ends its
+		// read; closed on a goroutine of its own, as Close waits for that
+		// read, which may be waiting for the lock held here.
+		go c.nc.Close()
 	}
 }
 
@@ -580,29 +587,39 @@ func (c *wireConn) fail(s int, code proto.Code, msg string, now time.Duration) {
 // read reads nc (through rio if it has one) until it fails, handling each
 // batch of frames as it comes.
 func (c *wireConn) read(nc net.Conn, rio *rawIO) error {
+	if rio != nil {
+		return rio.readLoop(c.free, func(n int) error { return c.got(nc, n) })
+	}
 	for {
-		if len(c.rbuf) == cap(c.rbuf) {
-			c.grow(2 * cap(c.rbuf))
-		}
-		var n int
-		var err error
-		if rio != nil {
-			n, err = rio.read(c.rbuf[len(c.rbuf):cap(c.rbuf)])
-		} else {
-			n, err = nc.Read(c.rbuf[len(c.rbuf):cap(c.rbuf)])
-		}
+		n, err := nc.Read(c.free())
 		if n > 0 {
-			full := len(c.rbuf)+n == cap(c.rbuf)
-			c.rbuf = c.rbuf[:len(c.rbuf)+n]
-			if herr := c.handle(nc); herr != nil {
+			if herr := c.got(nc, n); herr != nil {
 				return herr
 			}
-			c.fit(n, full)
 		}
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// free returns the room at the end of rbuf, growing it if it has none.
+func (c *wireConn) free() []byte {
+	if len(c.rbuf) == cap(c.rbuf) {
+		c.grow(2 * cap(c.rbuf))
+	}
+	return c.rbuf[len(c.rbuf):cap(c.rbuf)]
+}
+
+// got handles the n bytes just read into the room at the end of rbuf.
+func (c *wireConn) got(nc net.Conn, n int) error {
+	full := len(c.rbuf)+n == cap(c.rbuf)
+	c.rbuf = c.rbuf[:len(c.rbuf)+n]
+	if err := c.handle(nc); err != nil {
+		return err
+	}
+	c.fit(n, full)
+	return nil
 }
 
 // grow gives rbuf room for n bytes, keeping what it holds.
