@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -105,7 +104,7 @@ type Options struct {
 	// Hello before anything else (docs/protocol.md, "The handshake"); the
 	// Identity it returns goes with every call of the connection. It runs
 	// on the event loop and must not block.
-	Authenticator auth.Authenticator
+	Authenticator handler.Authenticator
 
 	// HandshakeTimeout is how long a connection has to authenticate, and
 	// PreAuthMaxFrame the largest frame payload before it has. Defaults 5s
@@ -129,7 +128,7 @@ type Options struct {
 	// (PubSubStats.Refused); nothing is delivered. The server's own
 	// Publish and Broadcast are not checked. Without it, every connection
 	// may publish and subscribe anywhere, at the cost of one nil check.
-	Topics auth.TopicPolicy
+	Topics handler.TopicPolicy
 
 	// MaxSubscriptions bounds the subscriptions of one connection; past
 	// it, a Subscribe is refused (ResourceExhausted). Default 1024.

@@ -25,7 +25,7 @@ func TestPublishPathAllocs(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		topics auth.TopicPolicy
+		topics handler.TopicPolicy
 	}{{"without permissions", nil}, {"with permissions", topics}} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := handler.NewRegistry()
