@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rpcd/rpcd/compression"
+	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )

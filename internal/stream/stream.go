@@ -12,7 +12,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/rpcd/rpcd/compression"
+	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
