@@ -18,7 +18,7 @@
 // builtin.Register. JSON scenarios call through Client.Call, encoding and
 // decoding each call as a typed caller does; raw ones through CallRaw with
 // a reply buffer per caller. RawRoute and JSONRoute make a scenario of any
-// route. SeedMatrix is the NewLife table: its six scenarios at 1 to 32
+// route. SeedMatrix is the seed table: its six scenarios at 1 to 32
 // callers and two at 100 connections.
 //
 // Every reply is checked: one that is not the one expected counts as a
