@@ -8,12 +8,12 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/internal/loadgen"
 )
 
 // fanOutScenario is bench's publish/subscribe scenario: one publisher,
@@ -135,7 +135,7 @@ func (c *cli) benchFanOut(f *benchFlags) error {
 	// The measured part: messages published from here on.
 	startPub := published
 	measureFrom.Store(startPub)
-	cpu0 := processCPU()
+	cpu0 := loadgen.ProcessCPU()
 	began := time.Now()
 	if err := publish(began.Add(f.duration)); err != nil {
 		return err
@@ -145,7 +145,7 @@ func (c *cli) benchFanOut(f *benchFlags) error {
 		time.Sleep(time.Millisecond)
 	}
 	secs := time.Since(began).Seconds()
-	cpu := processCPU() - cpu0
+	cpu := loadgen.ProcessCPU() - cpu0
 	rep := fanOutReport{Scenario: fanOutScenario, Subscribers: f.subs, Size: f.size, Seconds: round(secs, 2), ServerTarget: target}
 	rep.Published = published - startPub
 	all := hdrhistogram.New(1, 60_000_000, 3)
@@ -170,13 +170,4 @@ func (c *cli) benchFanOut(f *benchFlags) error {
 		"published %d (%.0f/s), delivered %d (%.0f/s), lost %d; latency p50 %.0f µs, p99 %.0f µs, max %.0f µs; this process %.2f µs CPU per delivered message\n",
 		target, fanOutScenario, f.subs, f.size, secs, f.warmup,
 		rep.Published, rep.PublishedPS, rep.Delivered, rep.DeliveredPS, rep.Lost, rep.P50us, rep.P99us, rep.MaxUs, rep.CPUPerMsgUs))
-}
-
-// processCPU is this process's user and system CPU time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
