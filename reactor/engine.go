@@ -361,7 +361,7 @@ func (c *conn) readBig(n int) {
 		if len(c.big) == cap(c.big) {
 			c.growBig(len(c.big)+1, n)
 		}
-		m, err := syscall.Read(fd, c.big[len(c.big):min(n, cap(c.big))])
+		m, err := readSocket(fd, c.big[len(c.big):min(n, cap(c.big))])
 		if err == syscall.EINTR {
 			continue
 		}

@@ -120,6 +120,18 @@ type Options struct {
 	// decides.
 	TLS *tls.Config
 
+	// StdTransport serves every connection on the standard library
+	// transport, a goroutine per connection reading and writing a net.Conn
+	// (std.go), instead of on gnet's event loops: the same protocol, limits
+	// and shutdown, at the cost of a goroutine and a 64 KiB input buffer per
+	// connection and a goroutine's wake-up per read. It is always set on
+	// Windows, where gnet's engine is for development only. On Linux (epoll
+	// loops), macOS and FreeBSD (kqueue loops) it is off by default: the
+	// loops are what docs/performance.md measures ("Other systems" says
+	// what each system gets). Server.Transport says which transport a
+	// server runs on.
+	StdTransport bool
+
 	// Topics, if set, decides where each connection may publish and
 	// subscribe (auth.Topics builds one from rules by role): a Subscribe
 	// it refuses is answered with an Unsubscribe, and a Publish it refuses
@@ -180,6 +192,9 @@ type Options struct {
 func DefaultLoops() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 func (o Options) withDefaults() Options {
+	if runtime.GOOS == "windows" {
+		o.StdTransport = true // gnet's Windows engine is for development only
+	}
 	if o.Loops <= 0 {
 		o.Loops = DefaultLoops()
 	}

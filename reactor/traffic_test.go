@@ -3,11 +3,7 @@ package reactor
 import (
 	"bytes"
 	"context"
-	"errors"
-	"syscall"
 	"testing"
-
-	"github.com/panjf2000/gnet/v2"
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
@@ -239,108 +235,6 @@ func TestBigFrameInPieces(t *testing.T) {
 	}
 	if len(fc.in) != 0 {
 		t.Fatalf("%d bytes left unread", len(fc.in))
-	}
-}
-
-// TestBigFrameReadFromSocket: once gnet's input is taken, the rest of a
-// large frame is read straight from the socket in the same wake-up, and
-// nothing past the frame's end: the frame after it stays in the socket for
-// gnet. The echo's reply goes straight to the socket, the payload from the
-// request's buffer.
-func TestBigFrameReadFromSocket(t *testing.T) {
-	s, fc := newTestServer(t)
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fds[0])
-	defer syscall.Close(fds[1])
-	for _, fd := range fds {
-		_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_SNDBUF, 1<<20)
-	}
-	fc.sock, fc.hasSock = fds[0], true
-
-	payload := make([]byte, 2*bigFrame+5)
-	for i := range payload {
-		payload[i] = byte(i * 7)
-	}
-	big := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, builtin.EchoPacket, nil, payload)
-	next := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 2}, builtin.EchoPacket, nil, []byte("next"))
-	const first = 50000 // what gnet has read; the rest is in the socket
-	fc.in = append(fc.in, big[:first]...)
-	rest := append(append([]byte(nil), big[first:]...), next...)
-	if n, err := syscall.Write(fds[1], rest); n != len(rest) || err != nil {
-		t.Fatalf("writing the rest into the socket: %d of %d bytes, %v", n, len(rest), err)
-	}
-
-	if action := s.OnTraffic(fc); action != 0 {
-		t.Fatalf("action %v", action)
-	}
-	if fs := decodeAll(t, readSocket(t, fds[1])); len(fs) != 1 || fs[0].ID != 1 || !bytes.Equal(fs[0].Payload, payload) {
-		t.Fatalf("reply to the large frame: %d frames, want its echo", len(fs))
-	}
-	if left := readSocket(t, fds[0]); !bytes.Equal(left, next) {
-		t.Fatalf("left in the socket: %d bytes; want the next frame's %d", len(left), len(next))
-	}
-	fc.in = append(fc.in, next...)
-	if action := s.OnTraffic(fc); action != 0 {
-		t.Fatalf("the next frame: action %v", action)
-	}
-	if fs := decodeAll(t, readSocket(t, fds[1])); len(fs) != 1 || !bytes.Equal(fs[0].Payload, []byte("next")) {
-		t.Fatalf("the next frame answered with %+v", fs)
-	}
-	st := s.Stats()
-	if in := uint64(len(big) + len(next)); st.BytesIn != in {
-		t.Fatalf("%d bytes in counted, want %d", st.BytesIn, in)
-	}
-	if out := uint64(2*proto.HeaderSize + len(payload) + len("next")); st.BytesOut != out {
-		t.Fatalf("%d bytes out counted, want %d", st.BytesOut, out)
-	}
-}
-
-// readSocket reads what the non-blocking socket fd holds now.
-func readSocket(t *testing.T, fd int) []byte {
-	t.Helper()
-	var got []byte
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := syscall.Read(fd, buf)
-		if err == syscall.EAGAIN {
-			return got
-		}
-		if err != nil || n == 0 {
-			t.Fatalf("reading the socket: %d, %v", n, err)
-		}
-		got = append(got, buf[:n]...)
-	}
-}
-
-// TestBigFrameSocketEnds: a peer that hangs up inside a large frame, or a
-// failed write of a large reply, ends the connection.
-func TestBigFrameSocketEnds(t *testing.T) {
-	frame := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, builtin.EchoPacket, nil, make([]byte, 2*bigFrame))
-
-	s, fc := newTestServer(t)
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fds[0])
-	fc.sock, fc.hasSock = fds[0], true
-	fc.in = append(fc.in, frame[:bigFrame]...)
-	if action := s.OnTraffic(fc); action != 0 {
-		t.Fatalf("action %v with the rest of the frame still to come", action)
-	}
-	syscall.Close(fds[1])
-	if action := s.OnTraffic(fc); action != gnet.Close {
-		t.Fatalf("action %v after the peer hung up inside a frame, want Close", action)
-	}
-
-	s, fc = newTestServer(t)
-	fc.writeErr = errors.New("broken pipe")
-	fc.in = append(fc.in, frame...)
-	if action := s.OnTraffic(fc); action != gnet.Close {
-		t.Fatalf("action %v after the large reply's write failed, want Close", action)
 	}
 }
 
