@@ -9,8 +9,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
 
