@@ -28,7 +28,7 @@ import (
 // the process is out of file descriptors instead of stopping (as gnet's own
 // acceptor would), and stop accepting at once on Shutdown.
 type Server struct {
-	gnet.BuiltinEventEngine
+	ev events // what gnet's event loops call
 
 	reg  *handler.Registry
 	opts Options
@@ -89,6 +89,7 @@ func New(reg *handler.Registry, opts Options) *Server {
 	}
 	s.run = handler.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger, Failed: s.stats.callFailed,
 		Compress: s.compressReply, Budget: opts.InlineBudget}
+	s.ev.Server = s
 	return s
 }
 
@@ -206,7 +207,7 @@ func (s *Server) serve(ln net.Listener) error {
 	defer close(s.tasks) // workers end once the queue is drained; Shutdown waits for them
 
 	if onLoops { // else every connection goes to the standard library transport
-		loops, err := gnet.NewClient(s,
+		loops, err := gnet.NewClient(&s.ev,
 			gnet.WithNumEventLoop(s.opts.Loops),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithLogger(gnetLogger{s.log}),

@@ -32,7 +32,7 @@ func TestPublishPathAllocs(t *testing.T) {
 			builtin.Register(reg)
 			s := New(reg, Options{Topics: tc.topics})
 			fc := &fakeConn{}
-			if _, action := s.OnOpen(fc); action != 0 {
+			if _, action := s.ev.OnOpen(fc); action != 0 {
 				t.Fatal("OnOpen refused the connection")
 			}
 			var batch []byte
@@ -42,7 +42,7 @@ func TestPublishPathAllocs(t *testing.T) {
 			w := &countingConn{fakeConn: fc}
 			allocs := testing.AllocsPerRun(500, func() {
 				fc.in = batch
-				s.OnTraffic(w)
+				s.ev.OnTraffic(w)
 			})
 			if allocs != 0 {
 				t.Fatalf("%.2f allocations per wake-up of 16 publishes, want 0", allocs)

@@ -78,7 +78,7 @@ func TestBigFrameReadFromSocket(t *testing.T) {
 		t.Fatalf("writing the rest into the socket: %d of %d bytes, %v", n, len(rest), err)
 	}
 
-	if action := s.OnTraffic(fc); action != 0 {
+	if action := s.ev.OnTraffic(fc); action != 0 {
 		t.Fatalf("action %v", action)
 	}
 	if fs := decodeAll(t, socketHolds(t, fds[1])); len(fs) != 1 || fs[0].ID != 1 || !bytes.Equal(fs[0].Payload, payload) {
@@ -88,7 +88,7 @@ func TestBigFrameReadFromSocket(t *testing.T) {
 		t.Fatalf("left in the socket: %d bytes; want the next frame's %d", len(left), len(next))
 	}
 	fc.in = append(fc.in, next...)
-	if action := s.OnTraffic(fc); action != 0 {
+	if action := s.ev.OnTraffic(fc); action != 0 {
 		t.Fatalf("the next frame: action %v", action)
 	}
 	if fs := decodeAll(t, socketHolds(t, fds[1])); len(fs) != 1 || !bytes.Equal(fs[0].Payload, []byte("next")) {
@@ -130,18 +130,18 @@ func TestBigFrameSocketEnds(t *testing.T) {
 	defer syscall.Close(fds[0])
 	fc.sock, fc.hasSock = fds[0], true
 	fc.in = append(fc.in, frame[:bigFrame]...)
-	if action := s.OnTraffic(fc); action != 0 {
+	if action := s.ev.OnTraffic(fc); action != 0 {
 		t.Fatalf("action %v with the rest of the frame still to come", action)
 	}
 	syscall.Close(fds[1])
-	if action := s.OnTraffic(fc); action != gnet.Close {
+	if action := s.ev.OnTraffic(fc); action != gnet.Close {
 		t.Fatalf("action %v after the peer hung up inside a frame, want Close", action)
 	}
 
 	s, fc = newTestServer(t)
 	fc.writeErr = errors.New("broken pipe")
 	fc.in = append(fc.in, frame...)
-	if action := s.OnTraffic(fc); action != gnet.Close {
+	if action := s.ev.OnTraffic(fc); action != gnet.Close {
 		t.Fatalf("action %v after the large reply's write failed, want Close", action)
 	}
 }
