@@ -266,7 +266,7 @@ func TestOneByteSegmentsAllocs(t *testing.T) {
 	s, fc := newTestServer(t)
 	frame := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, builtin.EchoPacket, nil, make([]byte, 32))
 	w := &countingConn{fakeConn: fc}
-	s.ev.OnOpen(w)                              // the connection writes through w
+	s.ev.OnOpen(w)                           // the connection writes through w
 	backing := make([]byte, 0, 2*len(frame)) // the test's own buffer never grows
 	allocs := testing.AllocsPerRun(200, func() {
 		fc.in = backing[:0]
