@@ -4,7 +4,7 @@
 // sources, against it, so a passing run shows the document (not the Go
 // code) describes the wire format:
 //
-//   - interop/python/rpcd_client.py, a Python client, with its tests
+//   - internal/interop/python/rpcd_client.py, a Python client, with its tests
 //     (calls, the server's calls back, publish/subscribe, streams,
 //     compression, topic permissions);
 //   - internal/interop/node/edges.mjs, a JavaScript client that checks the edges
