@@ -17,7 +17,7 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./proto
 	go test -run '^$$' -fuzz FuzzMatch -fuzztime $(FUZZTIME) ./proto
 	go test -run '^$$' -fuzz FuzzTopicContainment -fuzztime $(FUZZTIME) ./auth
-	go test -run '^$$' -fuzz FuzzExpand -fuzztime $(FUZZTIME) ./compression
+	go test -run '^$$' -fuzz FuzzExpand -fuzztime $(FUZZTIME) ./internal/compression
 	go test -run '^$$' -fuzz FuzzJSONString -fuzztime $(FUZZTIME) ./handler
 	go test -run '^$$' -fuzz FuzzJSONFloat -fuzztime $(FUZZTIME) ./handler
 	go test -run '^$$' -fuzz FuzzTypedArgs -fuzztime $(FUZZTIME) ./handler

@@ -26,13 +26,9 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
-// Authenticator checks a connection's credentials. method is what the
-// client named in its Hello (empty if it named none). It returns the
-// identity the connection acts as, or an error to refuse it; the error's
-// text goes to the client, so it should not say why in detail.
-type Authenticator interface {
-	Authenticate(ctx context.Context, method string, credentials []byte) (*handler.Identity, error)
-}
+// Authenticator checks a connection's credentials; it is
+// handler.Authenticator, named here beside its implementations.
+type Authenticator = handler.Authenticator
 
 // ErrRefused is what the built-in authenticators return for credentials
 // they do not accept. It matches handler.ErrUnauthenticated.

@@ -17,35 +17,13 @@ import (
 // event loops or the TLS transport). What the server's own program
 // publishes (reactor.Server.Publish, Broadcast) is not checked.
 
-// TopicPolicy decides where connections may publish and subscribe.
-type TopicPolicy interface {
-	// Access returns the permissions of a connection that authenticated
-	// as id, nil for a connection without an identity. The server asks
-	// once per connection, at its first Publish or Subscribe, and keeps
-	// the answer; it runs on the connection's event loop and must not
-	// block. It must not return nil.
-	Access(id *handler.Identity) TopicAccess
-
-	// Label names a refused topic or pattern in the server's metrics. Its
-	// answers must come from a small, fixed set, and say no more than the
-	// policy does: a client chooses the topics it is refused, so a label
-	// made from any part of them would let it make as many series as it
-	// likes.
-	Label(topicOrPattern []byte) string
-}
-
-// TopicAccess is one connection's topic permissions. Its methods run on
-// the connection's event loop, for every Publish and Subscribe: they must
-// not block, and should not allocate.
-type TopicAccess interface {
-	// MayPublish reports whether the connection may publish to topic, a
-	// valid topic.
-	MayPublish(topic []byte) bool
-	// MaySubscribe reports whether the connection may subscribe to
-	// pattern, a valid pattern: whether it may have every topic the
-	// pattern matches.
-	MaySubscribe(pattern []byte) bool
-}
+// TopicPolicy decides where connections may publish and subscribe;
+// TopicAccess is one connection's permissions. They are handler's, named
+// here beside Topics, which implements them.
+type (
+	TopicPolicy = handler.TopicPolicy
+	TopicAccess = handler.TopicAccess
+)
 
 // TopicRules are the topics the identities with one role may publish to
 // and subscribe to.

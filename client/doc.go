@@ -23,8 +23,8 @@
 // time, ends their calls when it ends. Calls on a broken
 // connection fail fast with an Unavailable error, and the client reconnects
 // in the background with exponential backoff and jitter; a connection that
-// receives a GoAway is replaced at once and closes when its calls are
-// answered. No call stays pending: each leaves the table on its reply, its
+// receives a GoAway takes no new call, is replaced after the first backoff
+// (MinBackoff, halved at random) and closes when its calls are answered. No call stays pending: each leaves the table on its reply, its
 // deadline, its cancel, or the loss of its connection.
 //
 // A call that provably did not run (an Unavailable or ResourceExhausted

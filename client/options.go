@@ -9,8 +9,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
 

@@ -18,9 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rpcd/rpcd/auth"
-	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -61,7 +60,7 @@ type Options struct {
 	// "Authorization: Bearer TOKEN"; it is asked as for a Hello (method
 	// from the Rpcd-Auth-Method header, credentials the token), per
 	// request. Requests without valid credentials get 401.
-	Authenticator auth.Authenticator
+	Authenticator handler.Authenticator
 
 	// Prefix is the path routes are served under; default DefaultPrefix.
 	Prefix string
@@ -397,7 +396,7 @@ func (g *Gateway) authenticate(r *http.Request) (*handler.Identity, error) {
 			Message: "the server requires credentials: Authorization: Bearer TOKEN"}
 	}
 	if len(token) > proto.MaxHelloPayload {
-		return nil, auth.ErrRefused
+		return nil, &handler.Error{Code: proto.CodeUnauthenticated, Message: "credentials refused", Unprocessed: true}
 	}
 	id, err := g.opts.Authenticator.Authenticate(r.Context(), r.Header.Get(HeaderAuthMethod), []byte(token))
 	if err != nil {

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/auth"
-	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/gateway"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/internal/leaktest"
 	"github.com/rpcd/rpcd/proto"
 )

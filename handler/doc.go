@@ -24,4 +24,14 @@
 // a route takes and answers: its kind and, for a typed route, the JSON
 // Schemas of its argument and its reply, derived from its Go types on the
 // first description (ArgumentSchema, ReplySchema).
+//
+// # For transports
+//
+// Some exports serve whoever carries calls to a Registry rather than
+// whoever writes handlers: Runner and Job (running a call), Watch (an
+// inline run's marks), RouteCache (a connection's route lookups),
+// WithStream (a stream handler's context), RefuseWait, and CodeSlot and
+// CodeSlots (error counters by code). rpcd's reactor, gateway and ws use
+// them, and so may a program that serves the registry behind a transport
+// of its own.
 package handler

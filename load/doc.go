@@ -19,7 +19,8 @@
 // encoding and decoding each call as a typed caller does, and raw ones
 // through CallRaw with a reply buffer per caller; the wire driver encodes
 // and decodes the same values with the same codec. RawRoute and JSONRoute
-// make a scenario of any route. SeedMatrix is the NewLife table: its six scenarios at 1 to 32
+// make a scenario of any route. SeedMatrix is the seed table: its six
+// scenarios at 1 to 32
 // callers and two at 100 connections.
 //
 // Every reply is checked: one that is not the one expected counts as a

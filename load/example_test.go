@@ -78,7 +78,7 @@ func ExampleRawRoute() {
 	// Output: custom Bytes/Echo 100 0
 }
 
-// The NewLife table, as rpcd bench -matrix seed -runs 3 makes it: every
+// The seed table, as rpcd bench -matrix seed -runs 3 makes it: every
 // load once per run, the runs interleaved so that a noisy moment hits all
 // of them evenly, each load's median run reported.
 func ExampleMatrix() {

@@ -8,12 +8,12 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/internal/loadgen"
 )
 
 // FanOutConfig is a publish/subscribe load for FanOut: one publisher,
@@ -160,7 +160,7 @@ func FanOut(ctx context.Context, cfg FanOutConfig) (*FanOutReport, error) {
 	// The measured part: messages published from here on.
 	startPub := published
 	measureFrom.Store(startPub)
-	cpu0 := processCPU()
+	cpu0 := loadgen.ProcessCPU()
 	began := time.Now()
 	if err := publish(began.Add(cfg.Duration)); err != nil {
 		return nil, err
@@ -170,7 +170,7 @@ func FanOut(ctx context.Context, cfg FanOutConfig) (*FanOutReport, error) {
 		time.Sleep(time.Millisecond)
 	}
 	secs := time.Since(began).Seconds()
-	cpu := processCPU() - cpu0
+	cpu := loadgen.ProcessCPU() - cpu0
 	rep := &FanOutReport{Scenario: FanOutName, Subscribers: cfg.Subscribers, Size: size, Seconds: round(secs, 2), ServerTarget: cfg.Server,
 		secs: secs, warmup: cfg.Warmup}
 	rep.Published = published - startPub
@@ -205,13 +205,4 @@ func (r *FanOutReport) WriteText(w io.Writer) error {
 		r.Published, r.PublishedPS, r.Delivered, r.DeliveredPS, r.Lost, r.P50us, r.P99us, r.MaxUs, r.CPUPerMsgUs)
 	_, err := w.Write(b)
 	return err
-}
-
-// processCPU is this process's user and system CPU time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -19,8 +19,9 @@ type Matrix struct {
 	ThroughputConns int
 }
 
-// SeedMatrix returns the NewLife table (rpcd bench -matrix seed): the six
-// scenarios of the NewLife.Remoting report at 1, 4, 16, 20 and 32 callers,
+// SeedMatrix returns the seed table (rpcd bench -matrix seed): the six
+// scenarios rpcd's benchmarks began from (docs/performance.md, "Where the
+// names come from") at 1, 4, 16, 20 and 32 callers,
 // and NoArg and EchoPacket16 over 100 connections for throughput.
 func SeedMatrix() Matrix {
 	return Matrix{

@@ -257,9 +257,9 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		return nil, err
 	}
 	for i := range windows {
-		cpu0 := loadgen.CPUTime()
+		cpu0 := loadgen.ProcessCPU()
 		res, first, err := ld.window(ctx, cfg.Every)
-		cpu := loadgen.CPUTime() - cpu0
+		cpu := loadgen.ProcessCPU() - cpu0
 		if err != nil {
 			if ctx.Err() != nil {
 				break

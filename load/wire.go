@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/client"
-	"github.com/rpcd/rpcd/compression"
+	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/loadgen"
 	"github.com/rpcd/rpcd/proto"
@@ -902,7 +902,7 @@ func runWire(ctx context.Context, cfg Config, measured func(func() error) error)
 	}
 	d.takeFirstErrors() // the warm-up's
 	rec := loadgen.NewRecorder(cfg.Conns)
-	cpu0 := loadgen.CPUTime()
+	cpu0 := loadgen.ProcessCPU()
 	began := time.Now()
 	done := make(chan struct{})
 	var progress sync.WaitGroup
@@ -929,7 +929,7 @@ func runWire(ctx context.Context, cfg Config, measured func(func() error) error)
 		d.waitPhase(ctx, cfg.Duration)
 		d.stop()
 		elapsed = time.Since(began)
-		cpu = loadgen.CPUTime() - cpu0
+		cpu = loadgen.ProcessCPU() - cpu0
 		return nil
 	})
 	close(done)

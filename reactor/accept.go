@@ -1,3 +1,5 @@
+//go:build darwin || dragonfly || freebsd || linux || netbsd || openbsd
+
 package reactor
 
 import (
@@ -15,16 +17,18 @@ import (
 // pollListener accepts a listener's connections after waiting for them in
 // poll(2) on its descriptor, not in Go's network poller.
 //
-// Why: an event loop waits in epoll_wait holding its P, and a loop under
-// load makes its waits too short for sysmon to take the P back. With a
-// loop on every P (as `rpcd serve` runs), no thread polls Go's network
-// poller but sysmon, every 10 ms, so an Accept parked there took about a
-// connection per 10 ms while the loops were busy: 982 and 1,210
-// connections (each dialled, called once and closed) in 3 s, at p90 10.0
-// and 8.1 ms, against 8,492 and 6,568 at 0.67 and 0.80 ms this way
-// (docs/performance.md, "Event loops and Ps"). A goroutine whose system
-// call returns needs no poller: it queues for the next free P, which a
-// loop gives up at its next pause.
+// Why: an event loop waits in epoll_wait (kevent on macOS and the BSDs)
+// holding its P, and a loop under load makes its waits too short for
+// sysmon to take the P back. With a loop on every P (as `rpcd serve`
+// runs), no thread polls Go's network poller but sysmon, every 10 ms, so
+// an Accept parked there took about a connection per 10 ms while the loops
+// were busy: 982 and 1,210 connections (each dialled, called once and
+// closed) in 3 s, at p90 10.0 and 8.1 ms, against 8,492 and 6,568 at 0.67
+// and 0.80 ms this way (docs/performance.md, "Event loops and Ps"; Linux).
+// A goroutine whose system call returns needs no poller: it queues for the
+// next free P, which a loop gives up at its next pause. poll(2) is in
+// POSIX, so the same code serves the kqueue loops; on Windows there are no
+// loops and Go's poller accepts (socket_windows.go).
 type pollListener struct {
 	net.Listener
 	rc     syscall.RawConn

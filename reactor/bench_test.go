@@ -56,11 +56,11 @@ func benchDirect(b *testing.B, s *Server, route string, codec proto.Codec, paylo
 	b.RunParallel(func(pb *testing.PB) {
 		fc := &fakeConn{}
 		w := &countingConn{fakeConn: fc}
-		s.OnOpen(w) // the connection writes through w
+		s.ev.OnOpen(w) // the connection writes through w
 		for i := 0; pb.Next(); i++ {
 			if i%batch == 0 {
 				fc.in = in
-				s.OnTraffic(w)
+				s.ev.OnTraffic(w)
 			}
 		}
 	})

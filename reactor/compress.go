@@ -3,7 +3,7 @@ package reactor
 import (
 	"errors"
 
-	"github.com/rpcd/rpcd/compression"
+	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
 

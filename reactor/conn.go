@@ -9,9 +9,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/rpcd/rpcd/auth"
-	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -44,7 +43,7 @@ type conn struct {
 	inboundLeft int // bytes left buffered at the end of the last wake-up
 
 	subs   map[uint32]*subscription // the connection's subscriptions, by id
-	topics auth.TopicAccess         // where it may publish and subscribe (Options.Topics); set at its first Publish or Subscribe
+	topics handler.TopicAccess      // where it may publish and subscribe (Options.Topics); set at its first Publish or Subscribe
 	unread atomic.Int64             // output being written that the peer has not taken yet, for publishers
 	fan    fanout                   // the Messages this connection's publishes make, until the wake-up ends
 

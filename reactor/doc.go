@@ -1,5 +1,9 @@
 // Package reactor serves a handler.Registry over TCP (or a Unix socket) on
-// gnet event loops. It is the only package of rpcd that imports gnet.
+// gnet event loops: epoll on Linux, kqueue on macOS and the BSDs. It is the
+// only package of rpcd that imports gnet. On Windows, over TLS and with
+// Options.StdTransport it serves on the standard library transport instead,
+// a goroutine per connection (std.go), as it does connections given to
+// ServeConn and those that leave their loop.
 //
 // Each event loop owns its connections. When a loop wakes with bytes for a
 // connection, it parses every whole frame straight from gnet's input buffer,

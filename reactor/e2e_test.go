@@ -24,10 +24,14 @@ import (
 )
 
 // start serves reg on a free loopback port until the test ends.
-// newServer is reactor.New, over TLS when the suite runs over TLS.
+// newServer is reactor.New, over TLS when the suite runs over TLS, on the
+// standard library transport when it runs so (std_test.go).
 func newServer(t testing.TB, reg *handler.Registry, opts reactor.Options) *reactor.Server {
 	if overTLS {
 		opts.TLS = serverTLS(t)
+	}
+	if overStd {
+		opts.StdTransport = true
 	}
 	return reactor.New(reg, opts)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -204,6 +205,9 @@ func TestHalfCloseAnswersAll(t *testing.T) {
 // as one that half-closes; its Blocking calls are cancelled at once, not
 // run for no one.
 func TestClosedPeerCancelsCalls(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("a closed peer is told from a half-closed one by TCP_INFO, Linux's (peergone_linux.go): elsewhere its calls run until WriteTimeout")
+	}
 	reg := builtinRegistry()
 	cancelled := make(chan struct{}, 8)
 	reg.HandleFunc("Wait/Cancel", func(ctx context.Context, _, reply []byte) ([]byte, error) {

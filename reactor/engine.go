@@ -14,15 +14,20 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
-// The gnet side of the server: the event loops call these.
+// events is the gnet side of a Server: the event loops call its methods.
+// It is a type of its own so that they stay out of Server's API.
+type events struct {
+	gnet.BuiltinEventEngine
+	*Server
+}
 
 // OnOpen sets up a connection, or turns it away while draining.
-func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+func (s *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	if s.draining.Load() {
 		s.stats.connsRefused.Add(1)
 		return proto.AppendGoAway(nil, 0, proto.CodeUnavailable, "server is draining"), gnet.Close
 	}
-	c := newConn(s, gc, gc.RemoteAddr())
+	c := newConn(s.Server, gc, gc.RemoteAddr())
 	gc.SetContext(c)
 	s.enrol(c)
 	return nil, gnet.None
@@ -59,7 +64,7 @@ func (s *Server) forget(c *conn) {
 // has left its loop (handoff.go) is no longer the loop's to end. One whose
 // peer has shut down its side (a FIN) with calls still to answer leaves
 // the loop to answer them (half-close).
-func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
+func (s *events) OnClose(gc gnet.Conn, err error) gnet.Action {
 	c, ok := gc.Context().(*conn)
 	if !ok {
 		return gnet.None
@@ -87,7 +92,7 @@ var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &
 // connection whose output the socket does not take whole, which must end
 // with a GoAway, or whose peer has shut down its side with calls still to
 // answer, leaves the loop for a goroutine of its own (handoff.go).
-func (s *Server) OnTraffic(gc gnet.Conn) (action gnet.Action) {
+func (s *events) OnTraffic(gc gnet.Conn) (action gnet.Action) {
 	c := gc.Context().(*conn)
 	defer func() {
 		if p := recover(); p != nil { // a bug of rpcd's: lose the connection, not the process
@@ -361,7 +366,7 @@ func (c *conn) readBig(n int) {
 		if len(c.big) == cap(c.big) {
 			c.growBig(len(c.big)+1, n)
 		}
-		m, err := syscall.Read(fd, c.big[len(c.big):min(n, cap(c.big))])
+		m, err := readSocket(fd, c.big[len(c.big):min(n, cap(c.big))])
 		if err == syscall.EINTR {
 			continue
 		}

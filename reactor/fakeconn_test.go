@@ -3,7 +3,6 @@ package reactor
 import (
 	"io"
 	"net"
-	"syscall"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -16,7 +15,7 @@ type fakeConn struct {
 	writes    [][]byte
 	ctx       any
 
-	sock     int   // Fd's socket, if hasSock: input past in is read from it
+	sock     int   // Fd's socket, if hasSock: input past in is read from it (Dup: traffic_socket_test.go)
 	hasSock  bool  // Fd is sock, not -1
 	writeErr error // what Write and Writev fail with, if set
 	writevs  int   // the writes that came through Writev
@@ -71,14 +70,6 @@ func (f *fakeConn) Fd() int {
 		return -1
 	}
 	return f.sock
-}
-
-// Dup duplicates the socket given, for a connection that leaves its loop.
-func (f *fakeConn) Dup() (int, error) {
-	if !f.hasSock {
-		return -1, syscall.EBADF
-	}
-	return syscall.Dup(f.sock)
 }
 
 func (f *fakeConn) Context() any         { return f.ctx }

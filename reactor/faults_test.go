@@ -48,7 +48,9 @@ func (h healthy) check() {
 	}
 }
 
-// resources counts goroutines and open file descriptors.
+// resources counts goroutines and open file descriptors. The descriptors
+// are read from /proc, so are counted on Linux alone: elsewhere files is 0,
+// and only goroutines are compared.
 type resources struct{ goroutines, files int }
 
 func count() resources {

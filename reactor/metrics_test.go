@@ -19,7 +19,7 @@ func newMetricsServer(t testing.TB) (*Server, *fakeConn, *metrics.Metrics) {
 	builtin.Register(reg)
 	s := New(reg, Options{})
 	fc := &fakeConn{}
-	if _, action := s.OnOpen(fc); action != 0 {
+	if _, action := s.ev.OnOpen(fc); action != 0 {
 		t.Fatal("OnOpen refused the connection")
 	}
 	return s, fc, m
@@ -36,11 +36,11 @@ func TestInlineRawPathAllocsWithMetrics(t *testing.T) {
 		batch = proto.AppendFrame(batch, proto.Header{Kind: proto.KindRequest, ID: uint32(i)}, builtin.NoArg, nil, nil)
 	}
 	w := &countingConn{fakeConn: fc}
-	s.OnOpen(w) // the connection writes through w
+	s.ev.OnOpen(w) // the connection writes through w
 	const runs = 500
 	allocs := testing.AllocsPerRun(runs, func() {
 		fc.in = batch
-		s.OnTraffic(w)
+		s.ev.OnTraffic(w)
 	})
 	if allocs != 0 {
 		t.Fatalf("%.2f allocations per wake-up of 32 counted calls, want 0", allocs)

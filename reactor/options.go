@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -105,7 +104,7 @@ type Options struct {
 	// Hello before anything else (docs/protocol.md, "The handshake"); the
 	// Identity it returns goes with every call of the connection. It runs
 	// on the event loop and must not block.
-	Authenticator auth.Authenticator
+	Authenticator handler.Authenticator
 
 	// HandshakeTimeout is how long a connection has to authenticate, and
 	// PreAuthMaxFrame the largest frame payload before it has. Defaults 5s
@@ -121,6 +120,18 @@ type Options struct {
 	// decides.
 	TLS *tls.Config
 
+	// StdTransport serves every connection on the standard library
+	// transport, a goroutine per connection reading and writing a net.Conn
+	// (std.go), instead of on gnet's event loops: the same protocol, limits
+	// and shutdown, at the cost of a goroutine and a 64 KiB input buffer per
+	// connection and a goroutine's wake-up per read. It is always set on
+	// Windows, where gnet's engine is for development only. On Linux (epoll
+	// loops), macOS and FreeBSD (kqueue loops) it is off by default: the
+	// loops are what docs/performance.md measures ("Other systems" says
+	// what each system gets). Server.Transport says which transport a
+	// server runs on.
+	StdTransport bool
+
 	// Topics, if set, decides where each connection may publish and
 	// subscribe (auth.Topics builds one from rules by role): a Subscribe
 	// it refuses is answered with an Unsubscribe, and a Publish it refuses
@@ -129,7 +140,7 @@ type Options struct {
 	// (PubSubStats.Refused); nothing is delivered. The server's own
 	// Publish and Broadcast are not checked. Without it, every connection
 	// may publish and subscribe anywhere, at the cost of one nil check.
-	Topics auth.TopicPolicy
+	Topics handler.TopicPolicy
 
 	// MaxSubscriptions bounds the subscriptions of one connection; past
 	// it, a Subscribe is refused (ResourceExhausted). Default 1024.
@@ -181,6 +192,9 @@ type Options struct {
 func DefaultLoops() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 func (o Options) withDefaults() Options {
+	if runtime.GOOS == "windows" {
+		o.StdTransport = true // gnet's Windows engine is for development only
+	}
 	if o.Loops <= 0 {
 		o.Loops = DefaultLoops()
 	}

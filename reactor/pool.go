@@ -7,8 +7,8 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,14 +18,17 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
-// Server serves a registry's routes on gnet event loops.
+// Server serves a registry's routes on gnet event loops: epoll on Linux,
+// kqueue on macOS and FreeBSD. On Windows, and for TLS, it serves them on
+// the standard library transport instead, a goroutine per connection
+// (Options.StdTransport, Options.TLS).
 //
 // It accepts connections itself, on a net.Listener, and hands each to an
 // event loop: so it can refuse connections past a maximum, back off when
 // the process is out of file descriptors instead of stopping (as gnet's own
 // acceptor would), and stop accepting at once on Shutdown.
 type Server struct {
-	gnet.BuiltinEventEngine
+	ev events // what gnet's event loops call
 
 	reg  *handler.Registry
 	opts Options
@@ -85,6 +89,7 @@ func New(reg *handler.Registry, opts Options) *Server {
 	}
 	s.run = handler.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger, Failed: s.stats.callFailed,
 		Compress: s.compressReply, Budget: opts.InlineBudget}
+	s.ev.Server = s
 	return s
 }
 
@@ -140,6 +145,38 @@ func (s *Server) Start(addr string) error {
 	return nil
 }
 
+// onLoops reports whether the server's own connections are served on
+// gnet's event loops: neither TLS nor Options.StdTransport (always set on
+// Windows) sends them to the standard library transport.
+func (s *Server) onLoops() bool { return s.opts.TLS == nil && !s.opts.StdTransport }
+
+// Transport names what serves the connections the server accepts:
+// "epoll event loops" (Linux), "kqueue event loops" (macOS, FreeBSD and the
+// other BSDs), or "goroutine per connection", the standard library
+// transport (on Windows, with Options.TLS or with Options.StdTransport).
+// Connections given to ServeConn are always served on the latter, as are
+// those that leave their loop (a peer slow to read, a half-close).
+func (s *Server) Transport() string {
+	switch {
+	case !s.onLoops():
+		return "goroutine per connection"
+	case runtime.GOOS == "linux" || runtime.GOOS == "android":
+		return "epoll event loops"
+	default:
+		return "kqueue event loops"
+	}
+}
+
+// Loops returns the number of event loops the server runs (Options.Loops
+// or its default): 0 when the connections it accepts are served on the
+// standard library transport.
+func (s *Server) Loops() int {
+	if !s.onLoops() {
+		return 0
+	}
+	return s.opts.Loops
+}
+
 // Conns returns the number of connections open now.
 func (s *Server) Conns() int { return int(s.nconns.Load()) }
 
@@ -157,7 +194,8 @@ func (s *Server) Addr() net.Addr {
 
 func (s *Server) serve(ln net.Listener) error {
 	defer close(s.done)
-	if s.opts.TLS == nil { // the event loops' connections: accept them beside busy loops (accept.go)
+	onLoops := s.onLoops()
+	if onLoops { // the event loops' connections: accept them beside busy loops (accept.go)
 		ln = newPollListener(ln)
 	}
 	s.ln = ln
@@ -168,8 +206,8 @@ func (s *Server) serve(ln net.Listener) error {
 	}
 	defer close(s.tasks) // workers end once the queue is drained; Shutdown waits for them
 
-	if s.opts.TLS == nil { // TLS connections go to the standard library transport instead
-		loops, err := gnet.NewClient(s,
+	if onLoops { // else every connection goes to the standard library transport
+		loops, err := gnet.NewClient(&s.ev,
 			gnet.WithNumEventLoop(s.opts.Loops),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithLogger(gnetLogger{s.log}),
@@ -213,9 +251,12 @@ func (s *Server) accept(ln net.Listener) error {
 	var delay time.Duration
 	for {
 		nc, err := ln.Accept()
-		if err == nil && s.opts.TLS != nil { // refused, if need be, once TLS can carry the GoAway
+		if err == nil && s.loops == nil { // the standard library transport; refused, if need be, by serveStd (once TLS can carry the GoAway)
+			if s.opts.TLS != nil {
+				nc = tls.Server(nc, s.opts.TLS)
+			}
 			s.stdConns.Add(1)
-			go s.serveStd(tls.Server(nc, s.opts.TLS))
+			go s.serveStd(nc)
 			delay = 0
 			continue
 		}

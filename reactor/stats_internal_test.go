@@ -15,7 +15,7 @@ func TestWakeUpWritesNoServerCounter(t *testing.T) {
 	s, fc := newTestServer(t)
 	in := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, Codec: proto.CodecRaw, ID: 1}, builtin.EchoPacket, nil, []byte("sixteen bytes..."))
 	fc.in = in
-	s.OnTraffic(fc)
+	s.ev.OnTraffic(fc)
 	if len(fc.writes) != 1 {
 		t.Fatalf("%d writes, want the reply's one", len(fc.writes))
 	}
@@ -26,7 +26,7 @@ func TestWakeUpWritesNoServerCounter(t *testing.T) {
 	if st := s.Stats(); st.BytesIn != uint64(len(in)) || st.BytesOut != uint64(out) {
 		t.Fatalf("Stats: %d in, %d out; want %d and %d", st.BytesIn, st.BytesOut, len(in), out)
 	}
-	s.OnClose(fc, nil)
+	s.ev.OnClose(fc, nil)
 	if a, b := s.stats.bytesIn.Load(), s.stats.bytesOut.Load(); a != uint64(len(in)) || b != uint64(out) {
 		t.Fatalf("the closed connection's bytes: %d in, %d out; want %d and %d", a, b, len(in), out)
 	}

@@ -25,17 +25,17 @@ func TestInlineRawPathAllocsWithStreams(t *testing.T) {
 	s := New(reg, Options{})
 	fc := &fakeConn{}
 	w := &countingConn{fakeConn: fc, record: true}
-	if _, action := s.OnOpen(w); action != 0 {
+	if _, action := s.ev.OnOpen(w); action != 0 {
 		t.Fatal("OnOpen refused the connection")
 	}
 	fc.in = proto.AppendStreamOpen(nil, 1, "Hold", proto.CodecRaw, 0, nil, 1<<20)
-	s.OnTraffic(w)
+	s.ev.OnTraffic(w)
 	<-started
 	if fs := decodeAll(t, fc.writes[0]); len(fs) != 1 || fs[0].Kind != proto.KindStreamCredit {
 		t.Fatalf("StreamOpen answered with %+v, want a StreamCredit", fs)
 	}
 	w.record = false
-	t.Cleanup(func() { s.OnClose(w, nil) }) // ends the handler
+	t.Cleanup(func() { s.ev.OnClose(w, nil) }) // ends the handler
 
 	var batch []byte
 	for i := 1; i <= 16; i++ {
@@ -45,7 +45,7 @@ func TestInlineRawPathAllocsWithStreams(t *testing.T) {
 	}
 	allocs := testing.AllocsPerRun(500, func() {
 		fc.in = batch
-		s.OnTraffic(w)
+		s.ev.OnTraffic(w)
 	})
 	if allocs != 0 {
 		t.Fatalf("%.2f allocations per wake-up of 16 calls and 32 stream frames, want 0", allocs)

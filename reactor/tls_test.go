@@ -97,8 +97,8 @@ func clientTLS(t testing.TB, cert bool) *tls.Config {
 // TestSuiteOverTLS runs the end-to-end suite again with the server on the
 // standard library transport over TLS and the clients dialling TLS.
 func TestSuiteOverTLS(t *testing.T) {
-	if overTLS {
-		t.Skip("already over TLS")
+	if overTLS || overStd {
+		t.Skip("already over another transport")
 	}
 	if testing.Short() {
 		t.Skip("the suite over TLS runs in a process of its own")

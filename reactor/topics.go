@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/rpcd/rpcd/auth"
+	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -38,7 +38,7 @@ const (
 // under.
 type TopicRefusal struct {
 	Kind  string // "publish" or "subscribe"
-	Label string // the policy's label for the topic or pattern (auth.TopicPolicy.Label)
+	Label string // the policy's label for the topic or pattern (handler.TopicPolicy.Label)
 }
 
 // topicRefusals are the counters and the log limit of refusals.
@@ -69,7 +69,7 @@ func (r *topicRefusals) snapshot() map[TopicRefusal]uint64 {
 
 // access returns the connection's topic permissions, asking Options.Topics
 // the first time.
-func (c *conn) access() auth.TopicAccess {
+func (c *conn) access() handler.TopicAccess {
 	if c.topics == nil {
 		if c.topics = c.s.opts.Topics.Access(c.identity); c.topics == nil {
 			c.topics = noTopics{}

@@ -25,14 +25,14 @@ func TestPublishPathAllocs(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		topics auth.TopicPolicy
+		topics handler.TopicPolicy
 	}{{"without permissions", nil}, {"with permissions", topics}} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := handler.NewRegistry()
 			builtin.Register(reg)
 			s := New(reg, Options{Topics: tc.topics})
 			fc := &fakeConn{}
-			if _, action := s.OnOpen(fc); action != 0 {
+			if _, action := s.ev.OnOpen(fc); action != 0 {
 				t.Fatal("OnOpen refused the connection")
 			}
 			var batch []byte
@@ -42,7 +42,7 @@ func TestPublishPathAllocs(t *testing.T) {
 			w := &countingConn{fakeConn: fc}
 			allocs := testing.AllocsPerRun(500, func() {
 				fc.in = batch
-				s.OnTraffic(w)
+				s.ev.OnTraffic(w)
 			})
 			if allocs != 0 {
 				t.Fatalf("%.2f allocations per wake-up of 16 publishes, want 0", allocs)

@@ -3,11 +3,7 @@ package reactor
 import (
 	"bytes"
 	"context"
-	"errors"
-	"syscall"
 	"testing"
-
-	"github.com/panjf2000/gnet/v2"
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
@@ -21,7 +17,7 @@ func newTestServer(t testing.TB) (*Server, *fakeConn) {
 	builtin.Register(reg)
 	s := New(reg, Options{})
 	fc := &fakeConn{}
-	if _, action := s.OnOpen(fc); action != 0 {
+	if _, action := s.ev.OnOpen(fc); action != 0 {
 		t.Fatal("OnOpen refused the connection")
 	}
 	return s, fc
@@ -54,7 +50,7 @@ func TestOneWritePerWakeup(t *testing.T) {
 	partial := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: n + 2}, builtin.EchoPacket, nil, []byte("later"))
 	fc.in = append(fc.in, partial[:30]...)
 
-	if action := s.OnTraffic(fc); action != 0 {
+	if action := s.ev.OnTraffic(fc); action != 0 {
 		t.Fatalf("action %v", action)
 	}
 	if len(fc.writes) != 1 {
@@ -82,7 +78,7 @@ func TestOneWritePerWakeup(t *testing.T) {
 	}
 	fc.in = append(fc.in, partial[30:]...)
 	fc.writes = nil
-	s.OnTraffic(fc)
+	s.ev.OnTraffic(fc)
 	if fs := decodeAll(t, fc.writes[0]); len(fs) != 1 || string(fs[0].Payload) != "later" {
 		t.Fatalf("completed frame answered with %+v", fs)
 	}
@@ -92,7 +88,7 @@ func TestProtocolErrorClosesAfterGoAway(t *testing.T) {
 	s, fc := newTestServer(t)
 	fc.in = proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 7}, builtin.EchoPacket, nil, []byte("ok"))
 	fc.in = append(fc.in, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"...)
-	if action := s.OnTraffic(fc); action == 0 {
+	if action := s.ev.OnTraffic(fc); action == 0 {
 		t.Fatal("connection left open after garbage")
 	}
 	fs := decodeAll(t, fc.writes[0])
@@ -112,9 +108,9 @@ func TestReplyOverFrameLimit(t *testing.T) {
 	})
 	s := New(reg, Options{Limits: proto.Limits{MaxFrameSize: 1024}})
 	fc := &fakeConn{}
-	s.OnOpen(fc)
+	s.ev.OnOpen(fc)
 	fc.in = proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, "Big/Reply", nil, nil)
-	s.OnTraffic(fc)
+	s.ev.OnTraffic(fc)
 	fs := decodeAll(t, fc.writes[0])
 	if code, msg := fs[0].ErrorBody(); fs[0].Kind != proto.KindError || code != proto.CodeResourceExhausted {
 		t.Fatalf("oversized reply answered with %v %v %q", fs[0].Kind, code, msg)
@@ -131,10 +127,10 @@ func TestInlineRawPathAllocs(t *testing.T) {
 		batch = proto.AppendFrame(batch, proto.Header{Kind: proto.KindRequest, ID: uint32(i)}, builtin.NoArg, nil, nil)
 	}
 	w := &countingConn{fakeConn: fc}
-	s.OnOpen(w) // the connection writes through w
+	s.ev.OnOpen(w) // the connection writes through w
 	allocs := testing.AllocsPerRun(500, func() {
 		fc.in = batch
-		s.OnTraffic(w)
+		s.ev.OnTraffic(w)
 	})
 	if allocs != 0 {
 		t.Fatalf("%.2f allocations per wake-up of 32 calls, want 0", allocs)
@@ -164,7 +160,7 @@ func TestDrainingRefusesNewCalls(t *testing.T) {
 	s, fc := newTestServer(t)
 	s.draining.Store(true)
 	fc.in = proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 3}, builtin.EchoPacket, nil, nil)
-	s.OnTraffic(fc)
+	s.ev.OnTraffic(fc)
 	fs := decodeAll(t, fc.writes[0])
 	if len(fs) != 2 || fs[0].Kind != proto.KindGoAway || fs[1].Kind != proto.KindError {
 		t.Fatalf("replies while draining: %+v", fs)
@@ -176,7 +172,7 @@ func TestDrainingRefusesNewCalls(t *testing.T) {
 	if code != proto.CodeUnavailable || fs[1].Flags != proto.FlagUnprocessed {
 		t.Fatalf("call while draining: code %v flags %v", code, fs[1].Flags)
 	}
-	if _, action := s.OnOpen(&fakeConn{}); action == 0 {
+	if _, action := s.ev.OnOpen(&fakeConn{}); action == 0 {
 		t.Fatal("a new connection was accepted while draining")
 	}
 }
@@ -194,10 +190,10 @@ func TestInlineTypedPathAllocs(t *testing.T) {
 		batch = proto.AppendFrame(batch, proto.Header{Kind: proto.KindRequest, Codec: proto.CodecJSON, ID: uint32(i)}, builtin.EchoString, nil, []byte(`"0123456789abcdef"`))
 	}
 	w := &countingConn{fakeConn: fc}
-	s.OnOpen(w) // the connection writes through w
+	s.ev.OnOpen(w) // the connection writes through w
 	allocs := testing.AllocsPerRun(500, func() {
 		fc.in = batch
-		s.OnTraffic(w)
+		s.ev.OnTraffic(w)
 	})
 	if allocs > calls {
 		t.Fatalf("%.2f allocations per wake-up of %d typed calls, want at most %d", allocs, calls, calls)
@@ -221,7 +217,7 @@ func TestBigFrameInPieces(t *testing.T) {
 		k := min(len(stream), 50000)
 		fc.in = append(fc.in, stream[:k]...)
 		stream = stream[k:]
-		if action := s.OnTraffic(fc); action != 0 {
+		if action := s.ev.OnTraffic(fc); action != 0 {
 			t.Fatalf("action %v", action)
 		}
 		for _, w := range fc.writes {
@@ -242,119 +238,17 @@ func TestBigFrameInPieces(t *testing.T) {
 	}
 }
 
-// TestBigFrameReadFromSocket: once gnet's input is taken, the rest of a
-// large frame is read straight from the socket in the same wake-up, and
-// nothing past the frame's end: the frame after it stays in the socket for
-// gnet. The echo's reply goes straight to the socket, the payload from the
-// request's buffer.
-func TestBigFrameReadFromSocket(t *testing.T) {
-	s, fc := newTestServer(t)
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fds[0])
-	defer syscall.Close(fds[1])
-	for _, fd := range fds {
-		_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_SNDBUF, 1<<20)
-	}
-	fc.sock, fc.hasSock = fds[0], true
-
-	payload := make([]byte, 2*bigFrame+5)
-	for i := range payload {
-		payload[i] = byte(i * 7)
-	}
-	big := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, builtin.EchoPacket, nil, payload)
-	next := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 2}, builtin.EchoPacket, nil, []byte("next"))
-	const first = 50000 // what gnet has read; the rest is in the socket
-	fc.in = append(fc.in, big[:first]...)
-	rest := append(append([]byte(nil), big[first:]...), next...)
-	if n, err := syscall.Write(fds[1], rest); n != len(rest) || err != nil {
-		t.Fatalf("writing the rest into the socket: %d of %d bytes, %v", n, len(rest), err)
-	}
-
-	if action := s.OnTraffic(fc); action != 0 {
-		t.Fatalf("action %v", action)
-	}
-	if fs := decodeAll(t, readSocket(t, fds[1])); len(fs) != 1 || fs[0].ID != 1 || !bytes.Equal(fs[0].Payload, payload) {
-		t.Fatalf("reply to the large frame: %d frames, want its echo", len(fs))
-	}
-	if left := readSocket(t, fds[0]); !bytes.Equal(left, next) {
-		t.Fatalf("left in the socket: %d bytes; want the next frame's %d", len(left), len(next))
-	}
-	fc.in = append(fc.in, next...)
-	if action := s.OnTraffic(fc); action != 0 {
-		t.Fatalf("the next frame: action %v", action)
-	}
-	if fs := decodeAll(t, readSocket(t, fds[1])); len(fs) != 1 || !bytes.Equal(fs[0].Payload, []byte("next")) {
-		t.Fatalf("the next frame answered with %+v", fs)
-	}
-	st := s.Stats()
-	if in := uint64(len(big) + len(next)); st.BytesIn != in {
-		t.Fatalf("%d bytes in counted, want %d", st.BytesIn, in)
-	}
-	if out := uint64(2*proto.HeaderSize + len(payload) + len("next")); st.BytesOut != out {
-		t.Fatalf("%d bytes out counted, want %d", st.BytesOut, out)
-	}
-}
-
-// readSocket reads what the non-blocking socket fd holds now.
-func readSocket(t *testing.T, fd int) []byte {
-	t.Helper()
-	var got []byte
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := syscall.Read(fd, buf)
-		if err == syscall.EAGAIN {
-			return got
-		}
-		if err != nil || n == 0 {
-			t.Fatalf("reading the socket: %d, %v", n, err)
-		}
-		got = append(got, buf[:n]...)
-	}
-}
-
-// TestBigFrameSocketEnds: a peer that hangs up inside a large frame, or a
-// failed write of a large reply, ends the connection.
-func TestBigFrameSocketEnds(t *testing.T) {
-	frame := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, builtin.EchoPacket, nil, make([]byte, 2*bigFrame))
-
-	s, fc := newTestServer(t)
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fds[0])
-	fc.sock, fc.hasSock = fds[0], true
-	fc.in = append(fc.in, frame[:bigFrame]...)
-	if action := s.OnTraffic(fc); action != 0 {
-		t.Fatalf("action %v with the rest of the frame still to come", action)
-	}
-	syscall.Close(fds[1])
-	if action := s.OnTraffic(fc); action != gnet.Close {
-		t.Fatalf("action %v after the peer hung up inside a frame, want Close", action)
-	}
-
-	s, fc = newTestServer(t)
-	fc.writeErr = errors.New("broken pipe")
-	fc.in = append(fc.in, frame...)
-	if action := s.OnTraffic(fc); action != gnet.Close {
-		t.Fatalf("action %v after the large reply's write failed, want Close", action)
-	}
-}
-
 // TestBigFrameBadSections: a large frame whose sections break the protocol
 // is refused once gathered, with a GoAway, like any other.
 func TestBigFrameBadSections(t *testing.T) {
 	s, fc := newTestServer(t)
 	frame := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, "Bad Route", nil, make([]byte, 2*bigFrame))
 	fc.in = append(fc.in, frame[:bigFrame]...)
-	if action := s.OnTraffic(fc); action != 0 {
+	if action := s.ev.OnTraffic(fc); action != 0 {
 		t.Fatalf("action %v on the first piece", action)
 	}
 	fc.in = append(fc.in, frame[bigFrame:]...)
-	if action := s.OnTraffic(fc); action == 0 {
+	if action := s.ev.OnTraffic(fc); action == 0 {
 		t.Fatal("connection left open after a bad large frame")
 	}
 	fs := decodeAll(t, fc.writes[len(fc.writes)-1])
@@ -372,13 +266,13 @@ func TestOneByteSegmentsAllocs(t *testing.T) {
 	s, fc := newTestServer(t)
 	frame := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, builtin.EchoPacket, nil, make([]byte, 32))
 	w := &countingConn{fakeConn: fc}
-	s.OnOpen(w)                              // the connection writes through w
+	s.ev.OnOpen(w)                           // the connection writes through w
 	backing := make([]byte, 0, 2*len(frame)) // the test's own buffer never grows
 	allocs := testing.AllocsPerRun(200, func() {
 		fc.in = backing[:0]
 		for i := range frame {
 			fc.in = append(fc.in, frame[i])
-			s.OnTraffic(w)
+			s.ev.OnTraffic(w)
 		}
 	})
 	if allocs != 0 {
@@ -397,10 +291,10 @@ func TestGoAwayNamesGreatestID(t *testing.T) {
 	for _, id := range []uint32{6, 5} {
 		fc.in = proto.AppendFrame(fc.in, proto.Header{Kind: proto.KindRequest, ID: id}, builtin.EchoPacket, nil, nil)
 	}
-	s.OnTraffic(fc)
+	s.ev.OnTraffic(fc)
 	s.draining.Store(true)
 	fc.writes = nil
-	s.OnTraffic(fc)
+	s.ev.OnTraffic(fc)
 	fs := decodeAll(t, fc.writes[0])
 	if last, _, _ := fs[0].GoAwayBody(); fs[0].Kind != proto.KindGoAway || last != 6 {
 		t.Fatalf("GoAway names %d, want 6 (frames %+v)", last, fs)

@@ -1,9 +1,5 @@
 package reactor
 
-import (
-	"golang.org/x/sys/unix"
-)
-
 // Writing a wake-up's output. On an event loop rpcd writes to the socket
 // itself, never into gnet's outbound buffer: what the socket does not take
 // at once is kept in conn.held, the connection stops running frames, and
@@ -13,7 +9,7 @@ import (
 // connection whose output waits, and what its buffer holds cannot be
 // handed on. On the connection's own goroutine a write waits until the
 // peer has taken it all, or has taken nothing for Options.WriteTimeout
-// (writeStd).
+// (writeStd). The loop's system calls on the socket are in socket_unix.go.
 
 // flush writes out, a wake-up's output so far, and returns it emptied for
 // what follows. A failed write loses the connection (c.lost).
@@ -83,32 +79,4 @@ func (c *conn) wrote(n int, err error) {
 		c.s.log.Debug("rpcd: writing to a connection", "remote", c.remote, "err", err)
 		c.lost = true
 	}
-}
-
-// writeSocket writes a and then b to the non-blocking socket fd until it
-// would block, and returns how many bytes it took.
-func writeSocket(fd int, a, b []byte) (int, error) {
-	n, total := 0, len(a)+len(b)
-	for n < total {
-		var m int
-		var err error
-		switch {
-		case n < len(a) && len(b) > 0:
-			m, err = unix.Writev(fd, [][]byte{a[n:], b})
-		case n < len(a):
-			m, err = unix.Write(fd, a[n:])
-		default:
-			m, err = unix.Write(fd, b[n-len(a):])
-		}
-		n += max(m, 0)
-		switch err {
-		case nil:
-		case unix.EINTR:
-		case unix.EAGAIN:
-			return n, nil
-		default:
-			return n, err
-		}
-	}
-	return n, nil
 }

@@ -57,7 +57,7 @@ func wsDial(t testing.TB, s *reactor.Server) func(ctx context.Context, addr stri
 // TestSuiteOverWebSocket runs the end-to-end suite again with every
 // connection over WebSocket, served by ws.Handler through ServeConn.
 func TestSuiteOverWebSocket(t *testing.T) {
-	if overWS || overTLS {
+	if overWS || overTLS || overStd {
 		t.Skip("already over another transport")
 	}
 	if testing.Short() {

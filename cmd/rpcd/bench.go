@@ -68,8 +68,9 @@ JSON (rate_reached, rate_shortfall), with what held it back: callers too
 few for the calls' latency (-c × -inflight / latency is the most they
 make), or this process falling behind its schedule.
 
--matrix seed runs the NewLife table against one server: the six NewLife
-scenarios at 1, 4, 16, 20 and 32 callers with a connection each, and the
+-matrix seed runs the seed table against one server (the scenarios rpcd's
+benchmarks began from; docs/performance.md says where): its six scenarios
+at 1, 4, 16, 20 and 32 callers with a connection each, and the
 throughput rows, NoArg and EchoPacket16 over 100 connections; each cell
 runs -d (2s by default here) after -warmup (500ms by default here).
 
@@ -157,7 +158,7 @@ func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "deadline of each call, and bound on connecting")
 	fs.IntVar(&f.maxFrame, "max-frame", proto.DefaultMaxFrameSize, "largest frame sent or read, header included, in `bytes`; given to the child server too")
 	fs.BoolVar(&f.jsonOut, "json", false, "write the results as JSON on standard output")
-	fs.StringVar(&f.matrix, "matrix", "", "`name` of a set of runs to make in one go: seed (the NewLife table)")
+	fs.StringVar(&f.matrix, "matrix", "", "`name` of a set of runs to make in one go: seed (the seed table)")
 	fs.IntVar(&f.runs, "runs", 1, "make every cell `N` times, interleaved, and report each cell's median run by calls/s")
 	fs.StringVar(&f.driver, "driver", "auto", "what makes the calls: wire (frames written and read by this program, many calls per goroutine), client (a client per connection, a goroutine per caller), or auto: wire where it can")
 	f.sec.define(fs)

@@ -42,12 +42,12 @@ var childPID = regexp.MustCompile(`(?m)^server: child process pid (\d+) at (\S+)
 // checkChildGone fails t if the process pid still runs, and kills it.
 func checkChildGone(t *testing.T, pid int) {
 	t.Helper()
-	err := syscall.Kill(pid, 0)
-	if errors.Is(err, syscall.ESRCH) {
+	gone, err := processGone(pid)
+	if gone {
 		return
 	}
-	t.Errorf("the server child process %d still runs after bench exited (kill 0: %v)", pid, err)
-	_ = syscall.Kill(pid, syscall.SIGKILL)
+	t.Errorf("the server child process %d still runs after bench exited (%v)", pid, err)
+	killProcess(pid)
 }
 
 // columns splits a table line into its cells: tabwriter pads with two
@@ -682,6 +682,7 @@ func TestChildServingAddr(t *testing.T) {
 // TestProcessBenchSignal checks that SIGINT or SIGTERM during a run stops
 // it: bench prints what it measured, stops its child server and exits 1.
 func TestProcessBenchSignal(t *testing.T) {
+	needSignals(t)
 	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			var stdout, stderr syncBuffer
@@ -758,9 +759,9 @@ func TestProcessBenchKilled(t *testing.T) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	deadline := time.Now().Add(stopTimeout)
-	for syscall.Kill(pid, 0) == nil {
+	for gone, _ := processGone(pid); !gone; gone, _ = processGone(pid) {
 		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			killProcess(pid)
 			t.Fatalf("the server child %d outlived its killed bench by %v", pid, stopTimeout)
 		}
 		time.Sleep(20 * time.Millisecond)

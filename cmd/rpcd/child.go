@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -84,12 +85,19 @@ func (ch *serveChild) pid() int { return ch.cmd.Process.Pid }
 
 // stop sends SIGTERM, on which serve drains and exits, and waits for the
 // exit; after childStopTimeout it kills the child. It returns an error if
-// the child had to be killed or did not exit cleanly.
+// the child had to be killed or did not exit cleanly. On Windows, where no
+// signal but a kill can be sent to another process, it kills the child at
+// once: the run is over, and nothing is lost but the drain.
 func (ch *serveChild) stop() error {
 	select {
 	case <-ch.exited:
 		return ch.exitError("had exited before the end of the run")
 	default:
+	}
+	if runtime.GOOS == "windows" {
+		_ = ch.cmd.Process.Kill()
+		<-ch.exited
+		return nil
 	}
 	_ = ch.cmd.Process.Signal(syscall.SIGTERM)
 	timer := time.NewTimer(childStopTimeout)

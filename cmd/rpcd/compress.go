@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/rpcd/rpcd/client"
-	"github.com/rpcd/rpcd/compression"
+	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
 

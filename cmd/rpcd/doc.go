@@ -247,8 +247,9 @@
 // p999_us, max_us, bytes_per_sec, cpu_per_call_us and the settings of the
 // run. On a terminal, standard error shows a progress line each second.
 //
-// -matrix seed reproduces the NewLife table against one server: the six
-// NewLife scenarios at 1, 4, 16, 20 and 32 callers, each on its own
+// -matrix seed runs the seed table against one server (the scenarios rpcd's
+// benchmarks began from; docs/performance.md says where): its six
+// scenarios at 1, 4, 16, 20 and 32 callers, each on its own
 // connection, then NoArg and EchoPacket16 over 100 connections; each cell
 // runs -d (default 2s) after -warmup (default 500ms). It prints one table,
 // calls/s and p99 µs per cell, or with -json an array of cell objects.

@@ -21,6 +21,7 @@ import (
 // by $RPCD_ADMIN bound to every interface; 1 once it drains (a stream holds
 // the drain open) and when nothing listens.
 func TestProcessHealth(t *testing.T) {
+	needSignals(t)
 	d := startServe(t, "-log-format", "json", "-admin", "127.0.0.1:0", "-drain-timeout", "5s")
 	admin := adminAddr(t, d.log.String())
 	_, port, _ := net.SplitHostPort(admin)

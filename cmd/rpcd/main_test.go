@@ -166,9 +166,19 @@ func startServeEnv(t *testing.T, env []string, args ...string) *daemon {
 	return d
 }
 
+// needSignals skips a test that signals another process to stop it
+// gracefully: Windows sends another process no signal but a kill.
+func needSignals(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("Windows sends another process no signal but a kill")
+	}
+}
+
 // stop sends sig and returns the exit status once the process has exited.
 func (d *daemon) stop(t *testing.T, sig os.Signal) int {
 	t.Helper()
+	needSignals(t)
 	if err := d.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signalling rpcd serve: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -215,7 +216,15 @@ func TestServeInProcess(t *testing.T) {
 	if code := s.wait(t, stopTimeout); code != 0 {
 		t.Errorf("exit status %d after SIGTERM, want 0; log:\n%s", code, s.log.String())
 	}
-	for _, want := range []string{`"msg":"rpcd: serving"`, `"loops":1`, `"msg":"rpcd: draining"`, `"signal":"terminated"`, `"msg":"rpcd: stopped"`} {
+	transport := []string{`"transport":"epoll event loops"`, `"loops":1`} // the serving line names it
+	switch runtime.GOOS {
+	case "linux":
+	case "windows":
+		transport = []string{`"transport":"goroutine per connection"`}
+	default:
+		transport = []string{`"transport":"kqueue event loops"`, `"loops":1`}
+	}
+	for _, want := range append(transport, `"msg":"rpcd: serving"`, `"msg":"rpcd: draining"`, `"signal":"terminated"`, `"msg":"rpcd: stopped"`) {
 		if !strings.Contains(s.log.String(), want) {
 			t.Errorf("log lacks %s:\n%s", want, s.log.String())
 		}

@@ -30,14 +30,15 @@ var serveCmd = &command{
 	synopsis: "[flags]",
 	summary:  "serve the built-in routes",
 	about: `Serve listens on -addr and serves the built-in routes (Sys/*, Math/Sum,
-Bench/*) on gnet event loops, logging to standard error. Once listening it
-logs "rpcd: serving" with the address it is bound to. On SIGINT or SIGTERM
-it drains: it sends GoAway on every connection, answers the calls in flight
-for up to -drain-timeout, logs "rpcd: stopped" and exits 0, or 1 if the
-calls outlast -drain-timeout. A second signal, half a second or more after
-the first, exits at once with status 1. Mistakes in the flags, the
-environment or the file are all reported before it listens, with exit
-status 78.`,
+Bench/*) on gnet event loops (epoll on Linux, kqueue on macOS and FreeBSD;
+on Windows, and over TLS, a goroutine per connection), logging to standard
+error. Once listening it logs "rpcd: serving" with the address it is bound
+to and the transport. On SIGINT or SIGTERM it drains: it sends GoAway on
+every connection, answers the calls in flight for up to -drain-timeout,
+logs "rpcd: stopped" and exits 0, or 1 if the calls outlast
+-drain-timeout. A second signal, half a second or more after the first,
+exits at once with status 1. Mistakes in the flags, the environment or the
+file are all reported before it listens, with exit status 78.`,
 	example: `rpcd serve -addr 127.0.0.1:7070 -log-format json`,
 	setup:   setupServe,
 }
@@ -205,11 +206,13 @@ func (c *cli) serve(f *serveFlags, args []string) error {
 		_ = shutdown(context.Background(), srv, gw)
 		return exitStatus(exitFail)
 	}
-	// Over TLS the reactor serves on the standard library's transport, a
-	// goroutine per connection: no event loops to report.
-	transport := []any{"loops", loops}
-	if tlsConfig != nil {
-		transport = []any{"transport", "goroutine per connection"}
+	// What serves the connections (reactor.Server.Transport): event loops,
+	// epoll or kqueue, and how many; or, over TLS and on Windows, the
+	// standard library's transport, a goroutine per connection, with no
+	// loops to report.
+	transport := []any{"transport", srv.Transport()}
+	if n := srv.Loops(); n > 0 {
+		transport = append(transport, "loops", n)
 	}
 	logger.Info("rpcd: serving", append(append([]any{"addr", srv.Addr().String()}, transport...),
 		"GOMAXPROCS", runtime.GOMAXPROCS(0),

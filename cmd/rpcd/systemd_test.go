@@ -15,6 +15,7 @@ import (
 // READY=1 comes once serve answers calls, STOPPING=1 when SIGTERM begins
 // the drain, each with a STATUS= line.
 func TestProcessServeNotify(t *testing.T) {
+	needSignals(t)
 	dir, err := os.MkdirTemp("", "rpcd-notify-") // short: a socket's path has at most 107 bytes
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,9 @@
 // Package builtin holds the routes that `rpcd serve` ships with: a ping, a
-// route list, the routes' descriptions (Sys/Describe), Math/Sum, and the handlers of the benchmark scenarios of
-// ../shared/seeds (NoArg, EchoString, MultiArgs, EchoPacket). A program
-// embedding rpcd registers them with Register; the bench module serves them
-// from every system it compares.
+// route list, the routes' descriptions (Sys/Describe), health and
+// statistics, Math/Sum, and the handlers of the benchmark scenarios (NoArg,
+// EchoString, MultiArgs, EchoPacket; docs/performance.md). It is API: a
+// program embedding rpcd registers them with Register, and the bench module
+// serves them from every system it compares.
 package builtin
 
 import (

@@ -17,7 +17,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -157,7 +156,7 @@ func Run(ctx context.Context, cfg Config, call CallFunc) (Result, error) {
 		mctx, stop = context.WithTimeout(mctx, cfg.Duration)
 		defer stop()
 	}
-	cpu0 := cpuTime()
+	cpu0 := ProcessCPU()
 	start := time.Now()
 	done := make(chan struct{})
 	var progress sync.WaitGroup
@@ -180,7 +179,7 @@ func Run(ctx context.Context, cfg Config, call CallFunc) (Result, error) {
 	}
 	runPhase(mctx, cfg, call, t)
 	elapsed := time.Since(start)
-	cpu := cpuTime() - cpu0
+	cpu := ProcessCPU() - cpu0
 	close(done)
 	progress.Wait() // no Progress call after Run returns
 	return summarize(t, elapsed, cpu), nil
@@ -370,13 +369,4 @@ func classify(err error) string {
 		return "wrong reply"
 	}
 	return err.Error()
-}
-
-// cpuTime returns this process's user plus system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

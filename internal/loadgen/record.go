@@ -52,7 +52,3 @@ func (t *Tally) Failed(kind string, busy time.Duration) {
 
 // Flush moves the latencies the Tally holds into its histogram shard.
 func (t *Tally) Flush() { (*caller)(t).record() }
-
-// CPUTime returns this process's user plus system CPU time so far, as Run
-// measures it.
-func CPUTime() time.Duration { return cpuTime() }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rpcd/rpcd/compression"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/internal/leaktest"
 	"github.com/rpcd/rpcd/proto"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/rpcd/rpcd/reactor"
 )
 
-// TestNodeEdges runs interop/node/edges.mjs, a client written in
+// TestNodeEdges runs internal/interop/node/edges.mjs, a client written in
 // JavaScript from docs/protocol.md alone, against an in-process server
 // with `rpcd serve`'s routes and default limits: the page's edge cases
 // (pipelining, a peer held back, half-close, the lingering close, frames

@@ -16,7 +16,7 @@ import (
 	"github.com/rpcd/rpcd/reactor"
 )
 
-// TestPythonClient runs interop/python/test_interop.py, a client written from
+// TestPythonClient runs internal/interop/python/test_interop.py, a client written from
 // docs/protocol.md alone, against an in-process rpcd server: the built-in
 // routes, and the test routes of registerCallBack, through which the server
 // calls the client back; and against a second one with topic permissions

@@ -4,10 +4,10 @@
 // sources, against it, so a passing run shows the document (not the Go
 // code) describes the wire format:
 //
-//   - interop/python/rpcd_client.py, a Python client, with its tests
+//   - internal/interop/python/rpcd_client.py, a Python client, with its tests
 //     (calls, the server's calls back, publish/subscribe, streams,
 //     compression, topic permissions);
-//   - interop/node/edges.mjs, a JavaScript client that checks the edges
+//   - internal/interop/node/edges.mjs, a JavaScript client that checks the edges
 //     (pipelining, a peer held back, half-close, the lingering close,
 //     frames out of order, limits) line by line against the page.
 //

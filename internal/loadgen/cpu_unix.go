@@ -1,0 +1,18 @@
+//go:build unix
+
+package loadgen
+
+import (
+	"syscall"
+	"time"
+)
+
+// ProcessCPU returns this process's user plus system CPU time so far; 0
+// if the system does not say.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
