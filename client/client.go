@@ -100,42 +100,70 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 }
 
 func (c *Client) dial(ctx context.Context) (*wire, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
+	nc, zip, err := dialConn(ctx, c.addr, &c.opts)
+	if err != nil {
+		return nil, err
+	}
+	return newWire(nc, &c.opts, zip, c.srv, c.idle, c.watch), nil
+}
+
+// DialConn opens one connection to addr as a Client's would be opened under
+// opts (Dial, TLS, ProbeTimeout, and the Hello of Credentials and
+// Compression), and returns it ready for frames, with the compression the
+// server takes for calls' payloads (proto.CompressionNone if none). It is
+// for programs that speak the protocol themselves over many connections,
+// as rpcd's load generator does (package load); the frames are theirs to
+// write and read (docs/protocol.md).
+func DialConn(ctx context.Context, addr string, opts Options) (net.Conn, proto.Compression, error) {
+	opts = opts.withDefaults()
+	if err := checkCompression(opts.Compression); err != nil {
+		return nil, proto.CompressionNone, err
+	}
+	if opts.TLS != nil {
+		opts.TLS = tlsConfigFor(opts.TLS, addr)
+	}
+	return dialConn(ctx, addr, &opts)
+}
+
+// dialConn opens a connection under o, with its defaults set: dial, TLS,
+// probe and handshake, within o.DialTimeout.
+func dialConn(ctx context.Context, addr string, o *Options) (net.Conn, proto.Compression, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
-	nc, err := c.opts.Dial(ctx, c.addr)
+	zip := proto.CompressionNone
+	nc, err := o.Dial(ctx, addr)
 	if err != nil {
 		msg := err.Error()
 		if _, ok := err.(*net.OpError); !ok { // an OpError names the address itself
-			msg = "dial " + c.addr + ": " + msg
+			msg = "dial " + addr + ": " + msg
 		}
-		return nil, &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: true}
+		return nil, zip, &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: true}
 	}
-	if c.opts.TLS != nil {
-		tc := tls.Client(nc, c.opts.TLS)
+	if o.TLS != nil {
+		tc := tls.Client(nc, o.TLS)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
-			return nil, &handler.Error{Code: proto.CodeUnavailable, Message: "tls handshake with " + c.addr + ": " + err.Error(), Unprocessed: true}
+			return nil, zip, &handler.Error{Code: proto.CodeUnavailable, Message: "tls handshake with " + addr + ": " + err.Error(), Unprocessed: true}
 		}
 		nc = tc
 	}
-	if c.opts.ProbeTimeout > 0 {
-		if err := probe(ctx, nc, c.addr, c.opts.ProbeTimeout, &c.opts.Limits); err != nil {
+	if o.ProbeTimeout > 0 {
+		if err := probe(ctx, nc, addr, o.ProbeTimeout, &o.Limits); err != nil {
 			nc.Close()
-			return nil, err
+			return nil, zip, err
 		}
 	}
-	zip := proto.CompressionNone
-	if takes := c.opts.takes(); c.opts.Credentials != nil || takes != nil {
-		theirs, err := handshake(ctx, nc, c.opts.Credentials, takes, &c.opts.Limits)
+	if takes := o.takes(); o.Credentials != nil || takes != nil {
+		theirs, err := handshake(ctx, nc, o.Credentials, takes, &o.Limits)
 		if err != nil {
 			nc.Close()
-			return nil, err
+			return nil, zip, err
 		}
-		if slices.Contains(theirs, c.opts.Compression) {
-			zip = c.opts.Compression
+		if slices.Contains(theirs, o.Compression) {
+			zip = o.Compression
 		}
 	}
-	return newWire(nc, &c.opts, zip, c.srv, c.idle, c.watch), nil
+	return nc, zip, nil
 }
 
 // tlsConfigFor returns cfg with ServerName set to the host of addr if

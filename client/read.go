@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -40,6 +39,8 @@ import (
 // for it to hand the connection over.
 
 const (
+	// readBufSize is the most a connection's read buffer grows to
+	// (readbuf.go), and the largest frame read whole.
 	readBufSize = 64 << 10
 
 	// lingerIdle is how long the token may stay unused, at the least,
@@ -62,7 +63,7 @@ const (
 
 // reading is a wire's read side.
 type reading struct {
-	br   *bufio.Reader
+	br   *readBuf
 	tok  atomic.Bool   // held by whoever reads br
 	kick chan struct{} // asks the listener to take the token
 
@@ -92,7 +93,7 @@ var longAgo = time.Unix(1, 0)
 func (r *reading) init(src io.Reader, idle *idleWires, watch *lingerWatch) {
 	r.idle = idle
 	r.watch = watch
-	r.br = bufio.NewReaderSize(src, readBufSize)
+	r.br = newReadBuf(src)
 	r.kick = make(chan struct{}, 1)
 	r.sparse = true // until two calls come close together
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/internal/loadgen"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -49,6 +50,16 @@ type Config struct {
 	// as its previous reply came.
 	Rate    float64
 	Timeout time.Duration // each call's deadline, and bound on dialling a service node; 5 s if 0
+
+	// Driver chooses what makes the calls: DriverAuto (the default), the
+	// wire driver where it can run the load and clients where it cannot;
+	// DriverWire, or DriverClient (wire.go says why two).
+	Driver string
+	// ServerCPU, if not nil, returns the CPU time the server has used so
+	// far; Bench reads it before and after the measured part of the run
+	// for the report's ServerCPUPerCallUS. ServerCPUFromStats makes one
+	// for a server that serves builtin.Stats.
+	ServerCPU func() (time.Duration, error)
 
 	// Progress, if not nil, is told of the run as it goes (a live
 	// display): see Progress.
@@ -112,40 +123,40 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	clients, closeClients, err := dialCallers(ctx, cfg)
+	driver, err := driverFor(cfg.Driver, cfg.Addr, cfg.Scenario, cfg.Client)
 	if err != nil {
 		return nil, err
 	}
-	defer closeClients()
-
+	var res loadgen.Result
+	var first map[string]string
+	var srvCPU time.Duration
+	srvOK := false
+	measured := func(run func() error) error { // run with the server's CPU read around it
+		var c0 time.Duration
+		var err0 error
+		if cfg.ServerCPU != nil {
+			c0, err0 = cfg.ServerCPU()
+		}
+		if err := run(); err != nil {
+			return err
+		}
+		if cfg.ServerCPU != nil && err0 == nil {
+			if c1, err1 := cfg.ServerCPU(); err1 == nil && c1 >= c0 {
+				srvCPU, srvOK = c1-c0, true
+			}
+		}
+		return nil
+	}
+	if driver == DriverWire {
+		res, first, err = runWire(ctx, cfg, measured)
+	} else {
+		err = runClients(ctx, cfg, measured, &res, &first)
+	}
+	if err != nil {
+		return nil, err
+	}
 	sc := cfg.Scenario
 	callers := cfg.Conns * cfg.Inflight
-	workers := make([]*worker, callers)
-	for w := range workers {
-		workers[w] = &worker{call: sc.NewCall(clients[w/cfg.Inflight], w)}
-	}
-	call := func(ctx context.Context, w int) (int, error) {
-		return workers[w].do(ctx, cfg.Timeout)
-	}
-
-	lcfg := loadgen.Config{
-		Callers:  callers,
-		Duration: cfg.Duration,
-		Calls:    cfg.Calls,
-		Warmup:   cfg.Warmup,
-		Rate:     cfg.Rate,
-		Classify: classify,
-	}
-	if cfg.Progress != nil {
-		cfg.Progress(Progress{Starting: true})
-		lcfg.Progress = func(p loadgen.Progress) {
-			cfg.Progress(Progress{Elapsed: p.Elapsed, Calls: p.Calls, Errors: p.Errors})
-		}
-	}
-	res, err := loadgen.Run(ctx, lcfg, call)
-	if err != nil {
-		return nil, err
-	}
 
 	r := &Report{
 		Calls:        res.Calls,
@@ -161,7 +172,9 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 		P999US:       res.P999US,
 		MaxUS:        res.MaxUS,
 		CPUPerCallUS: round(res.CPUPerCallUS, 3),
+		FirstErrors:  first,
 		Settings: Settings{
+			Driver:       driver,
 			Scenario:     sc.Name,
 			Route:        sc.Route,
 			Codec:        sc.Codec,
@@ -196,20 +209,79 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 	} else {
 		r.Settings.Duration = cfg.Duration.String()
 	}
+	if srvOK && res.Calls > 0 {
+		r.ServerCPUPerCallUS = round(float64(srvCPU.Nanoseconds())/1e3/float64(res.Calls), 3)
+	}
+	for kind := range r.FirstErrors {
+		if _, counted := r.ErrorsBy[kind]; !counted {
+			delete(r.FirstErrors, kind) // seen in the warm-up only
+		}
+	}
+	if len(r.FirstErrors) == 0 {
+		r.FirstErrors = nil
+	}
+	return r, nil
+}
+
+// runClients runs cfg's load on clients, a goroutine per caller, through
+// loadgen.Run, the measured part in measured.
+func runClients(ctx context.Context, cfg Config, measured func(func() error) error, res *loadgen.Result, first *map[string]string) error {
+	clients, closeClients, err := dialCallers(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeClients()
+
+	sc := cfg.Scenario
+	callers := cfg.Conns * cfg.Inflight
+	workers := make([]*worker, callers)
+	for w := range workers {
+		workers[w] = &worker{call: sc.NewCall(clients[w/cfg.Inflight], w)}
+	}
+	call := func(ctx context.Context, w int) (int, error) {
+		return workers[w].do(ctx, cfg.Timeout)
+	}
+	lcfg := loadgen.Config{
+		Callers:  callers,
+		Duration: cfg.Duration,
+		Calls:    cfg.Calls,
+		Warmup:   cfg.Warmup,
+		Rate:     cfg.Rate,
+		Classify: classify,
+	}
+	if cfg.Progress != nil {
+		cfg.Progress(Progress{Starting: true})
+		lcfg.Progress = func(p loadgen.Progress) {
+			cfg.Progress(Progress{Elapsed: p.Elapsed, Calls: p.Calls, Errors: p.Errors})
+		}
+	}
+	if cfg.Warmup > 0 { // a run of its own, so that measured holds the measured part alone
+		warm := lcfg
+		warm.Calls, warm.Duration, warm.Warmup, warm.Progress = 0, cfg.Warmup, 0, nil
+		if _, err := loadgen.Run(ctx, warm, call); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		lcfg.Warmup = 0
+	}
+	if err := measured(func() error {
+		var err error
+		*res, err = loadgen.Run(ctx, lcfg, call)
+		return err
+	}); err != nil {
+		return err
+	}
+	*first = map[string]string{}
 	for _, wk := range workers {
 		for kind, msg := range wk.firstErrors {
-			if _, counted := r.ErrorsBy[kind]; !counted {
-				continue // seen in the warm-up only
-			}
-			if r.FirstErrors == nil {
-				r.FirstErrors = map[string]string{}
-			}
-			if _, ok := r.FirstErrors[kind]; !ok {
-				r.FirstErrors[kind] = msg
+			if _, ok := (*first)[kind]; !ok {
+				(*first)[kind] = msg
 			}
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // compressionName is the compression opts ask for, for a report: empty
@@ -441,4 +513,23 @@ func classify(err error) string {
 		return "wrong reply"
 	}
 	return handler.CodeOf(err).String()
+}
+
+// ServerCPUFromStats returns a Config.ServerCPU that reads the server's
+// CPU time from its builtin.Stats (Sys/Stats, which rpcd serve serves)
+// through c, each call within timeout. A server that does not serve it, or
+// reports no CPU time, gives an error, and the report no server CPU.
+func ServerCPUFromStats(c Caller, timeout time.Duration) func() (time.Duration, error) {
+	return func() (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		var st builtin.StatsReply
+		if err := c.Call(ctx, builtin.Stats, nil, &st); err != nil {
+			return 0, err
+		}
+		if st.CPUSec <= 0 {
+			return 0, errors.New("rpcd: the server reports no CPU time")
+		}
+		return time.Duration(st.CPUSec * float64(time.Second)), nil
+	}
 }

@@ -15,10 +15,12 @@
 // EchoString16, EchoString2000, MultiArgs, EchoPacket16, EchoPacket2000),
 // and Sum, which sends new arguments on every call; they call the routes
 // of handler/builtin, which `rpcd serve` serves and a program adds with
-// builtin.Register. JSON scenarios call through Client.Call, encoding and
-// decoding each call as a typed caller does; raw ones through CallRaw with
-// a reply buffer per caller. RawRoute and JSONRoute make a scenario of any
-// route. SeedMatrix is the seed table: its six scenarios at 1 to 32
+// builtin.Register. On clients, JSON scenarios call through Client.Call,
+// encoding and decoding each call as a typed caller does, and raw ones
+// through CallRaw with a reply buffer per caller; the wire driver encodes
+// and decodes the same values with the same codec. RawRoute and JSONRoute
+// make a scenario of any route. SeedMatrix is the seed table: its six
+// scenarios at 1 to 32
 // callers and two at 100 connections.
 //
 // Every reply is checked: one that is not the one expected counts as a
@@ -33,6 +35,19 @@
 // latency counted from its schedule, so that a stalled server shows, as
 // wrk2 does it). Runs are measured after a warm-up whose calls are not
 // counted.
+//
+// # Drivers
+//
+// What makes the calls is a driver (Config.Driver, SoakConfig.Driver). The
+// wire driver, the default where it can run the load, writes the request
+// frames and reads the replies itself: each connection's goroutine reads a
+// batch of replies, checks and records them, and writes its callers' next
+// calls in one write, and an open loop's calls are paced from a few
+// goroutines over timing wheels; a connection costs a few KiB. The client
+// driver calls through a client.Client per connection and a goroutine per
+// caller, as a program would; it runs what the wire driver does not: a
+// service target, a scenario a program built, payloads past 64 KiB. A
+// report names the driver that made its calls.
 //
 // # Servers
 //

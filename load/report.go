@@ -27,6 +27,10 @@ type Report struct {
 	P999US       float64           `json:"p999_us"`
 	MaxUS        float64           `json:"max_us"`
 	CPUPerCallUS float64           `json:"cpu_per_call_us"` // this process's user+system CPU per call: the load generator's share
+	// ServerCPUPerCallUS is the server's CPU per call over the same
+	// window, where Config.ServerCPU could read it (rpcd bench reads the
+	// server's builtin.Stats).
+	ServerCPUPerCallUS float64 `json:"server_cpu_per_call_us,omitempty"`
 	// With a Rate: whether calls/s came to 95 % of it, and if not, what
 	// held it back.
 	RateReached   *bool    `json:"rate_reached,omitempty"`
@@ -38,6 +42,7 @@ type Report struct {
 // Settings is how a run was made.
 type Settings struct {
 	Scenario     string  `json:"scenario"` // "custom" for RawRoute's and JSONRoute's
+	Driver       string  `json:"driver"`   // what made the calls: "wire" or "client" (Config.Driver)
 	Route        string  `json:"route"`
 	Codec        string  `json:"codec"`              // "json" or "raw"
 	Compress     string  `json:"compress,omitempty"` // what the clients asked for (rpcd bench -compress, when given)
@@ -65,7 +70,7 @@ func (r *Report) WriteText(w io.Writer, runs int) error {
 	s := r.Settings
 	fmt.Fprintf(&b, "%s: %s, %s, %s; %s\n", s.Scenario, s.Route, s.Codec, payloadText(s), loadText(s, runs))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tconns×inflight\tcalls\tcalls/s\terrors\tmean µs\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tmax µs\tMB/s\tCPU µs/call")
+	fmt.Fprintln(tw, "scenario\tconns×inflight\tcalls\tcalls/s\terrors\tmean µs\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tmax µs\tMB/s\tCPU µs/call\tserver CPU µs/call")
 	name := s.Scenario
 	if name == "custom" {
 		name = s.Route
@@ -74,8 +79,12 @@ func (r *Report) WriteText(w io.Writer, runs int) error {
 	if r.Calls > r.Errors {
 		latency = fmt.Sprintf("%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f", r.MeanUS, r.P50US, r.P90US, r.P99US, r.P999US, r.MaxUS)
 	}
-	fmt.Fprintf(tw, "%s\t%d×%d\t%d\t%.0f\t%d\t%s\t%.2f\t%.2f\n",
-		name, s.Connections, s.Inflight, r.Calls, r.CallsPerSec, r.Errors, latency, r.BytesPerSec/1e6, r.CPUPerCallUS)
+	server := "-" // not known
+	if r.ServerCPUPerCallUS > 0 {
+		server = fmt.Sprintf("%.2f", r.ServerCPUPerCallUS)
+	}
+	fmt.Fprintf(tw, "%s\t%d×%d\t%d\t%.0f\t%d\t%s\t%.2f\t%.2f\t%s\n",
+		name, s.Connections, s.Inflight, r.Calls, r.CallsPerSec, r.Errors, latency, r.BytesPerSec/1e6, r.CPUPerCallUS, server)
 	tw.Flush()
 	writeErrors(&b, r.ErrorsBy, r.FirstErrors)
 	_, err := w.Write(b.Bytes())
@@ -106,6 +115,9 @@ func loadText(s Settings, runs int) string {
 		b.WriteString("closed loop")
 	}
 	fmt.Fprintf(&b, ", %s timeout; GOMAXPROCS %d", s.Timeout, s.GOMAXPROCS)
+	if s.Driver != "" {
+		fmt.Fprintf(&b, "; %s driver", s.Driver)
+	}
 	if runs > 1 {
 		fmt.Fprintf(&b, "; median of %d interleaved runs by calls/s, errors summed", runs)
 	}

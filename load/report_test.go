@@ -31,6 +31,9 @@ func goldenReports() []*Report {
 			r := &Report{Calls: int64(1000*i + j + 1), Errors: int64(j % 2), ErrorsBy: map[string]int64{}, CallsPerSec: 12345.678 + float64(i*j), P99US: 99.5 + float64(i),
 				MeanUS: 1.25, P50US: 2, P90US: 3, P999US: 4, MaxUS: 5, BytesPerSec: 2e6, CPUPerCallUS: 1.234, Runs: 3,
 				Settings: Settings{Scenario: sc, Route: "Bench/X", Codec: "raw", PayloadBytes: 16, Connections: n, Inflight: 1, Warmup: "500ms", Timeout: "5s", GOMAXPROCS: 2, Duration: "2s"}}
+			if j%2 == 0 {
+				r.Settings.Driver, r.ServerCPUPerCallUS = DriverWire, 0.987
+			}
 			if j%2 == 1 {
 				r.ErrorsBy["unavailable"] = 1
 				r.FirstErrors = map[string]string{"unavailable": "rpcd: unavailable: x"}
@@ -91,11 +94,12 @@ func TestWriteTextSoakChaos(t *testing.T) {
 	w := func(warm bool, end float64) SoakWindow {
 		return SoakWindow{EndSec: end, Warmup: warm, Calls: 100, Errors: 1, ErrorsBy: map[string]int64{"unavailable": 1}, CallsPerSec: 999.4, P50US: 10, P99US: 99, MaxUS: 1234,
 			FirstErrors: map[string]string{"unavailable": "rpcd: unavailable: boom"},
-			Server:      builtin.StatsReply{HeapInuse: 5 << 20, RSS: 20 << 20, Goroutines: 136, Conns: 1001}, Client: SoakProcess{Goroutines: 5, HeapInuse: 3 << 20}}
+			Server:      builtin.StatsReply{HeapInuse: 5 << 20, RSS: 20 << 20, Goroutines: 136, Conns: 1001, CPUSec: end}, Client: SoakProcess{Goroutines: 5, HeapInuse: 3 << 20, RSS: 9 << 20, CPUPerCallUS: 7.5, ServerCPUPerCallUS: 6.25}}
 	}
 	rep := &SoakReport{Scenario: "EchoPacket16", Conns: 1000, RatePerConn: 40, Compression: "zstd", Server: "child process pid 1 at 127.0.0.1:1",
 		Idle: builtin.StatsReply{HeapInuse: 3 << 20, RSS: 17 << 20, Goroutines: 10, Conns: 1}, Connected: builtin.StatsReply{HeapInuse: 4 << 20, RSS: 18 << 20, Goroutines: 11, Conns: 1001},
-		Windows: []SoakWindow{w(true, 10), w(false, 20), w(false, 30)}, Calls: 300, Errors: 3, GOMAXPROCS: 2, DialSec: 1.5}
+		Windows: []SoakWindow{w(true, 10), w(false, 20), w(false, 30)}, Calls: 300, Errors: 3, GOMAXPROCS: 2, DialSec: 1.5, Driver: DriverWire,
+		ClientHeapPerConn: 2048, ClientRSSPerConn: 4096}
 	judgeSoak(rep, 40000)
 	_ = rep.WriteText(&out)
 	for _, w := range rep.Windows {

@@ -38,7 +38,74 @@ type Scenario struct {
 	// runs on that caller's goroutine only.
 	NewCall func(c Caller, worker int) Call
 
+	// frames, set for the named scenarios, RawRoute's and JSONRoute's, is
+	// the same load as frames, for the wire driver (wire.go), which speaks
+	// the protocol itself: a scenario a program builds has only NewCall,
+	// and runs on clients.
+	frames func(worker int) frameCall
+
 	custom bool // RawRoute's or JSONRoute's: reported as "custom"
+}
+
+// frameCall is one caller's calls of a scenario as frames: each request's
+// payload appended by request, then its reply's payload checked by check,
+// which returns the payload bytes moved, as a Call does.
+type frameCall struct {
+	request func(dst []byte) []byte
+	check   func(reply []byte) (int, error)
+}
+
+// typedCall is one caller's calls of a JSON scenario: next, if set,
+// prepares each call's argument in; out is zeroed by reset before the
+// reply is decoded into it and checked by check. The scenario calls
+// through Client.Call (NewCall) or as frames (frames) with the same
+// values.
+type typedCall struct {
+	in    any // the argument, boxed once; nil for none
+	outp  any // a pointer to the reply's value, boxed once
+	next  func()
+	reset func()
+	check func() (int, error)
+}
+
+// typedScenario returns a JSON scenario whose callers' calls mk makes.
+func typedScenario(name, route string, size int, mk func(worker int) *typedCall) Scenario {
+	return Scenario{Name: name, Route: route, Codec: "json", Size: size,
+		NewCall: func(cl Caller, worker int) Call {
+			tc := mk(worker)
+			return func(ctx context.Context) (int, error) {
+				if tc.next != nil {
+					tc.next()
+				}
+				tc.reset()
+				if err := cl.Call(ctx, route, tc.in, tc.outp); err != nil {
+					return 0, err
+				}
+				return tc.check()
+			}
+		},
+		frames: func(worker int) frameCall {
+			tc := mk(worker)
+			return frameCall{
+				request: func(dst []byte) []byte {
+					if tc.next != nil {
+						tc.next()
+					}
+					b, err := handler.AppendArgWith(handler.JSON, dst, tc.in)
+					if err != nil {
+						panic("rpcd: load: a scenario's argument does not encode: " + err.Error())
+					}
+					return b
+				},
+				check: func(reply []byte) (int, error) {
+					tc.reset()
+					if err := handler.DecodeReplyWith(handler.JSON, route, reply, tc.outp); err != nil {
+						return 0, err
+					}
+					return tc.check()
+				},
+			}
+		}}
 }
 
 // scenarios are the named loads, in the order Scenarios gives them.
@@ -97,41 +164,32 @@ var noArgWant = func() int32 {
 }()
 
 func noArgScenario() Scenario {
-	return Scenario{Name: "NoArg", Route: builtin.NoArg, Codec: "json", Size: 0,
-		NewCall: func(cl Caller, _ int) Call {
-			var out int32
-			outp := any(&out) // boxed once, not on every call
-			return func(ctx context.Context) (int, error) {
-				out = 0
-				if err := cl.Call(ctx, builtin.NoArg, nil, outp); err != nil {
-					return 0, err
-				}
+	return typedScenario("NoArg", builtin.NoArg, 0, func(int) *typedCall {
+		var out int32
+		return &typedCall{outp: &out,
+			reset: func() { out = 0 },
+			check: func() (int, error) {
 				if out != noArgWant {
 					return len(builtin.NoArgReply), wrongReply("%s returned %d, want %d", builtin.NoArg, out, noArgWant)
 				}
 				return len(builtin.NoArgReply), nil
-			}
-		}}
+			}}
+	})
 }
 
 func echoStringScenario(name string, n int) Scenario {
 	s := string(Pattern(n))
-	return Scenario{Name: name, Route: builtin.EchoString, Codec: "json", Size: n + 2,
-		NewCall: func(cl Caller, _ int) Call {
-			in := any(s)
-			var out string
-			outp := any(&out)
-			return func(ctx context.Context) (int, error) {
-				out = ""
-				if err := cl.Call(ctx, builtin.EchoString, in, outp); err != nil {
-					return 0, err
-				}
+	return typedScenario(name, builtin.EchoString, n+2, func(int) *typedCall {
+		var out string
+		return &typedCall{in: s, outp: &out,
+			reset: func() { out = "" },
+			check: func() (int, error) {
 				if out != s {
 					return n + 2 + len(out) + 2, wrongReply("%s returned a string of %d bytes that differs from the %d sent", builtin.EchoString, len(out), n)
 				}
 				return 2 * (n + 2), nil
-			}
-		}}
+			}}
+	})
 }
 
 // multiArgsIn is what MultiArgs sends: every field set, every number exact
@@ -142,23 +200,18 @@ func multiArgsScenario() Scenario {
 	want := builtin.MultiArgsResult(multiArgsIn)
 	req := mustJSON(multiArgsIn)
 	reply := mustJSON(want)
-	return Scenario{Name: "MultiArgs", Route: builtin.MultiArgs, Codec: "json", Size: len(req),
-		NewCall: func(cl Caller, _ int) Call {
-			args := multiArgsIn
-			in := any(&args)
-			var out float64
-			outp := any(&out)
-			return func(ctx context.Context) (int, error) {
-				out = 0
-				if err := cl.Call(ctx, builtin.MultiArgs, in, outp); err != nil {
-					return 0, err
-				}
+	return typedScenario("MultiArgs", builtin.MultiArgs, len(req), func(int) *typedCall {
+		args := multiArgsIn
+		var out float64
+		return &typedCall{in: &args, outp: &out,
+			reset: func() { out = 0 },
+			check: func() (int, error) {
 				if out != want {
 					return len(req) + len(reply), wrongReply("%s returned %v, want %v", builtin.MultiArgs, out, want)
 				}
 				return len(req) + len(reply), nil
-			}
-		}}
+			}}
+	})
 }
 
 func echoPacketScenario(name string, n int) Scenario {
@@ -168,39 +221,41 @@ func echoPacketScenario(name string, n int) Scenario {
 }
 
 func sumScenario() Scenario {
-	return Scenario{Name: "Sum", Route: builtin.Sum, Codec: "json",
-		Size: len(mustJSON(builtin.SumArgs{})), // at its smallest; it varies
-		NewCall: func(cl Caller, worker int) Call {
-			var args builtin.SumArgs
-			in := any(&args)
-			var out int64
-			outp := any(&out)
-			var seq int64
-			return func(ctx context.Context) (int, error) {
+	size := len(mustJSON(builtin.SumArgs{})) // at its smallest; it varies
+	return typedScenario("Sum", builtin.Sum, size, func(worker int) *typedCall {
+		var args builtin.SumArgs
+		var out, want, seq int64
+		return &typedCall{in: &args, outp: &out,
+			// a and b change on every call, and differ between callers;
+			// b is negative on the first calls of all callers but the
+			// first.
+			next: func() {
 				seq++
-				// a and b change on every call, and differ between callers;
-				// b is negative on the first calls of all callers but the
-				// first.
 				args.A = int64(worker)*1_000_003 + seq
 				args.B = seq*7 - int64(worker)
-				want := args.A + args.B
-				out = 0
-				if err := cl.Call(ctx, builtin.Sum, in, outp); err != nil {
-					return 0, err
-				}
+				want = args.A + args.B
+			},
+			reset: func() { out = 0 },
+			check: func() (int, error) {
 				n := len(`{"a":,"b":}`) + intLen(args.A) + intLen(args.B) + intLen(out)
 				if out != want {
 					return n, wrongReply("%s(%d, %d) returned %d, want %d", builtin.Sum, args.A, args.B, out, want)
 				}
 				return n, nil
-			}
-		}}
+			}}
+	})
 }
 
 // RawRoute returns a scenario that sends payload raw to route with
 // CallRaw; with echo, a reply must equal payload byte for byte. Its reports
 // name the scenario "custom" (rpcd bench -route).
 func RawRoute(route string, payload []byte, echo bool) Scenario {
+	check := func(reply []byte) (int, error) {
+		if echo && !bytes.Equal(reply, payload) {
+			return len(payload) + len(reply), wrongReply("%s %s", route, echoDiff(reply, payload))
+		}
+		return len(payload) + len(reply), nil
+	}
 	return Scenario{Name: route, Route: route, Codec: "raw", Size: len(payload), custom: true,
 		NewCall: func(cl Caller, _ int) Call {
 			buf := make([]byte, 0, max(len(payload), 64)) // reused for every reply
@@ -210,11 +265,11 @@ func RawRoute(route string, payload []byte, echo bool) Scenario {
 					return 0, err
 				}
 				buf = reply // keep a buffer grown by a larger reply
-				if echo && !bytes.Equal(reply, payload) {
-					return len(payload) + len(reply), wrongReply("%s %s", route, echoDiff(reply, payload))
-				}
-				return len(payload) + len(reply), nil
+				return check(reply)
 			}
+		},
+		frames: func(int) frameCall {
+			return frameCall{request: func(dst []byte) []byte { return append(dst, payload...) }, check: check}
 		}}
 }
 
@@ -223,6 +278,12 @@ func RawRoute(route string, payload []byte, echo bool) Scenario {
 // byte for byte. Its reports name the scenario "custom" (rpcd bench -route
 // -json-codec).
 func JSONRoute(route string, payload []byte, echo bool) Scenario {
+	check := func(out []byte) (int, error) {
+		if echo && !bytes.Equal(out, payload) {
+			return len(payload) + len(out), wrongReply("%s %s", route, echoDiff(out, payload))
+		}
+		return len(payload) + len(out), nil
+	}
 	return Scenario{Name: route, Route: route, Codec: "json", Size: len(payload), custom: true,
 		NewCall: func(cl Caller, _ int) Call {
 			var in any // no payload
@@ -236,11 +297,22 @@ func JSONRoute(route string, payload []byte, echo bool) Scenario {
 				if err := cl.Call(ctx, route, in, outp); err != nil {
 					return 0, err
 				}
-				if echo && !bytes.Equal(out, payload) {
-					return len(payload) + len(out), wrongReply("%s %s", route, echoDiff(out, payload))
-				}
-				return len(payload) + len(out), nil
+				return check(out)
 			}
+		},
+		// As frames the payload goes as it is, and the reply is decoded
+		// into a json.RawMessage as Call decodes it.
+		frames: func(int) frameCall {
+			var out json.RawMessage
+			return frameCall{
+				request: func(dst []byte) []byte { return append(dst, payload...) },
+				check: func(reply []byte) (int, error) {
+					out = out[:0]
+					if err := handler.DecodeReplyWith(handler.JSON, route, reply, &out); err != nil {
+						return 0, err
+					}
+					return check(out)
+				}}
 		}}
 }
 

@@ -18,21 +18,27 @@ import (
 	"github.com/rpcd/rpcd/internal/loadgen"
 )
 
-// SoakConfig is a soak for Soak: Conns connections, each its own client
-// with one caller, calling Scenario Rate times a second each, in an open
-// loop, for Duration after Warmup, reported and judged window by window.
+// SoakConfig is a soak for Soak: Conns connections with one caller each,
+// calling Scenario Rate times a second each, in an open loop, for Duration
+// after Warmup, reported and judged window by window.
 type SoakConfig struct {
 	Addr   string         // the server: "host:port" or "unix:///path"; it must serve builtin.Stats
 	Server string         // how the report names the server; Addr if empty
 	Client client.Options // the options of every client, each of one connection
 
 	Scenario Scenario      // the load; EchoPacket16 if its NewCall is nil
-	Conns    int           // connections, each its own client with one caller; 1000 if 0
+	Conns    int           // connections, one caller each; 1000 if 0
 	Rate     float64       // calls/s on each connection; 100 if 0
 	Duration time.Duration // how long to measure after the warm-up; 5 minutes if 0
 	Warmup   time.Duration // how long to call before judging flatness (its windows are reported too)
 	Every    time.Duration // the length of a window: a line and a sample of the server; 10 s if 0
 	Timeout  time.Duration // each call's deadline and each sample's; 5 s if 0
+
+	// Driver chooses what makes the calls, as Config.Driver does: the wire
+	// driver, where it can, holds the connections in a few KiB each and
+	// paces them from a few goroutines; clients hold one each, with a
+	// goroutine and a timer per connection.
+	Driver string
 
 	// Connected, if not nil, is called once the connections are open and
 	// the server has been sampled with them, with the report so far.
@@ -62,6 +68,11 @@ type SoakWindow struct {
 type SoakProcess struct {
 	Goroutines int    `json:"goroutines"`
 	HeapInuse  uint64 `json:"heap_inuse"`
+	RSS        uint64 `json:"rss,omitempty"` // resident set size; 0 where unknown
+	// CPU per call over the window: this process's, and the server's
+	// (from its builtin.Stats; 0 where it reports none).
+	CPUPerCallUS       float64 `json:"cpu_per_call_us"`
+	ServerCPUPerCallUS float64 `json:"server_cpu_per_call_us,omitempty"`
 }
 
 // SoakReport is a whole soak, with the field names of rpcd soak -json.
@@ -88,6 +99,18 @@ type SoakReport struct {
 	Judged            int          `json:"windows_judged"`
 	GOMAXPROCS        int          `json:"gomaxprocs"`
 	DialSec           float64      `json:"dial_sec"`
+	Driver            string       `json:"driver"` // what made the calls: "wire" or "client"
+	// The load generator's (this process's) memory per connection: heap
+	// in use, and resident memory, with the connections open against
+	// before them; and under load (the last window's sample).
+	ClientHeapPerConn       float64 `json:"client_heap_per_conn_bytes"`
+	ClientRSSPerConn        float64 `json:"client_rss_per_conn_bytes"`
+	ClientHeapPerConnLoaded float64 `json:"client_heap_per_conn_loaded_bytes"`
+	// CPU per call over the judged windows: this process's, the server's.
+	CPUPerCallUS       float64 `json:"cpu_per_call_us"`
+	ServerCPUPerCallUS float64 `json:"server_cpu_per_call_us,omitempty"`
+	P99US              float64 `json:"p99_us"` // the highest p99 of the judged windows
+	clientIdle         builtin.StatsReply
 }
 
 // MarshalJSON writes r with Growth an array even when empty.
@@ -165,7 +188,11 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		cfg.Server = cfg.Addr
 	}
 	sc := cfg.Scenario
-	rep := &SoakReport{Scenario: sc.Name, Conns: cfg.Conns, RatePerConn: cfg.Rate, Server: cfg.Server, GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	driver, err := driverFor(cfg.Driver, cfg.Addr, sc, cfg.Client)
+	if err != nil {
+		return nil, err
+	}
+	rep := &SoakReport{Scenario: sc.Name, Conns: cfg.Conns, RatePerConn: cfg.Rate, Server: cfg.Server, GOMAXPROCS: runtime.GOMAXPROCS(0), Driver: driver}
 	rep.Compression = compressionName(cfg.Client)
 
 	statsCl, err := dialClients(ctx, cfg.Addr, 1, cfg.Client)
@@ -186,17 +213,24 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		return nil, err
 	}
 
+	runtime.GC()
+	rep.clientIdle = builtin.ReadStats(nil)
 	began := time.Now()
-	clients, err := dialClients(ctx, cfg.Addr, cfg.Conns, cfg.Client)
-	if err != nil {
-		return nil, fmt.Errorf("%w (connection %d of %d)", err, len(clients)+1, cfg.Conns)
+	var ld soakLoad
+	if driver == DriverWire {
+		ld, err = dialSoakWire(ctx, cfg)
+	} else {
+		ld, err = dialSoakClients(ctx, cfg)
 	}
-	defer func() {
-		for _, cl := range clients {
-			cl.Close()
-		}
-	}()
+	if err != nil {
+		return nil, err
+	}
+	defer ld.close()
 	rep.DialSec = round(time.Since(began).Seconds(), 2)
+	runtime.GC()
+	connected := builtin.ReadStats(nil)
+	rep.ClientHeapPerConn = perConn(connected.HeapInuse, rep.clientIdle.HeapInuse, cfg.Conns)
+	rep.ClientRSSPerConn = perConn(connected.RSS, rep.clientIdle.RSS, cfg.Conns)
 	// A dial returns once the kernel has the connection, before the server
 	// takes it in: sample until the server counts them all (or others too,
 	// at -addr), for a bounded time.
@@ -215,19 +249,17 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		cfg.Connected(rep)
 	}
 
-	workers := make([]*worker, cfg.Conns)
-	for w := range workers {
-		workers[w] = &worker{call: sc.NewCall(clients[w], w)}
-	}
-	call := func(ctx context.Context, w int) (int, error) { return workers[w].do(ctx, cfg.Timeout) }
-
 	windows := int((cfg.Warmup + cfg.Duration + cfg.Every - 1) / cfg.Every)
 	warmWindows := int(cfg.Warmup / cfg.Every)
 	load := time.Now()
+	last, err := sample()
+	if err != nil {
+		return nil, err
+	}
 	for i := range windows {
-		res, err := loadgen.Run(ctx, loadgen.Config{
-			Callers: cfg.Conns, Duration: cfg.Every, Rate: cfg.Rate * float64(cfg.Conns), Classify: classify,
-		}, call)
+		cpu0 := loadgen.ProcessCPU()
+		res, first, err := ld.window(ctx, cfg.Every)
+		cpu := loadgen.ProcessCPU() - cpu0
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -238,24 +270,22 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		if err != nil {
 			return nil, err
 		}
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
+		self := builtin.ReadStats(nil)
 		w := SoakWindow{
 			EndSec: round(time.Since(load).Seconds(), 1), Warmup: i < warmWindows,
-			Calls: res.Calls, Errors: res.Errors, ErrorsBy: res.ErrorsBy,
+			Calls: res.Calls, Errors: res.Errors, ErrorsBy: res.ErrorsBy, FirstErrors: first,
 			CallsPerSec: round(res.CallsPerSec, 1), P50US: res.P50US, P99US: res.P99US, MaxUS: res.MaxUS,
-			Server: st, Client: SoakProcess{Goroutines: runtime.NumGoroutine(), HeapInuse: ms.HeapInuse},
+			Server: st, Client: SoakProcess{Goroutines: self.Goroutines, HeapInuse: self.HeapInuse, RSS: self.RSS},
 		}
-		for _, wk := range workers {
-			for kind, msg := range wk.firstErrors {
-				if w.FirstErrors == nil {
-					w.FirstErrors = map[string]string{}
-				}
-				if _, ok := w.FirstErrors[kind]; !ok {
-					w.FirstErrors[kind] = msg
-				}
+		if res.Calls > 0 {
+			w.Client.CPUPerCallUS = round(float64(cpu.Nanoseconds())/1e3/float64(res.Calls), 3)
+			if st.CPUSec > 0 && last.CPUSec > 0 {
+				w.Client.ServerCPUPerCallUS = round((st.CPUSec-last.CPUSec)*1e6/float64(res.Calls), 3)
 			}
-			wk.firstErrors = nil
+		}
+		last = st
+		if len(w.FirstErrors) == 0 {
+			w.FirstErrors = nil
 		}
 		rep.Windows = append(rep.Windows, w)
 		rep.Calls += w.Calls
@@ -283,9 +313,21 @@ func judgeSoak(rep *SoakReport, rate float64) {
 	}
 	rep.Judged = len(judged)
 	if n := len(rep.Windows); n > 0 {
-		last := rep.Windows[n-1].Server
-		rep.HeapPerConnLoaded = perConn(last.HeapInuse, rep.Idle.HeapInuse, rep.Conns)
-		rep.RSSPerConnLoaded = perConn(last.RSS, rep.Idle.RSS, rep.Conns)
+		last := rep.Windows[n-1]
+		rep.HeapPerConnLoaded = perConn(last.Server.HeapInuse, rep.Idle.HeapInuse, rep.Conns)
+		rep.RSSPerConnLoaded = perConn(last.Server.RSS, rep.Idle.RSS, rep.Conns)
+		rep.ClientHeapPerConnLoaded = perConn(last.Client.HeapInuse, rep.clientIdle.HeapInuse, rep.Conns)
+	}
+	var calls, cpu, srv float64
+	for _, w := range judged {
+		calls += float64(w.Calls)
+		cpu += w.Client.CPUPerCallUS * float64(w.Calls)
+		srv += w.Client.ServerCPUPerCallUS * float64(w.Calls)
+		rep.P99US = max(rep.P99US, w.P99US)
+	}
+	if calls > 0 {
+		rep.CPUPerCallUS = round(cpu/calls, 3)
+		rep.ServerCPUPerCallUS = round(srv/calls, 3)
 	}
 	rep.RateReached = len(judged) > 0
 	for i, w := range judged {
@@ -359,8 +401,15 @@ func (r *SoakReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "soak: %s%s, %d connections × %v calls/s, server %s, GOMAXPROCS %d\n", r.Scenario, r.compressed(), r.Conns, r.RatePerConn, r.Server, r.GOMAXPROCS)
 	fmt.Fprintf(&b, "server idle: heap %s, rss %s, %d goroutines; with the connections: heap %s, rss %s, %d goroutines\n",
 		mib(r.Idle.HeapInuse), mib(r.Idle.RSS), r.Idle.Goroutines, mib(r.Connected.HeapInuse), mib(r.Connected.RSS), r.Connected.Goroutines)
-	fmt.Fprintf(&b, "server memory per connection: heap %s, rss %s; under load (the last window): heap %s, rss %s\n\n",
+	fmt.Fprintf(&b, "server memory per connection: heap %s, rss %s; under load (the last window): heap %s, rss %s\n",
 		kib(r.HeapPerConn), kib(r.RSSPerConn), kib(r.HeapPerConnLoaded), kib(r.RSSPerConnLoaded))
+	fmt.Fprintf(&b, "load generator (%s driver) per connection: heap %s, rss %s; under load: heap %s\n",
+		r.Driver, kib(r.ClientHeapPerConn), kib(r.ClientRSSPerConn), kib(r.ClientHeapPerConnLoaded))
+	server := "not reported"
+	if r.ServerCPUPerCallUS > 0 {
+		server = fmt.Sprintf("%.2f µs", r.ServerCPUPerCallUS)
+	}
+	fmt.Fprintf(&b, "CPU per call after the warm-up: load generator %.2f µs, server %s\n\n", r.CPUPerCallUS, server)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "end s\tcalls/s\terrors\tp50 µs\tp99 µs\tmax µs\theap MiB\trss MiB\tgoroutines\tconns\tclient heap MiB\t")
 	for _, w := range r.Windows {
@@ -402,3 +451,98 @@ func (r *SoakReport) WriteText(w io.Writer) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// soakLoad is what makes a soak's calls, window by window: the wire
+// driver's connections, or a client per connection.
+type soakLoad interface {
+	// window makes calls for d, or until ctx ends, and returns what they
+	// made, with the first message of each kind of error among them.
+	window(ctx context.Context, d time.Duration) (loadgen.Result, map[string]string, error)
+	close()
+}
+
+// soakClients is a soak's load on clients of one connection each, a
+// caller goroutine each, through loadgen.Run: between windows the calls
+// pause while the server is sampled.
+type soakClients struct {
+	cfg     SoakConfig
+	clients []*client.Client
+	workers []*worker
+}
+
+func dialSoakClients(ctx context.Context, cfg SoakConfig) (*soakClients, error) {
+	clients, err := dialClients(ctx, cfg.Addr, cfg.Conns, cfg.Client)
+	if err != nil {
+		return nil, fmt.Errorf("%w (opening %d connections)", err, cfg.Conns)
+	}
+	l := &soakClients{cfg: cfg, clients: clients, workers: make([]*worker, cfg.Conns)}
+	for w := range l.workers {
+		l.workers[w] = &worker{call: cfg.Scenario.NewCall(clients[w], w)}
+	}
+	return l, nil
+}
+
+func (l *soakClients) window(ctx context.Context, d time.Duration) (loadgen.Result, map[string]string, error) {
+	call := func(ctx context.Context, w int) (int, error) { return l.workers[w].do(ctx, l.cfg.Timeout) }
+	res, err := loadgen.Run(ctx, loadgen.Config{
+		Callers: l.cfg.Conns, Duration: d, Rate: l.cfg.Rate * float64(l.cfg.Conns), Classify: classify,
+	}, call)
+	first := map[string]string{}
+	for _, wk := range l.workers {
+		for kind, msg := range wk.firstErrors {
+			if _, ok := first[kind]; !ok {
+				first[kind] = msg
+			}
+		}
+		wk.firstErrors = nil
+	}
+	return res, first, err
+}
+
+func (l *soakClients) close() {
+	for _, cl := range l.clients {
+		cl.Close()
+	}
+}
+
+// soakWire is a soak's load on the wire driver: one phase for the whole
+// soak, its Recorder swapped at each window's end, so that the calls go on
+// while the server is sampled.
+type soakWire struct {
+	d     *wireDriver
+	conns int
+	rec   *loadgen.Recorder
+	from  time.Time // the window's start
+}
+
+func dialSoakWire(ctx context.Context, cfg SoakConfig) (*soakWire, error) {
+	d, err := dialWire(ctx, wireConfig{addr: cfg.Addr, opts: cfg.Client, sc: cfg.Scenario,
+		conns: cfg.Conns, inflight: 1, rate: cfg.Rate * float64(cfg.Conns), timeout: cfg.Timeout})
+	if err != nil {
+		return nil, fmt.Errorf("%w (opening %d connections)", err, cfg.Conns)
+	}
+	return &soakWire{d: d, conns: cfg.Conns}, nil
+}
+
+func (l *soakWire) window(ctx context.Context, d time.Duration) (loadgen.Result, map[string]string, error) {
+	if l.rec == nil {
+		l.rec = loadgen.NewRecorder(l.conns)
+		l.d.takeFirstErrors()
+		l.from = time.Now()
+		l.d.start(l.rec, 0)
+	}
+	t := time.NewTimer(time.Until(l.from.Add(d)))
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+	next := loadgen.NewRecorder(l.conns)
+	done := l.d.swap(next)
+	now := time.Now()
+	res := done.Result(now.Sub(l.from), 0)
+	l.rec, l.from = next, now
+	return res, l.d.takeFirstErrors(), nil
+}
+
+func (l *soakWire) close() { l.d.close() }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/load"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -55,6 +56,11 @@ typed caller does; raw ones use CallRaw with a reply buffer per caller.
 
 Load: -c TCP connections, each with -inflight callers that call without
 pause (closed loop) during -d after -warmup, or until -n calls in total.
+-driver says what makes the calls: wire (the default where it can: this
+program writes the request frames and reads the replies itself, a batch of
+calls per read and write on each connection's one goroutine), or client (a
+client per connection, a goroutine per caller, as a program calls; a
+service -addr, and payloads past 64 KiB, always go this way).
 -rate makes the load open loop: that many calls/s in total, each call's
 latency counted from its scheduled start, so a stalled server shows. A run
 that makes less than 95% of -rate says so on standard error, and in the
@@ -75,7 +81,9 @@ with the median calls/s (its other figures from that same run).
 Output is a table, or with -json one JSON object (an array of them with
 -matrix). Latency is in µs from send to reply. MB/s counts request and
 reply payloads. CPU µs/call is this process's user+system CPU time per
-call: the load generator's share, the server running elsewhere. On a
+call: the load generator's share; server CPU µs/call is the server's over
+the same window, from its ` + builtin.Stats + ` where it serves it (rpcd serve
+does), "-" where not. On a
 terminal, a progress line on standard error shows calls, calls/s over the
 last second and errors, once a second. Ctrl-C stops the run, prints what
 was measured, stops the child server and exits 1.
@@ -125,6 +133,7 @@ type benchFlags struct {
 	etcd       etcdAccessFlags // for an etcd:// -addr
 	balance    balanceFlags    // for a service -addr
 	subs       int             // FanOut's subscribers
+	driver     string          // -driver: what makes the calls
 
 	set map[string]bool // the flags given on the command line
 }
@@ -140,7 +149,7 @@ func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.IntVar(&f.subs, "subs", 100, "with -scenario FanOut, the number of subscribers, each on a connection of its own")
 	fs.BoolVar(&f.jsonCodec, "json-codec", false, "with -route, send the payload as JSON (codec json) rather than raw")
 	fs.BoolVar(&f.expectEcho, "expect-echo", false, "with -route, count a reply that differs from the payload as a wrong reply")
-	fs.IntVar(&f.conns, "c", 1, "`N` TCP connections, each its own client")
+	fs.IntVar(&f.conns, "c", 1, "`N` TCP connections")
 	fs.IntVar(&f.inflight, "inflight", 1, "`N` concurrent callers per connection; callers in total: -c × -inflight")
 	fs.DurationVar(&f.duration, "d", benchDuration, "how long to measure; per cell with -matrix, where the default is 2s")
 	fs.Int64Var(&f.calls, "n", 0, "measure `N` calls in total instead of running for -d; per cell with -matrix")
@@ -151,6 +160,7 @@ func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.BoolVar(&f.jsonOut, "json", false, "write the results as JSON on standard output")
 	fs.StringVar(&f.matrix, "matrix", "", "`name` of a set of runs to make in one go: seed (the seed table)")
 	fs.IntVar(&f.runs, "runs", 1, "make every cell `N` times, interleaved, and report each cell's median run by calls/s")
+	fs.StringVar(&f.driver, "driver", "auto", "what makes the calls: wire (frames written and read by this program, many calls per goroutine), client (a client per connection, a goroutine per caller), or auto: wire where it can")
 	f.sec.define(fs)
 	f.compress.define(fs)
 	f.etcd.define(fs, "with an etcd:// -addr")
@@ -250,8 +260,12 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 	if err := f.balance.check(f.addr); err != nil {
 		return nil, err
 	}
+	driver, err := driverFlag(f.driver)
+	if err != nil {
+		return nil, err
+	}
 	p := &benchPlan{runs: f.runs}
-	base := load.Config{Duration: f.duration, Calls: f.calls, Warmup: f.warmup, Rate: f.rate, Timeout: f.timeout}
+	base := load.Config{Duration: f.duration, Calls: f.calls, Warmup: f.warmup, Rate: f.rate, Timeout: f.timeout, Driver: driver}
 
 	if f.matrix != "" {
 		if f.matrix != "seed" {
@@ -499,6 +513,17 @@ sweeps:
 	return load.AllFailed(reports)
 }
 
+// driverFlag returns the load.Config.Driver that -driver names.
+func driverFlag(name string) (string, error) {
+	switch name {
+	case "auto", "":
+		return load.DriverAuto, nil
+	case load.DriverWire, load.DriverClient:
+		return name, nil
+	}
+	return "", usagef("-driver is %q, want auto, wire or client", name)
+}
+
 // errBenchInterrupted ends a bench cut short by SIGINT or SIGTERM.
 var errBenchInterrupted = errors.New("rpcd: bench interrupted; the results cover the calls made until then")
 
@@ -517,6 +542,16 @@ func (c *cli) runCell(ctx context.Context, f *benchFlags, cfg load.Config, targe
 			progress.update(pr)
 		}
 		defer progress.end()
+	}
+	if !isServiceTarget(target.addr) {
+		// The server's CPU per call, from its Sys/Stats, where it serves it.
+		sctx, cancel := context.WithTimeout(ctx, f.timeout)
+		stats, err := client.Dial(sctx, target.addr, opts)
+		cancel()
+		if err == nil {
+			defer stats.Close()
+			cfg.ServerCPU = load.ServerCPUFromStats(stats, f.timeout)
+		}
 	}
 	r, err := load.Bench(ctx, cfg)
 	if err != nil {

@@ -227,6 +227,11 @@
 // without pause (closed loop) for -d after -warmup, or until -n calls in
 // all; -rate R makes it open loop, R calls/s in total, each latency counted
 // from the call's scheduled start. -timeout is each call's deadline.
+// -driver wire (the default where it can) writes and reads the frames in
+// this program, a batch of calls per read and write on each connection's
+// goroutine; -driver client calls through a client per connection with a
+// goroutine per caller. The CPU per call of both sides is reported, the
+// server's from its Sys/Stats.
 //
 //	$ rpcd bench -scenario EchoPacket16 -c 4 -inflight 32 -d 5s
 //	server: child process pid 4242 at 127.0.0.1:40123
@@ -258,8 +263,9 @@
 //	rpcd soak [-addr ADDR] [-c 1000] [-rate 100] [-d 5m] [-warmup 30s]
 //	          [-every 10s] [-scenario EchoPacket16] [-timeout 5s] [-json]
 //
-// Soak opens -c connections, each its own client, and calls -scenario on
-// each -rate times a second (open loop) for -d after -warmup. Every -every
+// Soak opens -c connections and calls -scenario on each -rate times a
+// second (open loop) for -d after -warmup; its wire driver (-driver)
+// paces them from a few goroutines, a few KiB a connection. Every -every
 // it prints the window's calls/s, errors and p99, and samples the server
 // through Sys/Stats: heap in use, resident memory, goroutines and
 // connections. Before the load it reports the server's memory per

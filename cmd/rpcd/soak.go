@@ -19,13 +19,17 @@ var soakCmd = &command{
 	name:     "soak",
 	synopsis: "[flags]",
 	summary:  "hold many connections at a steady rate; check errors, memory and goroutines stay flat",
-	about: `Soak opens -c connections, each its own client, and calls -scenario on
-every one -rate times a second (open loop: each call at its scheduled time,
-its latency counted from then), for -d after -warmup. Every -every it
+	about: `Soak opens -c connections and calls -scenario on every one -rate
+times a second (open loop: each call at its scheduled time, its latency
+counted from then), for -d after -warmup. With -driver wire (the default
+where it can) this program writes and reads the frames itself, the calls
+paced from a few goroutines over timing wheels, a few KiB a connection;
+with -driver client each connection is a client with a caller goroutine. Every -every it
 reports the window's calls/s, errors and latency, and samples the server
 through ` + builtin.Stats + `: heap in use, resident memory, goroutines and
 connections. Before the load it samples the server idle and then with all
-connections open, and reports the server's memory per connection.
+connections open, and reports the server's memory per connection, this
+program's, and both sides' CPU per call.
 
 Without -addr it starts this program as "rpcd serve" in a child process,
 with -max-conns raised to fit -c. A server at -addr must serve
@@ -57,19 +61,21 @@ type soakFlags struct {
 	jsonOut  bool
 	sec      clientSecurityFlags
 	compress compressFlag
+	driver   string
 }
 
 func setupSoak(fs *flag.FlagSet) func(*cli, []string) error {
 	f := &soakFlags{}
 	fs.StringVar(&f.addr, "addr", "", "server `address`; empty starts a child \"rpcd serve\" on 127.0.0.1:0")
 	fs.StringVar(&f.scenario, "scenario", "EchoPacket16", "`name` of the load, as in rpcd bench")
-	fs.IntVar(&f.conns, "c", 1000, "`N` connections, each its own client with one caller")
+	fs.IntVar(&f.conns, "c", 1000, "`N` connections, one caller each")
 	fs.Float64Var(&f.rate, "rate", 100, "calls per second on each connection")
 	fs.DurationVar(&f.duration, "d", 5*time.Minute, "how long to measure after the warm-up")
 	fs.DurationVar(&f.warmup, "warmup", 30*time.Second, "how long to call before judging flatness (its windows are reported too)")
 	fs.DurationVar(&f.every, "every", 10*time.Second, "the length of a window: a report line and a sample of the server")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "deadline of each call, and bound on connecting")
 	fs.BoolVar(&f.jsonOut, "json", false, "write the report as JSON on standard output")
+	fs.StringVar(&f.driver, "driver", "auto", "what makes the calls: wire (this program writes and reads the frames, pacing every connection from a few goroutines), client (a client, a goroutine and a timer per connection), or auto: wire where it can")
 	f.sec.define(fs)
 	f.compress.define(fs)
 	return func(c *cli, args []string) error { return c.soak(f, args) }
@@ -95,6 +101,10 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 	case f.addr == "" && f.sec.given():
 		return usagef("the TLS and token flags go with -addr: the server soak starts itself serves plain TCP without authentication")
 	}
+	driver, err := driverFlag(f.driver)
+	if err != nil {
+		return err
+	}
 	ctx, stop := c.interruptible()
 	defer stop()
 
@@ -116,7 +126,7 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 	cfg := load.SoakConfig{
 		Addr: target.addr, Server: target.String(), Client: opts,
 		Scenario: sc, Conns: f.conns, Rate: f.rate,
-		Duration: f.duration, Warmup: f.warmup, Every: f.every, Timeout: f.timeout,
+		Duration: f.duration, Warmup: f.warmup, Every: f.every, Timeout: f.timeout, Driver: driver,
 		Connected: func(rep *load.SoakReport) { fmt.Fprintf(c.stderr, "soak: %s\n", rep.ConnectedText()) },
 	}
 	if !f.jsonOut {

@@ -23,6 +23,11 @@ type StatsReply struct {
 	RSS        uint64 `json:"rss"`        // resident set size in bytes; 0 where unknown
 	NumGC      uint32 `json:"num_gc"`
 	Conns      int    `json:"conns"` // open connections; -1 where unknown
+	// CPUSec is the user plus system CPU time the process has used so
+	// far, in seconds (getrusage); 0 where unknown. Two samples' difference
+	// over the calls between them is the server's CPU per call, as rpcd
+	// bench and rpcd soak report it.
+	CPUSec float64 `json:"cpu_sec"`
 }
 
 // HandleStats registers Sys/Stats on reg. conns, if not nil, reports the
@@ -46,6 +51,7 @@ func ReadStats(conns func() int) StatsReply {
 		RSS:        rss(),
 		NumGC:      ms.NumGC,
 		Conns:      -1,
+		CPUSec:     cpuTime().Seconds(),
 	}
 	if conns != nil {
 		r.Conns = conns()

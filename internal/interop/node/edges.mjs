@@ -523,13 +523,13 @@ async function main() {
   });
 
   // "`Sys/Stats` | JSON, blocking | none | `{"goroutines", "heap_alloc", "heap_inuse", "sys",
-  // "rss", "num_gc", "conns"}`, numbers"
+  // "rss", "num_gc", "conns", "cpu_sec"}`, numbers"
   await check('1 route Sys/Stats', async (open) => {
     const c = await open();
     const r = await c.call(1, 'Sys/Stats', '');
     expect(r.kind === K.Response, `got ${describe(r)}`);
     const s = JSON.parse(r.payload.toString());
-    const keys = ['goroutines', 'heap_alloc', 'heap_inuse', 'sys', 'rss', 'num_gc', 'conns'];
+    const keys = ['goroutines', 'heap_alloc', 'heap_inuse', 'sys', 'rss', 'num_gc', 'conns', 'cpu_sec'];
     for (const k of keys) expect(typeof s[k] === 'number', `field ${k} is ${JSON.stringify(s[k])}, page: a number (${r.payload})`);
     const extra = Object.keys(s).filter((k) => !keys.includes(k));
     expect(extra.length === 0, `fields the page does not list: ${extra.join(', ')}`);

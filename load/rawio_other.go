@@ -1,0 +1,15 @@
+//go:build !linux
+
+package load
+
+import "net"
+
+// rawIO is Linux's (rawio_linux.go); elsewhere the wire driver reads and
+// writes through net.Conn.
+type rawIO struct{}
+
+func newRawIO(net.Conn) *rawIO { return nil }
+
+func (*rawIO) readLoop(func() []byte, func(int) error) error { panic("unreachable") }
+
+func (*rawIO) write([]byte) error { panic("unreachable") }

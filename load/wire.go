@@ -1,0 +1,938 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/internal/compression"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/loadgen"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// The wire driver makes a load's calls without a client: it writes the
+// request frames and reads the replies itself, many calls on each
+// connection's one goroutine. A connection's goroutine reads what the
+// server sent, checks and records every reply in it, and, in a closed
+// loop, writes the next call of each caller answered in one write, as the
+// server answers a wake-up's calls: no goroutine is woken per call, and a
+// read and a write carry a batch. In an open loop (a Rate) a few pacer
+// goroutines, one timing wheel each, send each caller's calls at their
+// times. A connection holds a read buffer that grows with the replies and
+// shrinks back, its callers' slots and its goroutine: about 4 KiB, where a
+// client with a caller goroutine and a timer per connection held 90.
+//
+// Why not a client: with one caller per connection and 10,000
+// connections, rpcd soak's clients cost the machine more than the server
+// they loaded (0.9 to 1 GiB for 10,000 connections, 45 to 57 k of the
+// 100 k calls/s asked); with 128 callers on one connection, rpcd bench's
+// client spent twice the server's CPU per call (docs/performance.md).
+// What it does not do a client does: a load whose frames are large, a
+// service target, a scenario a program built, or Driver DriverClient.
+
+// Drivers, for Config.Driver and SoakConfig.Driver.
+const (
+	// DriverAuto is the wire driver where it can run the load, clients
+	// where it cannot.
+	DriverAuto = ""
+	// DriverWire speaks the protocol itself, many calls per goroutine.
+	DriverWire = "wire"
+	// DriverClient calls through a client.Client per connection and a
+	// goroutine per caller, as a program would.
+	DriverClient = "client"
+)
+
+// wireMaxPayload is the largest request payload the wire driver sends:
+// larger ones go through clients, whose writer goroutine keeps a large
+// write from blocking the connection's reader.
+const wireMaxPayload = 64 << 10
+
+// Read buffer sizes of a connection: it starts small, grows while reads
+// fill it (or to hold a frame), and shrinks back once its reads stay small.
+const (
+	wireReadMin    = 512
+	wireReadMax    = 256 << 10
+	wireShrinkRuns = 64 // reads in a row using under a quarter of the buffer
+)
+
+// driverFor returns the driver that runs a load of sc on addr under opts
+// when driver is asked for, or an error if the one asked cannot.
+func driverFor(driver, addr string, sc Scenario, opts client.Options) (string, error) {
+	why := ""
+	switch {
+	case driver == DriverClient:
+		return DriverClient, nil
+	case driver != DriverAuto && driver != DriverWire:
+		return "", errors.New("rpcd: load: Driver " + driver + ", want wire, client or empty")
+	case sc.frames == nil:
+		why = "a scenario of the program's own has only NewCall"
+	case isService(addr):
+		why = "a service target needs a client.Cluster"
+	case sc.Size > wireMaxPayload:
+		why = "payloads past 64 KiB go through clients"
+	case len(opts.Interceptors) > 0 || opts.Handler != nil || opts.Pushes != nil:
+		why = "interceptors, a handler and pushes are a client's"
+	}
+	if why == "" {
+		return DriverWire, nil
+	}
+	if driver == DriverWire {
+		return "", errors.New("rpcd: load: the wire driver cannot run this load: " + why)
+	}
+	return DriverClient, nil
+}
+
+// wireConfig is a load for the wire driver.
+type wireConfig struct {
+	addr     string
+	opts     client.Options
+	sc       Scenario
+	conns    int
+	inflight int           // callers per connection
+	rate     float64       // calls/s in all; 0 is a closed loop
+	timeout  time.Duration // each call's deadline
+}
+
+// wireDriver runs a wireConfig's calls on its connections.
+type wireDriver struct {
+	cfg      wireConfig
+	route    string
+	codec    proto.Codec
+	lim      proto.Limits
+	zipMin   int
+	deadline uint32        // each request's deadline field, ms
+	interval time.Duration // open loop: between a caller's calls
+	clock    time.Time     // the origin of every time below (monotonic)
+
+	cs      []*wireConn
+	pacers  []*wheel // open loop
+	rec     atomic.Pointer[loadgen.Recorder]
+	running atomic.Bool  // calls are made: between start and stop
+	limit   atomic.Int64 // calls to start in this phase; 0 for no limit
+	started atomic.Int64 // calls started in this phase
+	flying  atomic.Int64 // calls in flight
+
+	firstMu sync.Mutex
+	first   map[string]string // the first message of each kind of error
+
+	ctx    context.Context // ends at close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// wireConn is one connection and its callers' slots.
+type wireConn struct {
+	d *wireDriver
+	i int // its Tally's number, and its callers' from i*inflight
+
+	mu        sync.Mutex // guards what follows
+	nc        net.Conn   // nil while it is redialled
+	rio       *rawIO     // nc's raw I/O, where it has one
+	zip       proto.Compression
+	goingAway bool
+	slots     []wireSlot
+	wbuf      []byte // frames to write
+	pbuf      []byte // a request's payload, as encoded
+	zbuf      []byte // a reply expanded, or a request compressed
+	rec       *loadgen.Recorder
+	tally     *loadgen.Tally
+
+	// Owned by its reading goroutine.
+	rbuf  []byte
+	small int // reads in a row that used under a quarter of rbuf
+}
+
+// wireSlot is one caller of a connection: at most one call in flight.
+type wireSlot struct {
+	call  frameCall
+	gen   uint32        // its calls so far: the call id is gen*inflight + slot
+	id    uint32        // the call in flight; 0 if none
+	sched time.Duration // when the call in flight was due: its latency counts from then
+	sent  time.Duration // when it was written
+	next  time.Duration // open loop: when the next call is due
+}
+
+// now is the driver's clock: time since d.clock on the monotonic clock.
+func (d *wireDriver) now() time.Duration { return time.Since(d.clock) }
+
+// dialWire opens cfg.conns connections, in a few goroutines at once, and
+// starts their goroutines; no call is made before start.
+func dialWire(ctx context.Context, cfg wireConfig) (*wireDriver, error) {
+	opts := cfg.opts
+	d := &wireDriver{cfg: cfg, route: cfg.sc.Route, codec: proto.CodecJSON, lim: opts.Limits.WithDefaults(),
+		zipMin: opts.CompressMin, clock: time.Now(), first: map[string]string{}}
+	if cfg.sc.Codec == "raw" {
+		d.codec = proto.CodecRaw
+	}
+	if d.zipMin <= 0 {
+		d.zipMin = 1 << 10 // the client's default
+	}
+	d.deadline = uint32(max((cfg.timeout+time.Millisecond-1)/time.Millisecond, 1))
+	if cfg.rate > 0 {
+		d.interval = time.Duration(float64(cfg.conns*cfg.inflight) / cfg.rate * float64(time.Second))
+		d.pacers = make([]*wheel, min(runtime.GOMAXPROCS(0), cfg.conns))
+		for i := range d.pacers {
+			d.pacers[i] = newWheel()
+		}
+	}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.cs = make([]*wireConn, cfg.conns)
+	for i := range d.cs {
+		c := &wireConn{d: d, i: i, slots: make([]wireSlot, cfg.inflight)}
+		for s := range c.slots {
+			c.slots[s].call = cfg.sc.frames(i*cfg.inflight + s)
+		}
+		d.cs[i] = c
+	}
+
+	// Dial in a few goroutines: one at a time, 10,000 connections took 4.5 s.
+	var next atomic.Int64
+	var failed atomic.Pointer[error]
+	var dials sync.WaitGroup
+	for range min(8, cfg.conns) {
+		dials.Add(1)
+		go func() {
+			defer dials.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= cfg.conns || failed.Load() != nil {
+					return
+				}
+				nc, zip, err := client.DialConn(ctx, cfg.addr, opts)
+				if err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+				d.cs[i].nc, d.cs[i].zip, d.cs[i].rio = nc, zip, newRawIO(nc)
+			}
+		}()
+	}
+	dials.Wait()
+	if p := failed.Load(); p != nil {
+		d.close()
+		return nil, *p
+	}
+	for _, c := range d.cs {
+		d.wg.Add(1)
+		go c.run()
+	}
+	for _, w := range d.pacers {
+		d.wg.Add(1)
+		go d.pace(w)
+	}
+	d.wg.Add(1)
+	go d.sweep()
+	return d, nil
+}
+
+// close closes every connection and waits for the driver's goroutines.
+// A connection is closed without its lock held: Close waits for a read in
+// progress, which may be waiting for the lock (rawIO handles what it reads
+// within the read).
+func (d *wireDriver) close() {
+	d.running.Store(false)
+	d.cancel()
+	for _, c := range d.cs {
+		c.mu.Lock()
+		nc := c.nc
+		c.mu.Unlock()
+		if nc != nil {
+			nc.Close()
+		}
+	}
+	d.wg.Wait()
+}
+
+// start begins a phase of calls recorded in rec: at most limit of them if
+// it is positive. In a closed loop every caller calls at once; in an open
+// loop caller w's first call is due w/rate from now, as loadgen.Run
+// spreads them.
+func (d *wireDriver) start(rec *loadgen.Recorder, limit int64) {
+	d.rec.Store(rec)
+	d.started.Store(0)
+	d.limit.Store(limit)
+	d.running.Store(true)
+	now := d.now()
+	for _, w := range d.pacers {
+		w.reset(now)
+	}
+	for _, c := range d.cs {
+		c.mu.Lock()
+		c.rebind()
+		for s := range c.slots {
+			sl := &c.slots[s]
+			if sl.id != 0 {
+				continue // still in flight from the last phase; stop waited for it
+			}
+			if d.interval == 0 {
+				c.issue(s, now, now)
+				continue
+			}
+			w := c.i*len(c.slots) + s
+			sl.next = now + time.Duration(float64(w)/d.cfg.rate*float64(time.Second))
+			d.pacerOf(c).add(c, s, sl.next)
+		}
+		c.flushLocked()
+		c.mu.Unlock()
+	}
+}
+
+// stop ends the phase: no call starts after it, and it waits for those in
+// flight to be answered or to pass their deadline, then flushes every
+// Tally into the phase's Recorder.
+func (d *wireDriver) stop() {
+	d.running.Store(false)
+	for end := time.Now().Add(d.cfg.timeout + time.Second); d.flying.Load() > 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	for _, w := range d.pacers {
+		w.clear()
+	}
+	d.swap(nil)
+}
+
+// swap records the calls answered from now on in rec, and returns the
+// Recorder they went to before, with every Tally flushed into it.
+func (d *wireDriver) swap(rec *loadgen.Recorder) *loadgen.Recorder {
+	old := d.rec.Swap(rec)
+	for _, c := range d.cs {
+		c.mu.Lock()
+		c.rebind()
+		c.mu.Unlock()
+	}
+	return old
+}
+
+// waitPhase waits for dur to pass (for ever if it is 0), for ctx to end or,
+// with a limit, for every call of the phase to have started.
+func (d *wireDriver) waitPhase(ctx context.Context, dur time.Duration) {
+	var over <-chan time.Time
+	if dur > 0 {
+		t := time.NewTimer(dur)
+		defer t.Stop()
+		over = t.C
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-over:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if lim := d.limit.Load(); lim > 0 && d.started.Load() >= lim {
+				return
+			}
+		}
+	}
+}
+
+// takeFirstErrors returns the first message of each kind of error since
+// the last time, and forgets them.
+func (d *wireDriver) takeFirstErrors() map[string]string {
+	d.firstMu.Lock()
+	defer d.firstMu.Unlock()
+	m := d.first
+	d.first = map[string]string{}
+	return m
+}
+
+// noteError keeps the message of a call's error of code, as a client's
+// handler.Error would give it, if it is the first of its kind.
+func (d *wireDriver) noteError(code proto.Code, msg string) {
+	d.firstMu.Lock()
+	_, seen := d.first[code.String()]
+	d.firstMu.Unlock()
+	if !seen {
+		d.noteKind(code.String(), (&handler.Error{Code: code, Message: msg}).Error())
+	}
+}
+
+// noteKind keeps msg if it is the first error of its kind.
+func (d *wireDriver) noteKind(kind, msg string) {
+	d.firstMu.Lock()
+	if _, ok := d.first[kind]; !ok {
+		d.first[kind] = msg
+	}
+	d.firstMu.Unlock()
+}
+
+func (d *wireDriver) pacerOf(c *wireConn) *wheel { return d.pacers[c.i%len(d.pacers)] }
+
+// rebind moves c's figures into its Recorder and takes the driver's
+// current one; with c.mu held.
+func (c *wireConn) rebind() {
+	cur := c.d.rec.Load()
+	if c.rec == cur {
+		return
+	}
+	if c.tally != nil {
+		c.tally.Flush()
+	}
+	c.rec, c.tally = cur, nil
+	if cur != nil {
+		c.tally = cur.Tally(c.i)
+	}
+}
+
+// issue writes the next call of slot s into the write buffer, due at
+// sched and sent now; with c.mu held and the slot idle.
+func (c *wireConn) issue(s int, sched, now time.Duration) {
+	d := c.d
+	if lim := d.limit.Load(); lim > 0 && d.started.Add(1) > lim {
+		return
+	}
+	sl := &c.slots[s]
+	k := uint32(len(c.slots))
+	if sl.gen++; sl.gen > (1<<32-1)/k-1 {
+		sl.gen = 1 // ids stay below 2^32, so that id%k is the slot
+	}
+	sl.id = sl.gen*k + uint32(s)
+	sl.sched, sl.sent = sched, now
+	d.flying.Add(1)
+
+	c.pbuf = sl.call.request(c.pbuf[:0])
+	h := proto.Header{Kind: proto.KindRequest, Codec: d.codec, ID: sl.id, Deadline: d.deadline}
+	payload := c.pbuf
+	if c.zip != proto.CompressionNone && len(payload) >= d.zipMin {
+		if z := compression.Append(c.zbuf[:0], payload, c.zip); len(z) < len(payload) {
+			h.Flags = h.Flags.WithCompression(c.zip)
+			payload, c.zbuf = z, z
+		}
+	}
+	c.wbuf = proto.AppendFrame(c.wbuf, h, d.route, nil, payload)
+}
+
+// next makes slot s's next call, its last one just answered or failed at
+// now; with c.mu held.
+func (c *wireConn) next(s int, now time.Duration) {
+	d := c.d
+	if !d.running.Load() {
+		return
+	}
+	if d.interval == 0 {
+		if c.nc != nil && !c.goingAway {
+			c.issue(s, now, now)
+		}
+		return // redial or the successor calls again
+	}
+	sl := &c.slots[s]
+	if sl.next <= now && c.nc != nil && !c.goingAway {
+		due := sl.next
+		sl.next += d.interval
+		c.issue(s, due, now) // late: at once, its latency counted from when it was due
+		return
+	}
+	d.pacerOf(c).add(c, s, sl.next)
+}
+
+// due is the pacer's: slot s's call, due at at, is due now; with c.mu
+// held. An entry whose time is not the slot's next is stale, left by a
+// phase before.
+func (c *wireConn) due(s int, at, now time.Duration) {
+	d := c.d
+	sl := &c.slots[s]
+	if !d.running.Load() || sl.id != 0 || at != sl.next {
+		return // in flight: its answer makes the next call, late
+	}
+	if c.nc == nil {
+		// No connection: the call fails, as a client's does at once.
+		if c.tally != nil {
+			c.tally.Failed(proto.CodeUnavailable.String(), 0)
+		}
+		d.noteError(proto.CodeUnavailable, "connection lost; redialling")
+		sl.next += d.interval
+		d.pacerOf(c).add(c, s, sl.next)
+		return
+	}
+	if c.goingAway {
+		sl.next += d.interval // the call is not made: the server is going away
+		d.pacerOf(c).add(c, s, sl.next)
+		return
+	}
+	due := sl.next
+	sl.next += d.interval
+	c.issue(s, due, now)
+	c.flushLocked()
+}
+
+// flushLocked writes what is queued, with c.mu held. The requests of a
+// load the wire driver runs are small enough (wireMaxPayload) for the
+// kernel to take them without the server's reading them first.
+func (c *wireConn) flushLocked() {
+	if len(c.wbuf) == 0 || c.nc == nil {
+		c.wbuf = c.wbuf[:0]
+		return
+	}
+	var err error
+	if c.rio != nil {
+		err = c.rio.write(c.wbuf)
+	} else {
+		_, err = c.nc.Write(c.wbuf)
+	}
+	c.wbuf = c.wbuf[:0]
+	if err != nil {
+		// The reader fails the calls and redials once the close ends its
+		// read; closed on a goroutine of its own, as Close waits for that
+		// read, which may be waiting for the lock held here.
+		go c.nc.Close()
+	}
+}
+
+// run is the connection's goroutine: it reads and handles the server's
+// frames, and redials when the connection is lost, until the driver
+// closes.
+func (c *wireConn) run() {
+	d := c.d
+	defer d.wg.Done()
+	c.rbuf = make([]byte, 0, wireReadMin)
+	for attempt := 0; ; {
+		c.mu.Lock()
+		nc, rio := c.nc, c.rio
+		c.mu.Unlock()
+		if nc != nil {
+			err := c.read(nc, rio)
+			c.lost(nc, err)
+			attempt = 0
+			if err == errGoneAway {
+				attempt = -1 // a successor at once, as a client's slot dials one
+			}
+		}
+		if d.ctx.Err() != nil {
+			return
+		}
+		// Redial with backoff, as a client's slot does.
+		o := d.cfg.opts
+		if attempt >= 0 {
+			back := max(o.MinBackoff, 50*time.Millisecond) << min(attempt, 10)
+			if mx := max(o.MaxBackoff, 5*time.Second); back > mx {
+				back = mx
+			}
+			select {
+			case <-time.After(back/2 + rand.N(back/2+1)):
+			case <-d.ctx.Done():
+				return
+			}
+		}
+		attempt++
+		nc, zip, err := client.DialConn(d.ctx, d.cfg.addr, o)
+		if err != nil {
+			continue
+		}
+		c.mu.Lock()
+		if d.ctx.Err() != nil {
+			c.mu.Unlock()
+			nc.Close()
+			return
+		}
+		c.nc, c.zip, c.goingAway, c.rio = nc, zip, false, newRawIO(nc)
+		if d.interval == 0 && d.running.Load() {
+			now := d.now()
+			for s := range c.slots {
+				if c.slots[s].id == 0 {
+					c.issue(s, now, now)
+				}
+			}
+			c.flushLocked()
+		}
+		c.mu.Unlock()
+	}
+}
+
+// lost fails the calls in flight on nc, which broke with err, and takes
+// it out of use.
+func (c *wireConn) lost(nc net.Conn, err error) {
+	nc.Close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nc != nc {
+		return
+	}
+	c.nc = nil
+	c.rbuf = c.rbuf[:0]
+	now := c.d.now()
+	msg := "connection lost"
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		msg += ": " + err.Error()
+	}
+	for s := range c.slots {
+		if sl := &c.slots[s]; sl.id != 0 {
+			c.fail(s, proto.CodeUnavailable, msg, now)
+		}
+	}
+}
+
+// fail ends slot s's call in flight with an error of code; with c.mu held.
+func (c *wireConn) fail(s int, code proto.Code, msg string, now time.Duration) {
+	sl := &c.slots[s]
+	sl.id = 0
+	c.d.flying.Add(-1)
+	kind := code.String()
+	if c.tally != nil {
+		c.tally.Failed(kind, now-sl.sent)
+	}
+	c.d.noteError(code, msg)
+	c.next(s, now)
+}
+
+// read reads nc (through rio if it has one) until it fails, handling each
+// batch of frames as it comes.
+func (c *wireConn) read(nc net.Conn, rio *rawIO) error {
+	if rio != nil {
+		return rio.readLoop(c.free, func(n int) error { return c.got(nc, n) })
+	}
+	for {
+		n, err := nc.Read(c.free())
+		if n > 0 {
+			if herr := c.got(nc, n); herr != nil {
+				return herr
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// free returns the room at the end of rbuf, growing it if it has none.
+func (c *wireConn) free() []byte {
+	if len(c.rbuf) == cap(c.rbuf) {
+		c.grow(2 * cap(c.rbuf))
+	}
+	return c.rbuf[len(c.rbuf):cap(c.rbuf)]
+}
+
+// got handles the n bytes just read into the room at the end of rbuf.
+func (c *wireConn) got(nc net.Conn, n int) error {
+	full := len(c.rbuf)+n == cap(c.rbuf)
+	c.rbuf = c.rbuf[:len(c.rbuf)+n]
+	if err := c.handle(nc); err != nil {
+		return err
+	}
+	c.fit(n, full)
+	return nil
+}
+
+// grow gives rbuf room for n bytes, keeping what it holds.
+func (c *wireConn) grow(n int) {
+	b := make([]byte, len(c.rbuf), max(n, wireReadMin))
+	copy(b, c.rbuf)
+	c.rbuf = b
+}
+
+// fit sizes rbuf after a read of n bytes: larger while reads fill it,
+// smaller once they have stayed under a quarter of it for a while.
+func (c *wireConn) fit(n int, full bool) {
+	switch {
+	case full && cap(c.rbuf) < wireReadMax:
+		c.grow(2 * cap(c.rbuf))
+		c.small = 0
+	case cap(c.rbuf) > wireReadMin && n < cap(c.rbuf)/4:
+		if c.small++; c.small >= wireShrinkRuns {
+			c.grow(max(cap(c.rbuf)/2, len(c.rbuf)))
+			c.small = 0
+		}
+	default:
+		c.small = 0
+	}
+}
+
+// handle handles the whole frames in rbuf and keeps the rest at its
+// start; then it writes what the frames made (the next calls of a closed
+// loop, Pongs) in one write.
+func (c *wireConn) handle(nc net.Conn) error {
+	d := c.d
+	now := d.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nc != nc {
+		return net.ErrClosed
+	}
+	c.rebind()
+	b := c.rbuf
+	var f proto.Frame
+	for {
+		n, err := f.Decode(b, &d.lim)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+		c.frame(&f, now)
+		b = b[n:]
+	}
+	rest := copy(c.rbuf, b)
+	c.rbuf = c.rbuf[:rest]
+	if len(b) >= proto.HeaderSize {
+		if need := f.Len(); need > cap(c.rbuf) {
+			c.grow(need) // a frame larger than the buffer: room for all of it
+		}
+	}
+	c.flushLocked()
+	if c.goingAway && c.idle() {
+		return errGoneAway // its calls are answered: redial
+	}
+	return nil
+}
+
+var errGoneAway = errors.New("rpcd: server sent go-away")
+
+// idle reports whether no call is in flight on c; with c.mu held.
+func (c *wireConn) idle() bool {
+	for s := range c.slots {
+		if c.slots[s].id != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// frame handles one frame from the server; with c.mu held.
+func (c *wireConn) frame(f *proto.Frame, now time.Duration) {
+	d := c.d
+	switch f.Kind {
+	case proto.KindResponse, proto.KindError:
+		k := uint32(len(c.slots))
+		s := int(f.ID % k)
+		sl := &c.slots[s]
+		if f.ID == 0 || sl.id != f.ID {
+			return // a call that passed its deadline, answered late
+		}
+		if f.Kind == proto.KindError {
+			code, msg := f.ErrorBody()
+			c.fail(s, code, string(msg), now)
+			return
+		}
+		reply := f.Payload
+		if z := f.Flags.Compression(); z != proto.CompressionNone {
+			var err error
+			if c.zbuf, err = compression.Expand(c.zbuf[:0], reply, z, f.PayloadRoom(d.lim.MaxFrameSize)); err != nil {
+				c.fail(s, proto.CodeDataLoss, "the server's reply: "+strings.TrimPrefix(err.Error(), "rpcd: "), now)
+				return
+			}
+			reply = c.zbuf
+		}
+		sl.id = 0
+		d.flying.Add(-1)
+		bytes, err := sl.call.check(reply)
+		if c.tally != nil {
+			if err != nil {
+				kind := classify(err)
+				c.tally.Failed(kind, now-sl.sent)
+				d.noteKind(kind, err.Error())
+			} else {
+				c.tally.Done(now-sl.sched, now-sl.sent, bytes)
+			}
+		}
+		c.next(s, now)
+	case proto.KindPing:
+		c.wbuf = proto.AppendPong(c.wbuf, f.Payload)
+	case proto.KindGoAway:
+		c.goingAway = true
+	}
+}
+
+// sweep fails the calls that pass their deadline unanswered, looking a
+// few times per deadline, and tells the server of each.
+func (d *wireDriver) sweep() {
+	defer d.wg.Done()
+	every := min(max(d.cfg.timeout/4, 10*time.Millisecond), time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	msg := "call " + d.route + ": deadline exceeded"
+	for {
+		select {
+		case <-t.C:
+		case <-d.ctx.Done():
+			return
+		}
+		if d.flying.Load() == 0 {
+			continue
+		}
+		now := d.now()
+		for _, c := range d.cs {
+			c.mu.Lock()
+			for s := range c.slots {
+				if sl := &c.slots[s]; sl.id != 0 && now-sl.sent > d.cfg.timeout {
+					c.wbuf = proto.AppendCancel(c.wbuf, sl.id)
+					c.fail(s, proto.CodeDeadlineExceeded, msg, now)
+				}
+			}
+			c.flushLocked()
+			c.mu.Unlock()
+		}
+	}
+}
+
+// pace is a pacer goroutine: every tick it makes the calls that came due
+// in its wheel.
+func (d *wireDriver) pace(w *wheel) {
+	defer d.wg.Done()
+	t := time.NewTicker(wheelTick)
+	defer t.Stop()
+	var due []wheelEntry
+	for {
+		select {
+		case <-t.C:
+		case <-d.ctx.Done():
+			return
+		}
+		now := d.now()
+		due = w.advance(now, due[:0])
+		for _, e := range due {
+			e.c.mu.Lock()
+			e.c.due(int(e.s), e.due, now)
+			e.c.mu.Unlock()
+		}
+		clear(due) // drop the connections' pointers
+	}
+}
+
+// A wheel is a pacer's timing wheel: wheelSize buckets of wheelTick each,
+// a slot's next call in the bucket of its time; one further off than the
+// wheel's span waits there for the rounds between.
+const (
+	wheelTick = time.Millisecond
+	wheelSize = 1024
+)
+
+type wheel struct {
+	mu      sync.Mutex
+	buckets [wheelSize][]wheelEntry
+	cur     int64 // the last tick advanced over
+}
+
+type wheelEntry struct {
+	c   *wireConn
+	s   int32
+	due time.Duration
+}
+
+func newWheel() *wheel { return &wheel{} }
+
+// add puts slot s of c in the bucket of due (the next tick if that has
+// passed).
+func (w *wheel) add(c *wireConn, s int, due time.Duration) {
+	t := int64(due / wheelTick)
+	w.mu.Lock()
+	if t <= w.cur {
+		t = w.cur + 1
+	}
+	b := &w.buckets[t%wheelSize]
+	*b = append(*b, wheelEntry{c, int32(s), due})
+	w.mu.Unlock()
+}
+
+// advance appends to out the entries of the ticks that have passed by
+// now, taking them out: each at most a tick late.
+func (w *wheel) advance(now time.Duration, out []wheelEntry) []wheelEntry {
+	end := int64(now/wheelTick) - 1 // the last whole tick
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	from := w.cur + 1
+	if end-from >= wheelSize {
+		from = end - wheelSize + 1 // a round or more behind: each bucket once
+	}
+	for t := from; t <= end; t++ {
+		b := &w.buckets[t%wheelSize]
+		keep := (*b)[:0]
+		for _, e := range *b {
+			if int64(e.due/wheelTick) <= end {
+				out = append(out, e)
+			} else {
+				keep = append(keep, e) // a later round
+			}
+		}
+		clear((*b)[len(keep):])
+		*b = keep
+	}
+	w.cur = max(w.cur, end)
+	return out
+}
+
+// clear empties the wheel, at the end of a phase.
+func (w *wheel) clear() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range w.buckets {
+		clear(w.buckets[i])
+		w.buckets[i] = w.buckets[i][:0]
+	}
+}
+
+// reset starts the wheel's ticks at now, at the start of a phase.
+func (w *wheel) reset(now time.Duration) {
+	w.mu.Lock()
+	w.cur = int64(now/wheelTick) - 1
+	w.mu.Unlock()
+}
+
+// runWire runs cfg's load (its defaults set) on the wire driver: a warm-up
+// phase, then the measured one, each until its time is up or its calls
+// have started, then until the calls in flight are answered. It returns
+// what the measured phase made, with the first message of each kind of
+// error in it.
+func runWire(ctx context.Context, cfg Config, measured func(func() error) error) (loadgen.Result, map[string]string, error) {
+	d, err := dialWire(ctx, wireConfig{addr: cfg.Addr, opts: cfg.Client, sc: cfg.Scenario,
+		conns: cfg.Conns, inflight: cfg.Inflight, rate: cfg.Rate, timeout: cfg.Timeout})
+	if err != nil {
+		return loadgen.Result{}, nil, err
+	}
+	defer d.close()
+	if cfg.Progress != nil {
+		cfg.Progress(Progress{Starting: true})
+	}
+	if cfg.Warmup > 0 {
+		d.start(loadgen.NewRecorder(cfg.Conns), 0)
+		d.waitPhase(ctx, cfg.Warmup)
+		d.stop()
+		if ctx.Err() != nil {
+			return loadgen.Result{}, nil, ctx.Err()
+		}
+	}
+	d.takeFirstErrors() // the warm-up's
+	rec := loadgen.NewRecorder(cfg.Conns)
+	cpu0 := loadgen.ProcessCPU()
+	began := time.Now()
+	done := make(chan struct{})
+	var progress sync.WaitGroup
+	if cfg.Progress != nil {
+		progress.Add(1)
+		go func() {
+			defer progress.Done()
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					calls, errs := rec.Progress()
+					cfg.Progress(Progress{Elapsed: time.Since(began), Calls: calls, Errors: errs})
+				}
+			}
+		}()
+	}
+	var elapsed, cpu time.Duration
+	_ = measured(func() error {
+		d.start(rec, cfg.Calls)
+		d.waitPhase(ctx, cfg.Duration)
+		d.stop()
+		elapsed = time.Since(began)
+		cpu = loadgen.ProcessCPU() - cpu0
+		return nil
+	})
+	close(done)
+	progress.Wait()
+	return rec.Result(elapsed, cpu), d.takeFirstErrors(), nil
+}

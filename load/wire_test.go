@@ -1,0 +1,365 @@
+package load
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/internal/loadgen"
+	"github.com/rpcd/rpcd/proto"
+	"github.com/rpcd/rpcd/reactor"
+)
+
+// The wire driver's tests check what it counts and what it sends, never
+// how fast: runs are bounded by a number of calls, or by a short time
+// whose calls are only counted.
+
+// TestWireScenarios runs every named scenario on the wire driver and on
+// clients, a fixed number of calls each: both count them all, answered
+// and checked, and report which driver made them.
+func TestWireScenarios(t *testing.T) {
+	addr := serveBuiltin(t)
+	for _, sc := range Scenarios() {
+		for _, driver := range []string{DriverWire, DriverClient} {
+			t.Run(sc.Name+"/"+driver, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+				defer cancel()
+				r, err := Bench(ctx, Config{Addr: addr, Scenario: sc, Conns: 2, Inflight: 5, Calls: 300, Warmup: 20 * time.Millisecond, Driver: driver})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Calls != 300 || r.Errors != 0 || r.Settings.Driver != driver {
+					t.Errorf("%d calls, %d errors (%v, %v), driver %q; want 300, none, %q", r.Calls, r.Errors, r.ErrorsBy, r.FirstErrors, r.Settings.Driver, driver)
+				}
+				if r.P50US <= 0 || r.BytesPerSec <= 0 {
+					t.Errorf("p50 %v µs, %v bytes/s; want both above 0", r.P50US, r.BytesPerSec)
+				}
+			})
+		}
+	}
+}
+
+// TestWireDriverChoice: auto takes the wire driver where it can run the
+// load and clients where it cannot; asking for the wire driver where it
+// cannot is an error.
+func TestWireDriverChoice(t *testing.T) {
+	echo, _ := LookupScenario("EchoPacket16")
+	own := Scenario{Name: "own", Route: builtin.Ping, NewCall: echo.NewCall}
+	big := RawRoute(builtin.EchoPacket, Pattern(wireMaxPayload+1), true)
+	for _, tt := range []struct {
+		name, driver, addr string
+		sc                 Scenario
+		opts               client.Options
+		want               string // "" for an error
+	}{
+		{"plain", DriverAuto, "127.0.0.1:1", echo, client.Options{}, DriverWire},
+		{"unix", DriverAuto, "unix:///tmp/x", echo, client.Options{}, DriverWire},
+		{"asked for clients", DriverClient, "127.0.0.1:1", echo, client.Options{}, DriverClient},
+		{"program's scenario", DriverAuto, "127.0.0.1:1", own, client.Options{}, DriverClient},
+		{"service", DriverAuto, "dns://127.0.0.1/x:1", echo, client.Options{}, DriverClient},
+		{"large payload", DriverAuto, "127.0.0.1:1", big, client.Options{}, DriverClient},
+		{"interceptors", DriverAuto, "127.0.0.1:1", echo, client.Options{Interceptors: []client.Interceptor{nil}}, DriverClient},
+		{"wire for a program's scenario", DriverWire, "127.0.0.1:1", own, client.Options{}, ""},
+		{"unknown", "gnet", "127.0.0.1:1", echo, client.Options{}, ""},
+	} {
+		got, err := driverFor(tt.driver, tt.addr, tt.sc, tt.opts)
+		if got != tt.want || (err != nil) != (tt.want == "") {
+			t.Errorf("%s: %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+// TestWireOpenLoop: an open loop on the wire driver makes about the calls
+// asked for, none failed, and a soak on it passes.
+func TestWireOpenLoop(t *testing.T) {
+	addr := serveBuiltin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	sc, _ := LookupScenario("EchoPacket16")
+	r, err := Bench(ctx, Config{Addr: addr, Scenario: sc, Conns: 4, Inflight: 2, Rate: 2000, Duration: 300 * time.Millisecond, Driver: DriverWire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Calls == 0 || r.Errors != 0 {
+		t.Errorf("%d calls, %d errors (%v); want some and none", r.Calls, r.Errors, r.FirstErrors)
+	}
+	if r.Calls > 2000*3/10*2 {
+		t.Errorf("%d calls in 300 ms at 2,000 calls/s: the schedule was not kept", r.Calls)
+	}
+
+	rep, err := Soak(ctx, SoakConfig{Addr: addr, Conns: 20, Rate: 20, Duration: 600 * time.Millisecond, Every: 200 * time.Millisecond, Driver: DriverWire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Driver != DriverWire || rep.Calls == 0 || rep.Errors != 0 || len(rep.Windows) != 3 {
+		t.Errorf("driver %q, %d calls, %d errors, %d windows; want wire, some, none, 3", rep.Driver, rep.Calls, rep.Errors, len(rep.Windows))
+	}
+	if rep.Windows[0].Client.CPUPerCallUS <= 0 || rep.CPUPerCallUS <= 0 {
+		t.Errorf("CPU per call %v in the first window, %v in all: want it measured", rep.Windows[0].Client.CPUPerCallUS, rep.CPUPerCallUS)
+	}
+}
+
+// TestWireErrors: the server's errors, wrong replies and calls past their
+// deadline are each counted by kind, with the message a client's error
+// would have.
+func TestWireErrors(t *testing.T) {
+	reg := handler.NewRegistry()
+	builtin.Register(reg)
+	reg.HandleFunc("Test/Liar", func(_ context.Context, req, reply []byte) ([]byte, error) {
+		return append(reply, "not what was sent"...), nil
+	})
+	hold := make(chan struct{})
+	reg.HandleFunc("Test/Never", func(ctx context.Context, req, reply []byte) ([]byte, error) {
+		<-hold // answers once the test ends, whatever the call's deadline
+		return reply, nil
+	}, handler.Blocking())
+	srv := reactor.New(reg, reactor.Options{Loops: 1})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	defer close(hold) // before the shutdown, which waits for the handlers
+	addr := srv.Addr().String()
+
+	for _, tt := range []struct {
+		sc      Scenario
+		timeout time.Duration
+		kind    string
+		first   string
+	}{
+		{RawRoute("Test/Liar", Pattern(8), true), 0, "wrong reply", "rpcd: wrong reply: Test/Liar returned 17 bytes, want the 8 sent"},
+		{RawRoute("No/Such", nil, false), 0, "not found", "rpcd: not found: no route No/Such"},
+		{RawRoute("Test/Never", nil, false), 50 * time.Millisecond, "deadline exceeded", "rpcd: deadline exceeded: call Test/Never: deadline exceeded"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+		r, err := Bench(ctx, Config{Addr: addr, Scenario: tt.sc, Conns: 1, Inflight: 2, Calls: 6, Timeout: tt.timeout, Driver: DriverWire})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Calls != 6 || r.Errors != 6 || r.ErrorsBy[tt.kind] != 6 || r.FirstErrors[tt.kind] != tt.first {
+			t.Errorf("%s: %d calls, %d errors %v, first %q; want 6 %s, first %q", tt.sc.Route, r.Calls, r.Errors, r.ErrorsBy, r.FirstErrors[tt.kind], tt.kind, tt.first)
+		}
+	}
+}
+
+// fakeServer speaks just enough of the protocol to answer requests with
+// their payload, and does to each connection what its test asks: a Ping
+// first, a GoAway after some requests, or a close.
+type fakeServer struct {
+	ln      net.Listener
+	accepts atomic.Int32
+	pongs   atomic.Int32
+	serve   func(s *fakeServer, n int, fc *fakeConn) // how connection number n (from 1) goes
+	wg      sync.WaitGroup
+}
+
+type fakeConn struct {
+	nc  net.Conn
+	lim proto.Limits
+	buf []byte
+}
+
+// next returns the next frame from the client.
+func (c *fakeConn) next() (proto.Frame, error) {
+	for {
+		f, n, err := proto.Decode(c.buf, &c.lim)
+		if err != nil {
+			return f, err
+		}
+		if n > 0 {
+			f.Payload = append([]byte(nil), f.Payload...)
+			c.buf = c.buf[n:]
+			return f, nil
+		}
+		b := make([]byte, 4096)
+		m, err := c.nc.Read(b)
+		if err != nil {
+			return f, err
+		}
+		c.buf = append(c.buf, b[:m]...)
+	}
+}
+
+// echo answers count requests (forever if negative), and returns the last
+// call id answered.
+func (c *fakeConn) echo(count int, s *fakeServer) uint32 {
+	var last uint32
+	for count != 0 {
+		f, err := c.next()
+		if err != nil {
+			return last
+		}
+		switch f.Kind {
+		case proto.KindPong:
+			s.pongs.Add(1)
+			continue
+		case proto.KindRequest:
+		default:
+			continue
+		}
+		b, start := proto.BeginResponse(nil, f.ID, f.Codec)
+		b = append(b, f.Payload...)
+		proto.FinishFrame(b, start)
+		if _, err := c.nc.Write(b); err != nil {
+			return last
+		}
+		last = f.ID
+		count--
+	}
+	return last
+}
+
+func newFakeServer(t *testing.T, serve func(s *fakeServer, n int, fc *fakeConn)) *fakeServer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &fakeServer{ln: ln, serve: serve}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := int(s.accepts.Add(1))
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer nc.Close()
+				s.serve(s, n, &fakeConn{nc: nc, lim: proto.Limits{}.WithDefaults()})
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		s.wg.Wait()
+	})
+	return s
+}
+
+// TestWireConnection: the driver answers a Ping with a Pong, moves to a
+// new connection after a GoAway once its calls are answered, and after a
+// lost connection counts its calls in flight as unavailable and redials.
+func TestWireConnection(t *testing.T) {
+	var drop atomic.Bool
+	s := newFakeServer(t, func(s *fakeServer, n int, fc *fakeConn) {
+		switch {
+		case n == 1: // ping, answer some, go away
+			_, _ = fc.nc.Write(proto.AppendPing(nil, []byte("p")))
+			last := fc.echo(50, s)
+			_, _ = fc.nc.Write(proto.AppendGoAway(nil, last, proto.CodeOK, "draining"))
+			fc.echo(-1, s) // until the client leaves
+		case drop.Load() && n == 2: // take a call, and lose the connection
+			_, _ = fc.next()
+		default:
+			fc.echo(-1, s)
+		}
+	})
+	addr := s.ln.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	sc := RawRoute("Test/Echo", Pattern(16), true)
+	r, err := Bench(ctx, Config{Addr: addr, Scenario: sc, Conns: 1, Inflight: 1, Calls: 200, Driver: DriverWire,
+		Client: client.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Calls != 200 || r.Errors != 0 || s.accepts.Load() != 2 || s.pongs.Load() != 1 {
+		t.Errorf("%d calls, %d errors %v, %d connections, %d pongs; want 200, none, 2 (a successor after the GoAway), 1", r.Calls, r.Errors, r.FirstErrors, s.accepts.Load(), s.pongs.Load())
+	}
+
+	drop.Store(true)
+	s.accepts.Store(1)
+	r, err = Bench(ctx, Config{Addr: addr, Scenario: sc, Conns: 1, Inflight: 1, Calls: 100, Driver: DriverWire,
+		Client: client.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ErrorsBy["unavailable"] != 1 || r.Calls != 100 || !strings.HasPrefix(r.FirstErrors["unavailable"], "rpcd: unavailable: connection lost") {
+		t.Errorf("%d calls, errors %v, first %v; want 100, 1 unavailable (connection lost)", r.Calls, r.ErrorsBy, r.FirstErrors)
+	}
+}
+
+// TestWheel: a timing wheel gives each entry back once its tick has
+// passed, at most a tick late, and keeps those a round or more ahead.
+func TestWheel(t *testing.T) {
+	w := newWheel()
+	w.reset(0)
+	c := &wireConn{}
+	dues := []time.Duration{0, 500 * time.Microsecond, 3 * time.Millisecond, 3*time.Millisecond + 999*time.Microsecond,
+		wheelSize*wheelTick + 2*time.Millisecond, 3 * wheelSize * wheelTick}
+	for i, due := range dues {
+		w.add(c, i, due)
+	}
+	got := map[int]time.Duration{}
+	for now := time.Duration(0); now <= 4*wheelSize*wheelTick; now += wheelTick / 2 {
+		for _, e := range w.advance(now, nil) {
+			if _, twice := got[int(e.s)]; twice {
+				t.Fatalf("entry %d given back twice", e.s)
+			}
+			got[int(e.s)] = now
+		}
+	}
+	for i, due := range dues {
+		at, ok := got[i]
+		if !ok || at < due || at > due+2*wheelTick {
+			t.Errorf("entry due at %v given back at %v (%v); want within two ticks after", due, at, ok)
+		}
+	}
+	// An entry whose time has passed goes in the next tick.
+	w.add(c, 9, 0)
+	if e := w.advance(4*wheelSize*wheelTick+2*wheelTick, nil); len(e) != 1 || e[0].s != 9 {
+		t.Errorf("a late entry: %v, want it at the next tick", e)
+	}
+}
+
+// TestWireMemoryPerConn bounds what the wire driver holds per connection:
+// heap in use and goroutine stacks over 400 connections, their calls made,
+// under 12 KiB each, the in-process server's share (about 2 KiB) included;
+// a client per connection held about 90.
+func TestWireMemoryPerConn(t *testing.T) {
+	if testing.Short() || raceOn {
+		t.Skip("opens 400 connections; the race detector adds to their memory")
+	}
+	addr := serveBuiltin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	sc, _ := LookupScenario("EchoPacket16")
+	const conns = 400
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse + ms.StackInuse
+	}
+	rec := loadgen.NewRecorder(conns) // its histograms are the run's, not the connections'
+	before := heap()
+	d, err := dialWire(ctx, wireConfig{addr: addr, sc: sc, conns: conns, inflight: 1, rate: 4000, timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	d.start(rec, 0)
+	time.Sleep(300 * time.Millisecond)
+	d.stop()
+	after := heap()
+	if calls, errs := rec.Progress(); calls == 0 || errs != 0 {
+		t.Fatalf("%d calls, %d errors; want some and none", calls, errs)
+	}
+	per := float64(after-before) / conns
+	t.Logf("%.0f bytes of heap and stacks per connection", per)
+	if per > 12<<10 {
+		t.Errorf("%.0f bytes per connection, want under 12 KiB", per)
+	}
+}
