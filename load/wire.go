@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/client"
-	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/internal/loadgen"
 	"github.com/rpcd/rpcd/proto"
 )
