@@ -123,7 +123,7 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	driver, err := driverFor(cfg.Driver, cfg.Addr, cfg.Scenario, cfg.Client)
+	driver, err := driverFor(cfg.Driver, cfg.Addr, cfg.Scenario, cfg.Inflight, cfg.Client)
 	if err != nil {
 		return nil, err
 	}

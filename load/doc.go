@@ -46,8 +46,9 @@
 // goroutines over timing wheels; a connection costs a few KiB. The client
 // driver calls through a client.Client per connection and a goroutine per
 // caller, as a program would; it runs what the wire driver does not: a
-// service target, a scenario a program built, payloads past 64 KiB. A
-// report names the driver that made its calls.
+// service target, a scenario a program built, payloads past 64 KiB, more
+// than 1 MiB of calls in flight on a connection. A report names the driver
+// that made its calls.
 //
 // # Servers
 //

@@ -188,7 +188,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		cfg.Server = cfg.Addr
 	}
 	sc := cfg.Scenario
-	driver, err := driverFor(cfg.Driver, cfg.Addr, sc, cfg.Client)
+	driver, err := driverFor(cfg.Driver, cfg.Addr, sc, 1, cfg.Client)
 	if err != nil {
 		return nil, err
 	}

@@ -55,6 +55,13 @@ const (
 // write from blocking the connection's reader.
 const wireMaxPayload = 64 << 10
 
+// wireMaxInFlight bounds the request bytes a connection's callers have in
+// flight at once on the wire driver. Its reading goroutine also writes the
+// next calls: were the replies owed to it to pass the server's high-water
+// mark (reactor.Options.MaxOutbound, 8 MiB) while it waits to write, the
+// server would stop reading it and neither side would move.
+const wireMaxInFlight = 1 << 20
+
 // Read buffer sizes of a connection: it starts small, grows while reads
 // fill it (or to hold a frame), and shrinks back once its reads stay small.
 const (
@@ -63,9 +70,10 @@ const (
 	wireShrinkRuns = 64 // reads in a row using under a quarter of the buffer
 )
 
-// driverFor returns the driver that runs a load of sc on addr under opts
-// when driver is asked for, or an error if the one asked cannot.
-func driverFor(driver, addr string, sc Scenario, opts client.Options) (string, error) {
+// driverFor returns the driver that runs a load of sc on addr under opts,
+// inflight callers to a connection, when driver is asked for, or an error
+// if the one asked cannot.
+func driverFor(driver, addr string, sc Scenario, inflight int, opts client.Options) (string, error) {
 	why := ""
 	switch {
 	case driver == DriverClient:
@@ -78,6 +86,8 @@ func driverFor(driver, addr string, sc Scenario, opts client.Options) (string, e
 		why = "a service target needs a client.Cluster"
 	case sc.Size > wireMaxPayload:
 		why = "payloads past 64 KiB go through clients"
+	case sc.Size*inflight > wireMaxInFlight:
+		why = "more than 1 MiB of calls in flight on a connection go through clients"
 	case len(opts.Interceptors) > 0 || opts.Handler != nil || opts.Pushes != nil:
 		why = "interceptors, a handler and pushes are a client's"
 	}

@@ -54,23 +54,28 @@ func TestWireDriverChoice(t *testing.T) {
 	echo, _ := LookupScenario("EchoPacket16")
 	own := Scenario{Name: "own", Route: builtin.Ping, NewCall: echo.NewCall}
 	big := RawRoute(builtin.EchoPacket, Pattern(wireMaxPayload+1), true)
+	most := RawRoute(builtin.EchoPacket, Pattern(wireMaxPayload), true)
 	for _, tt := range []struct {
 		name, driver, addr string
 		sc                 Scenario
+		inflight           int
 		opts               client.Options
 		want               string // "" for an error
 	}{
-		{"plain", DriverAuto, "127.0.0.1:1", echo, client.Options{}, DriverWire},
-		{"unix", DriverAuto, "unix:///tmp/x", echo, client.Options{}, DriverWire},
-		{"asked for clients", DriverClient, "127.0.0.1:1", echo, client.Options{}, DriverClient},
-		{"program's scenario", DriverAuto, "127.0.0.1:1", own, client.Options{}, DriverClient},
-		{"service", DriverAuto, "dns://127.0.0.1/x:1", echo, client.Options{}, DriverClient},
-		{"large payload", DriverAuto, "127.0.0.1:1", big, client.Options{}, DriverClient},
-		{"interceptors", DriverAuto, "127.0.0.1:1", echo, client.Options{Interceptors: []client.Interceptor{nil}}, DriverClient},
-		{"wire for a program's scenario", DriverWire, "127.0.0.1:1", own, client.Options{}, ""},
-		{"unknown", "gnet", "127.0.0.1:1", echo, client.Options{}, ""},
+		{"plain", DriverAuto, "127.0.0.1:1", echo, 128, client.Options{}, DriverWire},
+		{"unix", DriverAuto, "unix:///tmp/x", echo, 1, client.Options{}, DriverWire},
+		{"asked for clients", DriverClient, "127.0.0.1:1", echo, 1, client.Options{}, DriverClient},
+		{"program's scenario", DriverAuto, "127.0.0.1:1", own, 1, client.Options{}, DriverClient},
+		{"service", DriverAuto, "dns://127.0.0.1/x:1", echo, 1, client.Options{}, DriverClient},
+		{"large payload", DriverAuto, "127.0.0.1:1", big, 1, client.Options{}, DriverClient},
+		{"64 KiB, 16 in flight", DriverAuto, "127.0.0.1:1", most, 16, client.Options{}, DriverWire},
+		{"64 KiB, 17 in flight", DriverAuto, "127.0.0.1:1", most, 17, client.Options{}, DriverClient},
+		{"wire for too much in flight", DriverWire, "127.0.0.1:1", most, 128, client.Options{}, ""},
+		{"interceptors", DriverAuto, "127.0.0.1:1", echo, 1, client.Options{Interceptors: []client.Interceptor{nil}}, DriverClient},
+		{"wire for a program's scenario", DriverWire, "127.0.0.1:1", own, 1, client.Options{}, ""},
+		{"unknown", "gnet", "127.0.0.1:1", echo, 1, client.Options{}, ""},
 	} {
-		got, err := driverFor(tt.driver, tt.addr, tt.sc, tt.opts)
+		got, err := driverFor(tt.driver, tt.addr, tt.sc, tt.inflight, tt.opts)
 		if got != tt.want || (err != nil) != (tt.want == "") {
 			t.Errorf("%s: %q, %v; want %q", tt.name, got, err, tt.want)
 		}

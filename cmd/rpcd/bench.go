@@ -60,7 +60,8 @@ pause (closed loop) during -d after -warmup, or until -n calls in total.
 program writes the request frames and reads the replies itself, a batch of
 calls per read and write on each connection's one goroutine), or client (a
 client per connection, a goroutine per caller, as a program calls; a
-service -addr, and payloads past 64 KiB, always go this way).
+service -addr, payloads past 64 KiB, and more than 1 MiB of calls in
+flight on a connection always go this way).
 -rate makes the load open loop: that many calls/s in total, each call's
 latency counted from its scheduled start, so a stalled server shows. A run
 that makes less than 95% of -rate says so on standard error, and in the
