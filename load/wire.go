@@ -914,25 +914,13 @@ func runWire(ctx context.Context, cfg Config, measured func(func() error) error)
 	rec := loadgen.NewRecorder(cfg.Conns)
 	cpu0 := loadgen.ProcessCPU()
 	began := time.Now()
-	done := make(chan struct{})
-	var progress sync.WaitGroup
+	var report func(loadgen.Progress)
 	if cfg.Progress != nil {
-		progress.Add(1)
-		go func() {
-			defer progress.Done()
-			t := time.NewTicker(time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-t.C:
-					calls, errs := rec.Progress()
-					cfg.Progress(Progress{Elapsed: time.Since(began), Calls: calls, Errors: errs})
-				}
-			}
-		}()
+		report = func(p loadgen.Progress) {
+			cfg.Progress(Progress{Elapsed: p.Elapsed, Calls: p.Calls, Errors: p.Errors})
+		}
 	}
+	stopReports := rec.ReportEverySecond(began, report)
 	var elapsed, cpu time.Duration
 	_ = measured(func() error {
 		d.start(rec, cfg.Calls)
@@ -942,7 +930,6 @@ func runWire(ctx context.Context, cfg Config, measured func(func() error) error)
 		cpu = loadgen.ProcessCPU() - cpu0
 		return nil
 	})
-	close(done)
-	progress.Wait()
+	stopReports()
 	return rec.Result(elapsed, cpu), d.takeFirstErrors(), nil
 }

@@ -2,7 +2,6 @@ package python_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/internal/peertest"
 	"github.com/rpcd/rpcd/reactor"
 )
 
@@ -55,36 +55,6 @@ func TestServerCalls(t *testing.T) {
 	t.Logf("python tests:\n%s", out)
 }
 
-// CallMeBack is what PyTest/CallMeBack takes: the server calls Route on the
-// calling client with Payload, labelled Raw, or JSON when JSON is set
-// (Payload is then one JSON value). DeadlineMS, when set, bounds that call;
-// CancelAfterMS, when set, cancels it that many milliseconds after it was
-// sent. In JSON, Payload is base64.
-type CallMeBack struct {
-	Route         string `json:"route"`
-	Payload       []byte `json:"payload"`
-	JSON          bool   `json:"json"`
-	DeadlineMS    int    `json:"deadline_ms"`
-	CancelAfterMS int    `json:"cancel_after_ms"`
-}
-
-// CalledBack is what PyTest/CallMeBack answers: the client's reply, or the
-// error the server's call got (Code 0 when the client answered a Response).
-type CalledBack struct {
-	Reply       []byte `json:"reply"`
-	Code        int    `json:"code"`
-	Message     string `json:"message"`
-	Unprocessed bool   `json:"unprocessed"`
-}
-
-// Push is what PyTest/Push takes: one one-way message to Route on the
-// calling client per payload, in order; Raw, or JSON when JSON is set.
-type Push struct {
-	Route    string   `json:"route"`
-	Payloads [][]byte `json:"payloads"`
-	JSON     bool     `json:"json"`
-}
-
 // WaitState is what PyTest/WaitState answers about the last PyTest/Wait:
 // "waiting" while it runs, then its context's error ("context canceled",
 // "context deadline exceeded"); DeadlineMS is what was left of its deadline
@@ -100,51 +70,7 @@ type WaitState struct {
 // and PyTest/Wait with PyTest/WaitState (a Blocking handler that waits for
 // its context to end, and what ended it).
 func registerTestRoutes(reg *handler.Registry) {
-	reg.Handle("PyTest/CallMeBack", handler.Func(func(ctx context.Context, in CallMeBack) (CalledBack, error) {
-		peer := handler.CallFrom(ctx).Peer
-		if in.DeadlineMS > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, time.Duration(in.DeadlineMS)*time.Millisecond)
-			defer cancel()
-		}
-		if in.CancelAfterMS > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithCancel(ctx)
-			defer cancel()
-			t := time.AfterFunc(time.Duration(in.CancelAfterMS)*time.Millisecond, cancel)
-			defer t.Stop()
-		}
-		var out CalledBack
-		var err error
-		if in.JSON {
-			var reply json.RawMessage
-			err = peer.Call(ctx, in.Route, json.RawMessage(in.Payload), &reply)
-			out.Reply = reply
-		} else {
-			out.Reply, err = peer.CallRaw(ctx, in.Route, in.Payload, nil)
-		}
-		if err != nil {
-			out.Code = int(handler.CodeOf(err))
-			out.Message = handler.MessageOf(err)
-			out.Unprocessed = handler.IsUnprocessed(err)
-		}
-		return out, nil
-	}), handler.Blocking())
-	reg.Handle("PyTest/Push", handler.Func(func(ctx context.Context, in Push) (int, error) {
-		peer := handler.CallFrom(ctx).Peer
-		for i, p := range in.Payloads {
-			var err error
-			if in.JSON {
-				err = peer.Notify(ctx, in.Route, json.RawMessage(p))
-			} else {
-				err = peer.NotifyRaw(ctx, in.Route, p)
-			}
-			if err != nil {
-				return i, err
-			}
-		}
-		return len(in.Payloads), nil
-	}))
+	peertest.Register(reg, "PyTest")
 
 	var mu sync.Mutex
 	var last WaitState

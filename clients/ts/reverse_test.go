@@ -5,7 +5,6 @@ package ts_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http/httptest"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/internal/peertest"
 	"github.com/rpcd/rpcd/reactor"
 	"github.com/rpcd/rpcd/ws"
 )
@@ -77,37 +77,6 @@ func TestTSClientServed(t *testing.T) {
 	t.Logf("test/reverse.test.mjs:\n%s", out)
 }
 
-// CallMeBack is what Test/CallMeBack takes: the server calls Route on the
-// calling client with Payload, labelled Raw (Peer.CallRaw), or JSON when
-// JSON is set (Peer.Call; Payload is then one JSON value). DeadlineMS, when
-// set, bounds that call; CancelAfterMS, when set, cancels it that many
-// milliseconds after it was sent. In JSON, Payload is base64.
-type CallMeBack struct {
-	Route         string `json:"route"`
-	Payload       []byte `json:"payload"`
-	JSON          bool   `json:"json"`
-	DeadlineMS    int    `json:"deadline_ms"`
-	CancelAfterMS int    `json:"cancel_after_ms"`
-}
-
-// CalledBack is what Test/CallMeBack and Test/StreamToClient answer: the
-// client's reply, or the error the server's call or stream got (Code 0
-// when the client answered).
-type CalledBack struct {
-	Reply       []byte `json:"reply"`
-	Code        int    `json:"code"`
-	Message     string `json:"message"`
-	Unprocessed bool   `json:"unprocessed"`
-}
-
-// Push is what Test/Push takes: one one-way message to Route on the
-// calling client per payload, in order; Raw, or JSON when JSON is set.
-type Push struct {
-	Route    string   `json:"route"`
-	Payloads [][]byte `json:"payloads"`
-	JSON     bool     `json:"json"`
-}
-
 // StreamToClient is what Test/StreamToClient takes: the server opens a
 // stream to Route on the calling client, writes Data, ends its direction,
 // and answers what the client's handler sent back.
@@ -116,73 +85,27 @@ type StreamToClient struct {
 	Data  []byte `json:"data"`
 }
 
-func failed(err error) CalledBack {
-	return CalledBack{Code: int(handler.CodeOf(err)), Message: handler.MessageOf(err), Unprocessed: handler.IsUnprocessed(err)}
-}
-
 // registerCallBack adds the routes through which the test has the server
 // call its client: Test/CallMeBack and Test/StreamToClient (Blocking, as
 // handlers that wait for their peer must be) and Test/Push.
 func registerCallBack(reg *handler.Registry) {
-	reg.Handle("Test/CallMeBack", handler.Func(func(ctx context.Context, in CallMeBack) (CalledBack, error) {
-		peer := handler.CallFrom(ctx).Peer
-		if in.DeadlineMS > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, time.Duration(in.DeadlineMS)*time.Millisecond)
-			defer cancel()
-		}
-		if in.CancelAfterMS > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithCancel(ctx)
-			defer cancel()
-			t := time.AfterFunc(time.Duration(in.CancelAfterMS)*time.Millisecond, cancel)
-			defer t.Stop()
-		}
-		var out CalledBack
-		var err error
-		if in.JSON {
-			var reply json.RawMessage
-			err = peer.Call(ctx, in.Route, json.RawMessage(in.Payload), &reply)
-			out.Reply = reply
-		} else {
-			out.Reply, err = peer.CallRaw(ctx, in.Route, in.Payload, nil)
-		}
-		if err != nil {
-			return failed(err), nil
-		}
-		return out, nil
-	}), handler.Blocking())
-	reg.Handle("Test/Push", handler.Func(func(ctx context.Context, in Push) (int, error) {
-		peer := handler.CallFrom(ctx).Peer
-		for i, p := range in.Payloads {
-			var err error
-			if in.JSON {
-				err = peer.Notify(ctx, in.Route, json.RawMessage(p))
-			} else {
-				err = peer.NotifyRaw(ctx, in.Route, p)
-			}
-			if err != nil {
-				return i, err
-			}
-		}
-		return len(in.Payloads), nil
-	}))
-	reg.Handle("Test/StreamToClient", handler.Func(func(ctx context.Context, in StreamToClient) (CalledBack, error) {
+	peertest.Register(reg, "Test")
+	reg.Handle("Test/StreamToClient", handler.Func(func(ctx context.Context, in StreamToClient) (peertest.CalledBack, error) {
 		st, err := handler.CallFrom(ctx).Peer.(handler.StreamOpener).OpenStream(ctx, in.Route)
 		if err != nil {
-			return failed(err), nil
+			return peertest.Failed(err), nil
 		}
 		if _, err := st.Write(in.Data); err != nil {
-			return failed(err), nil
+			return peertest.Failed(err), nil
 		}
 		if err := st.CloseSend(); err != nil {
-			return failed(err), nil
+			return peertest.Failed(err), nil
 		}
 		reply, err := io.ReadAll(st)
 		if err != nil {
-			return failed(err), nil
+			return peertest.Failed(err), nil
 		}
-		return CalledBack{Reply: reply}, nil
+		return peertest.CalledBack{Reply: reply}, nil
 	}), handler.Blocking())
 }
 

@@ -158,31 +158,41 @@ func Run(ctx context.Context, cfg Config, call CallFunc) (Result, error) {
 	}
 	cpu0 := ProcessCPU()
 	start := time.Now()
-	done := make(chan struct{})
-	var progress sync.WaitGroup
-	if cfg.Progress != nil {
-		progress.Add(1)
-		go func() {
-			defer progress.Done()
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-tick.C:
-					calls, errs := t.progress()
-					cfg.Progress(Progress{Elapsed: time.Since(start), Calls: calls, Errors: errs})
-				}
-			}
-		}()
-	}
+	stop := reportEverySecond(start, t, cfg.Progress)
 	runPhase(mctx, cfg, call, t)
 	elapsed := time.Since(start)
 	cpu := ProcessCPU() - cpu0
-	close(done)
-	progress.Wait() // no Progress call after Run returns
+	stop() // no Progress call after Run returns
 	return summarize(t, elapsed, cpu), nil
+}
+
+// reportEverySecond calls report, if not nil, with t's figures since start
+// once a second until the returned stop, which waits for the last call.
+func reportEverySecond(start time.Time, t *tally, report func(Progress)) (stop func()) {
+	if report == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				calls, errs := t.progress()
+				report(Progress{Elapsed: time.Since(start), Calls: calls, Errors: errs})
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // newTally returns the tallies of a phase with n callers.

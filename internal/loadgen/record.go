@@ -20,6 +20,13 @@ func (r *Recorder) Tally(i int) *Tally { return (*Tally)(r.t.callers[i]) }
 // call it while the Tallies are in use.
 func (r *Recorder) Progress() (calls, errors int64) { return r.t.progress() }
 
+// ReportEverySecond calls report, if not nil, with the figures recorded
+// since start once a second, as Run does for Config.Progress, until the
+// returned stop, which waits for the last call to end.
+func (r *Recorder) ReportEverySecond(start time.Time, report func(Progress)) (stop func()) {
+	return reportEverySecond(start, r.t, report)
+}
+
 // Result sums the Tallies, each flushed (Tally.Flush) and no longer in
 // use, over elapsed, with cpu the CPU time the calls cost.
 func (r *Recorder) Result(elapsed, cpu time.Duration) Result { return summarize(r.t, elapsed, cpu) }
