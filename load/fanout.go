@@ -13,7 +13,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/rpcd/rpcd/client"
-	"github.com/rpcd/rpcd/internal/loadgen"
+	"github.com/rpcd/rpcd/internal/cputime"
 )
 
 // FanOutConfig is a publish/subscribe load for FanOut: one publisher,
@@ -160,7 +160,7 @@ func FanOut(ctx context.Context, cfg FanOutConfig) (*FanOutReport, error) {
 	// The measured part: messages published from here on.
 	startPub := published
 	measureFrom.Store(startPub)
-	cpu0 := loadgen.ProcessCPU()
+	cpu0 := cputime.Process()
 	began := time.Now()
 	if err := publish(began.Add(cfg.Duration)); err != nil {
 		return nil, err
@@ -170,7 +170,7 @@ func FanOut(ctx context.Context, cfg FanOutConfig) (*FanOutReport, error) {
 		time.Sleep(time.Millisecond)
 	}
 	secs := time.Since(began).Seconds()
-	cpu := loadgen.ProcessCPU() - cpu0
+	cpu := cputime.Process() - cpu0
 	rep := &FanOutReport{Scenario: FanOutName, Subscribers: cfg.Subscribers, Size: size, Seconds: round(secs, 2), ServerTarget: cfg.Server,
 		secs: secs, warmup: cfg.Warmup}
 	rep.Published = published - startPub

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/internal/cputime"
 	"github.com/rpcd/rpcd/internal/loadgen"
 )
 
@@ -257,9 +258,9 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		return nil, err
 	}
 	for i := range windows {
-		cpu0 := loadgen.ProcessCPU()
+		cpu0 := cputime.Process()
 		res, first, err := ld.window(ctx, cfg.Every)
-		cpu := loadgen.ProcessCPU() - cpu0
+		cpu := cputime.Process() - cpu0
 		if err != nil {
 			if ctx.Err() != nil {
 				break

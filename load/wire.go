@@ -14,6 +14,7 @@ import (
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/compression"
+	"github.com/rpcd/rpcd/internal/cputime"
 	"github.com/rpcd/rpcd/internal/loadgen"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -912,7 +913,7 @@ func runWire(ctx context.Context, cfg Config, measured func(func() error) error)
 	}
 	d.takeFirstErrors() // the warm-up's
 	rec := loadgen.NewRecorder(cfg.Conns)
-	cpu0 := loadgen.ProcessCPU()
+	cpu0 := cputime.Process()
 	began := time.Now()
 	var report func(loadgen.Progress)
 	if cfg.Progress != nil {
@@ -927,7 +928,7 @@ func runWire(ctx context.Context, cfg Config, measured func(func() error) error)
 		d.waitPhase(ctx, cfg.Duration)
 		d.stop()
 		elapsed = time.Since(began)
-		cpu = loadgen.ProcessCPU() - cpu0
+		cpu = cputime.Process() - cpu0
 		return nil
 	})
 	stopReports()

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/cputime"
 )
 
 // Stats is the route HandleStats registers.
@@ -51,7 +52,7 @@ func ReadStats(conns func() int) StatsReply {
 		RSS:        rss(),
 		NumGC:      ms.NumGC,
 		Conns:      -1,
-		CPUSec:     cpuTime().Seconds(),
+		CPUSec:     cputime.Process().Seconds(),
 	}
 	if conns != nil {
 		r.Conns = conns()

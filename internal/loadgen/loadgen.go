@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/rpcd/rpcd/internal/cputime"
 )
 
 // ErrWrongReply is what a CallFunc returns for a reply that arrived but is
@@ -156,12 +157,12 @@ func Run(ctx context.Context, cfg Config, call CallFunc) (Result, error) {
 		mctx, stop = context.WithTimeout(mctx, cfg.Duration)
 		defer stop()
 	}
-	cpu0 := ProcessCPU()
+	cpu0 := cputime.Process()
 	start := time.Now()
 	stop := reportEverySecond(start, t, cfg.Progress)
 	runPhase(mctx, cfg, call, t)
 	elapsed := time.Since(start)
-	cpu := ProcessCPU() - cpu0
+	cpu := cputime.Process() - cpu0
 	stop() // no Progress call after Run returns
 	return summarize(t, elapsed, cpu), nil
 }

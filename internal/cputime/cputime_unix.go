@@ -1,15 +1,15 @@
 //go:build unix
 
-package loadgen
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// ProcessCPU returns this process's user plus system CPU time so far; 0
+// Process returns this process's user plus system CPU time so far; 0
 // if the system does not say.
-func ProcessCPU() time.Duration {
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

@@ -1,13 +1,13 @@
-package loadgen
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// ProcessCPU returns this process's user plus kernel CPU time so far; 0
+// Process returns this process's user plus kernel CPU time so far; 0
 // if the system does not say.
-func ProcessCPU() time.Duration {
+func Process() time.Duration {
 	self, err := syscall.GetCurrentProcess()
 	if err != nil {
 		return 0
