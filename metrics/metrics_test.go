@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/promtest"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -188,7 +187,7 @@ func TestCollect(t *testing.T) {
 	}
 	serve(t, reg, "T/Fail", nil)
 
-	got := gather(t, m)
+	got := promtest.Gather(t, m)
 	for key, want := range map[string]float64{
 		"rpcd_calls_total code=OK route=T/Echo":       5,
 		"rpcd_calls_total code=OK route=T/Fail":       0,
@@ -205,41 +204,6 @@ func TestCollect(t *testing.T) {
 	if len(got) != 7 {
 		t.Errorf("%d series, want 7: %v", len(got), got)
 	}
-}
-
-// gather registers cs with a pedantic Prometheus registry and returns
-// every series it exports, as "name label=value ..." (labels in order):
-// counters and gauges by value, histograms by count, each with the 31
-// buckets from 128 ns to 137 s.
-func gather(t *testing.T, cs ...prometheus.Collector) map[string]float64 {
-	t.Helper()
-	pr := prometheus.NewPedanticRegistry()
-	pr.MustRegister(cs...)
-	families, err := pr.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, f := range families {
-		for _, mt := range f.GetMetric() {
-			key := f.GetName()
-			for _, l := range mt.GetLabel() {
-				key += " " + l.GetName() + "=" + l.GetValue()
-			}
-			switch {
-			case mt.Counter != nil:
-				got[key] = mt.Counter.GetValue()
-			case mt.Gauge != nil:
-				got[key] = mt.Gauge.GetValue()
-			case mt.Histogram != nil:
-				got[key] = float64(mt.Histogram.GetSampleCount())
-				if n := len(mt.Histogram.GetBucket()); n != 31 {
-					t.Errorf("%s: %d buckets, want 31 (128 ns to 137 s)", key, n)
-				}
-			}
-		}
-	}
-	return got
 }
 
 // BenchmarkMiddleware is a raw call through Route.Serve with and without

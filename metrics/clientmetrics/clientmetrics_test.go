@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/leaktest"
+	"github.com/rpcd/rpcd/internal/promtest"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/metrics/clientmetrics"
 	"github.com/rpcd/rpcd/reactor"
@@ -56,7 +56,7 @@ func TestClientInterceptor(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got := gather(t, server, m)
+	got := promtest.Gather(t, server, m)
 	for key, want := range map[string]float64{
 		"rpcd_client_calls_total code=OK route=T/Echo":       3,
 		"rpcd_client_calls_total code=NotFound route=T/None": 1,
@@ -76,41 +76,6 @@ func TestClientInterceptor(t *testing.T) {
 			t.Errorf("the server counted a call the client answered itself: %s", key)
 		}
 	}
-}
-
-// gather registers cs with a pedantic Prometheus registry and returns
-// every series it exports, as "name label=value ..." (labels in order):
-// counters and gauges by value, histograms by count, each with the 31
-// buckets from 128 ns to 137 s.
-func gather(t *testing.T, cs ...prometheus.Collector) map[string]float64 {
-	t.Helper()
-	pr := prometheus.NewPedanticRegistry()
-	pr.MustRegister(cs...)
-	families, err := pr.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, f := range families {
-		for _, mt := range f.GetMetric() {
-			key := f.GetName()
-			for _, l := range mt.GetLabel() {
-				key += " " + l.GetName() + "=" + l.GetValue()
-			}
-			switch {
-			case mt.Counter != nil:
-				got[key] = mt.Counter.GetValue()
-			case mt.Gauge != nil:
-				got[key] = mt.Gauge.GetValue()
-			case mt.Histogram != nil:
-				got[key] = float64(mt.Histogram.GetSampleCount())
-				if n := len(mt.Histogram.GetBucket()); n != 31 {
-					t.Errorf("%s: %d buckets, want 31 (128 ns to 137 s)", key, n)
-				}
-			}
-		}
-	}
-	return got
 }
 
 func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
