@@ -9,18 +9,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	rpcdcputime "github.com/rpcd/rpcd/internal/cputime"
 )
 
-// Self returns this process's user plus system CPU time so far.
-func Self() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+// Self returns this process's user plus system CPU time so far, as rpcd's
+// load tools read it.
+func Self() time.Duration { return rpcdcputime.Process() }
 
 var (
 	clkTckOnce sync.Once
