@@ -166,24 +166,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, tl, 0, &handler.Error{Code: proto.CodeUnavailable, Message: "server is draining", Unprocessed: true})
 		return
 	}
-	id, err := g.authenticate(r)
-	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="rpcd"`)
-		g.fail(w, tl, 0, err)
+	id, ok := g.admit(w, tl, r)
+	if !ok {
 		return
 	}
 	if rt == nil || handler.ValidRoute(route) != nil || len(route) > g.opts.Limits.MaxRoute {
 		g.fail(w, tl, 0, &handler.Error{Code: proto.CodeNotFound, Message: "no route " + route, Unprocessed: true})
 		return
 	}
-	md, status, err := g.metadata(r.Header)
-	if err != nil {
-		g.fail(w, tl, status, err)
-		return
-	}
-	deadline, err := deadlineOf(r)
-	if err != nil {
-		g.fail(w, tl, 0, err)
+	md, deadline, ok := g.callHeaders(w, tl, r)
+	if !ok {
 		return
 	}
 
@@ -378,6 +370,34 @@ func codecOf(contentType string) (proto.Codec, error) {
 	}
 	return 0, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
 		Message: "Content-Type " + contentType + ": want " + ContentJSON + " or, for raw routes, " + ContentRaw}
+}
+
+// admit authenticates r; if that fails it answers with the error and the
+// Bearer challenge, and reports false.
+func (g *Gateway) admit(w http.ResponseWriter, tl tally, r *http.Request) (*handler.Identity, bool) {
+	id, err := g.authenticate(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rpcd"`)
+		g.fail(w, tl, 0, err)
+		return nil, false
+	}
+	return id, true
+}
+
+// callHeaders reads a call's metadata and deadline from r's headers; if
+// either is bad it answers with the error and reports false.
+func (g *Gateway) callHeaders(w http.ResponseWriter, tl tally, r *http.Request) (proto.Metadata, time.Time, bool) {
+	md, status, err := g.metadata(r.Header)
+	if err != nil {
+		g.fail(w, tl, status, err)
+		return nil, time.Time{}, false
+	}
+	deadline, err := deadlineOf(r)
+	if err != nil {
+		g.fail(w, tl, 0, err)
+		return nil, time.Time{}, false
+	}
+	return md, deadline, true
 }
 
 // authenticate returns the identity the request acts as: the

@@ -91,20 +91,12 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 			Message: "Content-Type " + r.Header.Get("Content-Type") + ": JSON-RPC takes " + ContentJSON})
 		return
 	}
-	id, err := g.authenticate(r)
-	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="rpcd"`)
-		g.fail(w, tl, 0, err)
+	id, ok := g.admit(w, tl, r)
+	if !ok {
 		return
 	}
-	md, status, err := g.metadata(r.Header)
-	if err != nil {
-		g.fail(w, tl, status, err)
-		return
-	}
-	deadline, err := deadlineOf(r)
-	if err != nil {
-		g.fail(w, tl, 0, err)
+	md, deadline, ok := g.callHeaders(w, tl, r)
+	if !ok {
 		return
 	}
 	body, err := readBody(r.Body, r.ContentLength, g.opts.Limits.MaxFrameSize, nil)
