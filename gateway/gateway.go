@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"sort"
 	"strconv"
 	"strings"
@@ -237,13 +238,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	if codec == proto.CodecRaw {
-		h.Set("Content-Type", ContentRaw)
+		h["Content-Type"] = contentRawValue
 	} else {
-		h.Set("Content-Type", ContentJSON)
+		h["Content-Type"] = contentJSONValue
 	}
 	reply := out
 	if g.opts.CompressMin >= 0 {
-		h.Set("Vary", "Accept-Encoding")
+		h["Vary"] = varyValue
 		if zip := g.replyCompression(r, len(out)); zip != proto.CompressionNone {
 			zp := compression.GetBuffer()
 			z := compression.Append((*zp)[:0], out, zip)
@@ -354,11 +355,23 @@ func (g *Gateway) fail(w http.ResponseWriter, tl tally, status int, err error) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
+// Header values the gateway sets on every reply, shared rather than
+// allocated per reply: assigned to the map whole, as canonical keys, they
+// are never written through (Header.Add appends to a full slice, so copies).
+var (
+	contentJSONValue = []string{ContentJSON}
+	contentRawValue  = []string{ContentRaw}
+	varyValue        = []string{"Accept-Encoding"}
+)
+
 // codecOf returns the codec a Content-Type asks for: JSON for
 // application/json or none, raw for application/octet-stream.
 func codecOf(contentType string) (proto.Codec, error) {
-	if contentType == "" {
+	switch contentType { // the common spellings, without parsing
+	case "", ContentJSON:
 		return proto.CodecJSON, nil
+	case ContentRaw:
+		return proto.CodecRaw, nil
 	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	switch {
@@ -437,6 +450,17 @@ func certIdentity(st *tls.ConnectionState) *handler.Identity {
 	return &handler.Identity{Subject: cert.Subject.CommonName, Method: "tls", Roles: cert.Subject.OrganizationalUnit}
 }
 
+// The trace context's metadata keys and the canonical header names that
+// carry them, looked up in the map directly: Header.Values would
+// canonicalize, and so allocate, a lower-case name on every request.
+var (
+	traceKeys = []struct{ meta, header string }{
+		{proto.MetaTraceParent, textproto.CanonicalMIMEHeaderKey(proto.MetaTraceParent)},
+		{proto.MetaTraceState, textproto.CanonicalMIMEHeaderKey(proto.MetaTraceState)},
+	}
+	baggageHeader = textproto.CanonicalMIMEHeaderKey(proto.MetaBaggage)
+)
+
 // metadata builds the call's metadata from the request headers:
 // traceparent and tracestate, baggage (repeated headers joined with
 // commas, one entry, as W3C Baggage reads them), then each Rpcd-Meta-*
@@ -463,12 +487,12 @@ func (g *Gateway) metadata(h http.Header) (proto.Metadata, int, error) {
 		}
 		return nil
 	}
-	for _, key := range []string{proto.MetaTraceParent, proto.MetaTraceState} {
-		if vs := h.Values(key); len(vs) > 0 {
-			_ = add(key, vs) // the keys are valid; header values are far below 64 KiB unless the server allows more
+	for _, key := range traceKeys {
+		if vs := h[key.header]; len(vs) > 0 {
+			_ = add(key.meta, vs) // the keys are valid; header values are far below 64 KiB unless the server allows more
 		}
 	}
-	if vs := h.Values(proto.MetaBaggage); len(vs) > 0 {
+	if vs := h[baggageHeader]; len(vs) > 0 {
 		if err := add(proto.MetaBaggage, []string{strings.Join(vs, ",")}); err != nil {
 			return nil, http.StatusBadRequest, err
 		}

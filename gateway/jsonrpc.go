@@ -138,7 +138,7 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	h.Set("Content-Type", ContentJSON)
+	h["Content-Type"] = contentJSONValue
 	h.Set("Content-Length", strconv.Itoa(len(out)+1))
 	g.counts.response(RouteJSONRPC, http.StatusOK)
 	w.WriteHeader(http.StatusOK)
