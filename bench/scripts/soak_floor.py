@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+# The kernel floor of rpcd soak's 10,000 × 10/s scenario: bench/soakfloor/soakfloor.c (an epoll echo
+# server and an open-loop client in C, the least a program can do) interleaved with `rpcd soak` and its
+# child `rpcd serve`, on loopback, each pair sharing the machine's cores. Per run, over the measured
+# window (rpcd: its judged windows): calls/s; each side's CPU µs per call (getrusage; its system time
+# holds the loopback's softirq work done in the process); the ksoftirqd threads' CPU (the softirq work
+# done outside it); the machine's busy CPU per call; and what other processes used (the machine is
+# shared: before each run it waits for a quiet second). Prints a table and the medians; writes every
+# run as JSON. Runs per round, the order reversed every other round:
+#   c10     C client, pipelined open loop, -rate 10: the floor
+#   c10one  C client, -one: at most one call in flight per connection, as rpcd soak's wire driver
+#   rpcd    rpcd soak -c 10000 -rate 10, with its child rpcd serve
+#   c5 c20  the C floor at -rate 5 and 20: where it saturates
+# usage: soak_floor.py RPCD_BINARY [ROUNDS=3] [SECONDS=20] [OUT.json] [--warmup 5] [--conns 10000]
+#        [--kinds c10,c10one,rpcd,c5,c20] [--quiet 25] [--tick 0]
+# (a C run is c<rate>[one]: --kinds c6,c7,c8 finds where the floor saturates)
+import argparse, datetime, hashlib, json, os, queue, signal, statistics, subprocess, sys, threading, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SRC = os.path.join(REPO, 'bench', 'soakfloor', 'soakfloor.c')
+FLOOR = '/tmp/soakfloor'
+C_KINDS = {'c10': (10, False), 'c10one': (10, True), 'c5': (5, False), 'c20': (20, False)}
+# other C runs by name: c<rate>[one], e.g. --kinds c7,c8one
+HZ = os.sysconf('SC_CLK_TCK')
+
+ap = argparse.ArgumentParser()
+ap.add_argument('rpcd')
+ap.add_argument('rounds', nargs='?', type=int, default=3)
+ap.add_argument('seconds', nargs='?', type=int, default=20)
+ap.add_argument('out', nargs='?', default='')
+ap.add_argument('--warmup', type=int, default=5)
+ap.add_argument('--conns', type=int, default=10000)
+ap.add_argument('--tick', type=int, default=0, help="soakfloor client -tick: µs; 0 wakes at each call's time")
+ap.add_argument('--kinds', default='c10,c10one,rpcd,c5,c20')
+ap.add_argument('--quiet', type=float, default=25,
+                help='before each run wait (up to 90 s) until the machine is at most this %% busy over 1 s')
+A = ap.parse_args()
+KINDS = A.kinds.split(',')
+for k in KINDS:
+    if k != 'rpcd' and k not in C_KINDS:
+        C_KINDS[k] = (float(k[1:].removesuffix('one')), k.endswith('one'))
+KSOFTIRQD = [p for p in os.listdir('/proc') if p.isdigit() and
+             open(f'/proc/{p}/comm').read().startswith('ksoftirqd/')]
+
+
+def sh(*cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO).stdout.strip()
+
+
+def cpustat():
+    """Machine-wide CPU seconds by state (/proc/stat, all CPUs), the ksoftirqd threads' CPU seconds,
+    and the monotonic clock."""
+    f = open('/proc/stat').readline().split()[1:]
+    d = {n: int(v) / HZ for n, v in zip(['user', 'nice', 'system', 'idle', 'iowait', 'irq', 'softirq', 'steal'], f)}
+    d['ksoftirqd'] = sum(sum(int(x) for x in open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[11:13])
+                         for p in KSOFTIRQD) / HZ
+    d['wall'] = time.monotonic()
+    return d
+
+
+def busy(a, b):
+    """Between two cpustat()s: the machine's busy CPU seconds, the seconds it had (its CPUs times the
+    wall time), and the deltas by state. Busy is the time the CPUs were not idle: the busy states are
+    sampled at the tick and miss short bursts. Sound when the machine is saturated (idle near 0); on
+    this VM a half-idle machine's idle time is not: processes' getrusage then exceeds the busy time by
+    up to a tenth of the machine, and halts show up as steal (counted busy here, for that reason)."""
+    d = {k: round(b[k] - a[k], 3) for k in a}
+    had = d.pop('wall') * os.cpu_count()
+    return had - d['idle'] - d['iowait'], had, d
+
+
+def quiet_gate():
+    """Waits until the machine is quiet; returns the busy % of the last 1 s sample and the seconds waited."""
+    began = time.time()
+    while True:
+        a = cpustat(); time.sleep(1); b = cpustat()
+        used, had, _ = busy(a, b)
+        if 100 * used / had <= A.quiet or time.time() - began > 90:
+            return round(100 * used / had, 1), round(time.time() - began, 1)
+
+
+class Lines:
+    """Reads a stream's lines into a queue on a thread, each with the monotonic time it came."""
+    def __init__(self, f):
+        self.q = queue.Queue()
+        threading.Thread(target=self._pump, args=(f,), daemon=True).start()
+
+    def _pump(self, f):
+        for line in f:
+            self.q.put((time.monotonic(), line.rstrip('\n')))
+        self.q.put((time.monotonic(), None))
+
+    def get(self, timeout):
+        return self.q.get(timeout=timeout)[1]
+
+
+class Sampler:
+    """cpustat() every 0.2 s on a thread, to cut a span out of a run afterwards."""
+    def __init__(self):
+        self.samples, self.done = [], threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while not self.done.is_set():
+            self.samples.append(cpustat())
+            self.done.wait(0.2)
+
+    def stop(self):
+        self.done.set(); self.t.join()
+
+    def at(self, t):
+        return min(self.samples, key=lambda s: abs(s['wall'] - t))
+
+
+def stop(p, sig=signal.SIGTERM):
+    if p.poll() is None:
+        p.send_signal(sig)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill(); p.wait()
+
+
+def machine(v, a, b, calls, ours):
+    """Adds the machine's figures over the span a..b to v: ours is the pair's CPU seconds in it."""
+    used, had, d = busy(a, b)
+    v.update({
+        'machine_busy_pct': round(100 * used / had, 1), 'ksoftirqd_pct': round(100 * d['ksoftirqd'] / had, 1),
+        'others_cpu_pct': round(100 * (used - ours - d['ksoftirqd']) / had, 1),
+        'pair_and_ksoftirqd_per_call_us': round((ours + d['ksoftirqd']) * 1e6 / calls, 3),
+        'machine_cpu_per_call_us': round(used * 1e6 / calls, 3), 'machine_cpu_sec': d,
+    })
+    return v
+
+
+def run_c(rate, one):
+    srv_cmd = [FLOOR, 'server', '-port', '0', '-threads', '2']
+    srv = subprocess.Popen(srv_cmd, stdout=subprocess.PIPE, text=True)
+    cl = None
+    try:
+        sl = Lines(srv.stdout)
+        port = int(sl.get(10).split()[1])
+        cl_cmd = [FLOOR, 'client', '-addr', f'127.0.0.1:{port}', '-c', str(A.conns), '-rate', str(rate),
+                  '-d', str(A.seconds), '-warmup', str(A.warmup), '-size', '16', '-threads', '2',
+                  '-tick', str(A.tick)] + (['-one'] if one else [])
+        cl = subprocess.Popen(cl_cmd, stdout=subprocess.PIPE, text=True)
+        ll = Lines(cl.stdout)
+        deadline = time.time() + A.warmup + A.seconds + 120
+        per_sec, snaps, stats, rep = [], [], [], None
+        while rep is None:
+            line = ll.get(max(deadline - time.time(), 1))
+            if line is None:
+                raise RuntimeError('soakfloor client ended without a report')
+            if line in ('window start', 'window end'):  # the server's counters and the machine's, at once
+                stats.append(cpustat())
+                srv.send_signal(signal.SIGUSR1)
+                snaps.append(json.loads(sl.get(10)))
+            elif line.startswith('sec '):
+                per_sec.append(int(line.split()[3]))
+            elif line.startswith('{'):
+                rep = json.loads(line)
+        cl.wait(timeout=30)
+    finally:
+        if cl is not None:
+            stop(cl, signal.SIGKILL)
+        stop(srv)
+    s0, s1 = snaps
+    calls = rep['calls']
+    srv_cpu = s1['cpu_sec'] - s0['cpu_sec']
+    v = {
+        'calls_per_sec': rep['calls_per_sec'], 'asked_per_sec': rep['asked_per_sec'],
+        'client_cpu_per_call_us': rep['cpu_per_call_us'],
+        'server_cpu_per_call_us': round(srv_cpu * 1e6 / calls, 3),
+        'client_user_per_call_us': rep['user_per_call_us'], 'client_sys_per_call_us': rep['sys_per_call_us'],
+        'server_user_per_call_us': round((s1['cpu_user_sec'] - s0['cpu_user_sec']) * 1e6 / calls, 3),
+        'server_sys_per_call_us': round((s1['cpu_sys_sec'] - s0['cpu_sys_sec']) * 1e6 / calls, 3),
+        'p50_us': rep['p50_us'], 'p99_us': rep['p99_us'],
+    }
+    machine(v, stats[0], stats[1], calls, rep['cpu_user_sec'] + rep['cpu_sys_sec'] + srv_cpu)
+    v.update({
+        'calls_per_sec_by_second': per_sec, 'client': rep,
+        'server_window': {k: s1[k] - s0[k] for k in ('cpu_user_sec', 'cpu_sys_sec', 'cpu_sec', 'echoes', 'reads',
+                                                     'writes', 'vol_ctx_switches', 'invol_ctx_switches')},
+        'commands': [' '.join(srv_cmd), ' '.join(cl_cmd)],
+    })
+    return v
+
+
+def run_rpcd():
+    every = 5 if A.seconds % 5 == 0 and A.warmup % 5 == 0 else 1
+    cmd = [A.rpcd, 'soak', '-c', str(A.conns), '-rate', '10', '-d', f'{A.seconds}s', '-warmup', f'{A.warmup}s',
+           '-every', f'{every}s', '-json']
+    smp = Sampler()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = Lines(p.stdout), Lines(p.stderr)
+        p.wait(timeout=A.warmup + A.seconds + 180)
+    finally:
+        stop(p, signal.SIGKILL)
+        smp.stop()
+    stdout, stderr = _drain(out), _drain(err)
+    r = json.loads('\n'.join(x for _, x in stdout))
+    # Its windows' end_sec count from the load's start, just after it prints "... connections in ...".
+    t_load = next(t for t, x in stderr if ' connections in ' in x)
+    judged = [w for w in r['windows'] if not w['warmup']]
+    warm = [w['end_sec'] for w in r['windows'] if w['warmup']]
+    calls = sum(w['calls'] for w in judged)
+    secs = sum(w['calls'] / w['calls_per_sec'] for w in judged if w['calls_per_sec'] > 0)
+    v = {
+        'calls_per_sec': round(calls / secs, 1), 'asked_per_sec': A.conns * 10.0,
+        'client_cpu_per_call_us': r['cpu_per_call_us'], 'server_cpu_per_call_us': r.get('server_cpu_per_call_us'),
+        'p50_us': statistics.median(w['p50_us'] for w in judged), 'p99_us': r['p99_us'],
+    }
+    ours = (r['cpu_per_call_us'] + r.get('server_cpu_per_call_us', 0)) * calls / 1e6
+    machine(v, smp.at(t_load + (warm[-1] if warm else 0)), smp.at(t_load + judged[-1]['end_sec']), calls, ours)
+    v.update({'calls_per_sec_by_window': [w['calls_per_sec'] for w in r['windows']], 'exit_code': p.returncode,
+              'errors': r['errors'], 'driver': r.get('driver'), 'dial_sec': r.get('dial_sec'), 'command': ' '.join(cmd),
+              'stderr': [x for _, x in stderr]})
+    return v
+
+
+def _drain(l):
+    """The lines l read, with their times, once its stream has ended."""
+    got = []
+    while True:
+        t, x = l.q.get(timeout=30)
+        if x is None:
+            return got
+        got.append((t, x))
+
+
+def main():
+    subprocess.run(['gcc', '-O2', '-Wall', '-pthread', '-o', FLOOR, SRC], check=True)
+    runs = {k: [] for k in KINDS}
+    for i in range(A.rounds):
+        for k in (KINDS if i % 2 == 0 else KINDS[::-1]):
+            pct, waited = quiet_gate()
+            v = run_rpcd() if k == 'rpcd' else run_c(*C_KINDS[k])
+            v['round'], v['busy_before_pct'], v['waited_quiet_sec'] = i + 1, pct, waited
+            runs[k].append(v)
+            print(f"{i + 1} {k:7s} {v['calls_per_sec']:7.0f} calls/s  µs/call: client {v['client_cpu_per_call_us']:5.2f}"
+                  f"  server {v['server_cpu_per_call_us'] or 0:5.2f}  +ksoftirqd {v['pair_and_ksoftirqd_per_call_us']:5.2f}"
+                  f"  machine {v['machine_cpu_per_call_us']:5.2f};  p99 {v['p99_us'] / 1e3:8.1f} ms;  machine "
+                  f"{v['machine_busy_pct']:5.1f}% busy, ksoftirqd {v['ksoftirqd_pct']}%, others {v['others_cpu_pct']}%"
+                  f" (before: {pct}%)", flush=True)
+    fields = ('calls_per_sec', 'client_cpu_per_call_us', 'server_cpu_per_call_us', 'pair_and_ksoftirqd_per_call_us',
+              'machine_cpu_per_call_us', 'p99_us', 'machine_busy_pct', 'ksoftirqd_pct', 'others_cpu_pct')
+    med = {k: {f: statistics.median(x[f] for x in v if x.get(f) is not None) for f in fields} for k, v in runs.items() if v}
+    for k, m in med.items():
+        if k != 'rpcd':
+            for f in ('client_user_per_call_us', 'client_sys_per_call_us', 'server_user_per_call_us', 'server_sys_per_call_us'):
+                m[f] = statistics.median(x[f] for x in runs[k])
+        m['fraction_of_asked'] = round(m['calls_per_sec'] / (A.conns * (10 if k == 'rpcd' else C_KINDS[k][0])), 3)
+        m['cpu_per_call_us'] = round(m['client_cpu_per_call_us'] + (m['server_cpu_per_call_us'] or 0), 3)
+    print('\nmedians over %d rounds (%d connections, %d s after %d s warm-up); CPU in µs per call:'
+          % (A.rounds, A.conns, A.seconds, A.warmup))
+    print('%-7s %8s %8s %7s %7s %7s %10s %8s %7s %10s' % ('run', 'calls/s', 'of asked', 'client', 'server', 'both',
+          '+ksoftirqd', 'machine', 'others', 'p99 ms'))
+    for k, m in med.items():
+        print('%-7s %8.0f %8.3f %7.2f %7.2f %7.2f %10.2f %8.2f %6.1f%% %10.1f' % (
+            k, m['calls_per_sec'], m['fraction_of_asked'], m['client_cpu_per_call_us'], m['server_cpu_per_call_us'] or 0,
+            m['cpu_per_call_us'], m['pair_and_ksoftirqd_per_call_us'], m['machine_cpu_per_call_us'],
+            m['others_cpu_pct'], m['p99_us'] / 1e3))
+    if A.out:
+        out = {
+            'what': 'soak floor: bench/soakfloor (C epoll echo server + open-loop C client) beside rpcd soak, '
+                    '%d connections, 16-byte payloads, loopback, both sides on the same cores' % A.conns,
+            'command': ' '.join([sys.executable] + sys.argv),
+            'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+            'uname_r': os.uname().release, 'nproc': os.cpu_count(), 'git_revision': sh('git', 'rev-parse', 'HEAD'),
+            'git_dirty_paths': sh('git', 'status', '--porcelain').splitlines(),
+            'gcc': sh('gcc', '--version').splitlines()[0], 'rpcd_binary': A.rpcd, 'rpcd_version': sh(A.rpcd, 'version'),
+            'rpcd_sha256': hashlib.sha256(open(A.rpcd, 'rb').read()).hexdigest(),
+            'rounds': A.rounds, 'seconds': A.seconds, 'warmup': A.warmup, 'conns': A.conns, 'tick_us': A.tick,
+            'kinds': {k: 'C floor, %s, %g/s' % ('one in flight' if v[1] else 'pipelined', v[0]) for k, v in C_KINDS.items()
+                      if k in KINDS} | {'c10': 'C floor, pipelined open loop, 10/s per connection',
+                      'c10one': 'C floor, one call in flight per connection (a late call goes on the reply), 10/s',
+                      'rpcd': 'rpcd soak (its default driver) with its child rpcd serve, 10/s',
+                      'c5': 'C floor, pipelined, 5/s', 'c20': 'C floor, pipelined, 20/s'},
+            'notes': 'client/server CPU per call: getrusage of each process over the measured window (C) or '
+                     'rpcd soak\'s judged windows, over the calls answered in it. pair_and_ksoftirqd adds the '
+                     'ksoftirqd threads\' CPU; machine_cpu_per_call_us is the machine\'s busy CPU (2 CPUs minus '
+                     'idle and iowait, from /proc/stat) over the calls, others included; others_cpu_pct is '
+                     'what neither the pair nor ksoftirqd used. The machine figures hold when the machine is '
+                     'saturated (idle near 0); below that, this VM\'s idle accounting is off by up to a tenth '
+                     'of the machine (others_cpu_pct goes negative). For rpcd they are cut from 0.2 s samples '
+                     'at its judged windows\' bounds.',
+            'runs': runs, 'medians': med,
+        }
+        with open(A.out, 'w') as f:
+            json.dump(out, f, indent=1)
+        print('wrote', A.out)
+
+
+if __name__ == '__main__':
+    main()
