@@ -11,9 +11,17 @@
 #   c10one  C client, -one: at most one call in flight per connection, as rpcd soak's wire driver
 #   rpcd    rpcd soak -c 10000 -rate 10, with its child rpcd serve
 #   c5 c20  the C floor at -rate 5 and 20: where it saturates
+# and, crossing the C pair with rpcd's sides (soakfloor -rpcd speaks docs/protocol.md's frames), at 10/s:
+#   c10rpcd the C client and the C server, both speaking rpcd frames (Bench/EchoPacket Requests, Responses)
+#   c_serve the C client, rpcd frames, against `rpcd serve` (started as rpcd soak starts its child);
+#           the server's CPU from /proc/PID/stat at the client's window start and end
+#   soak_c  `rpcd soak -addr` against the C server in rpcd mode (it answers Sys/Stats, which soak samples)
+# For every process the user/system split of its CPU (getrusage for the C ones, /proc/PID/stat for rpcd's,
+# sampled every 0.2 s and cut at soak's judged windows for rpcd soak).
 # usage: soak_floor.py RPCD_BINARY [ROUNDS=3] [SECONDS=20] [OUT.json] [--warmup 5] [--conns 10000]
-#        [--kinds c10,c10one,rpcd,c5,c20] [--quiet 25] [--tick 0]
-# (a C run is c<rate>[one]: --kinds c6,c7,c8 finds where the floor saturates)
+#        [--kinds c10,c10one,rpcd,c5,c20] [--quiet 25] [--tick 0] [--deadline 5000]
+# (a C run is c<rate>[one]: --kinds c6,c7,c8 finds where the floor saturates;
+#  the crossing: --kinds c10,c10rpcd,c_serve,soak_c,rpcd)
 import argparse, datetime, hashlib, json, os, queue, signal, statistics, subprocess, sys, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -21,6 +29,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 SRC = os.path.join(REPO, 'bench', 'soakfloor', 'soakfloor.c')
 FLOOR = '/tmp/soakfloor'
 C_KINDS = {'c10': (10, False), 'c10one': (10, True), 'c5': (5, False), 'c20': (20, False)}
+# the crossed runs: kind -> (client, server)
+CROSS = {'c10rpcd': ('c', 'c'), 'c_serve': ('c', 'rpcd'), 'soak_c': ('soak', 'c')}
 # other C runs by name: c<rate>[one], e.g. --kinds c7,c8one
 HZ = os.sysconf('SC_CLK_TCK')
 
@@ -33,12 +43,14 @@ ap.add_argument('--warmup', type=int, default=5)
 ap.add_argument('--conns', type=int, default=10000)
 ap.add_argument('--tick', type=int, default=0, help="soakfloor client -tick: µs; 0 wakes at each call's time")
 ap.add_argument('--kinds', default='c10,c10one,rpcd,c5,c20')
+ap.add_argument('--deadline', type=int, default=5000,
+                help="the C client's Requests' deadline field in rpcd mode, ms: rpcd soak sends its -timeout, 5 s")
 ap.add_argument('--quiet', type=float, default=25,
                 help='before each run wait (up to 90 s) until the machine is at most this %% busy over 1 s')
 A = ap.parse_args()
 KINDS = A.kinds.split(',')
 for k in KINDS:
-    if k != 'rpcd' and k not in C_KINDS:
+    if k != 'rpcd' and k not in C_KINDS and k not in CROSS:
         C_KINDS[k] = (float(k[1:].removesuffix('one')), k.endswith('one'))
 KSOFTIRQD = [p for p in os.listdir('/proc') if p.isdigit() and
              open(f'/proc/{p}/comm').read().startswith('ksoftirqd/')]
@@ -59,13 +71,32 @@ def cpustat():
     return d
 
 
+def procstat(pid):
+    """A process's CPU seconds so far, all its threads: user and system (/proc/PID/stat utime and
+    stime, in clock ticks), or None once it is gone."""
+    try:
+        f = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    u, s = int(f[11]) / HZ, int(f[12]) / HZ
+    return {'cpu_user_sec': u, 'cpu_sys_sec': s, 'cpu_sec': round(u + s, 2)}
+
+
+def split(a, b, calls):
+    """User and system µs per call between two procstat()s."""
+    if not a or not b:
+        return None, None
+    return (round((b['cpu_user_sec'] - a['cpu_user_sec']) * 1e6 / calls, 3),
+            round((b['cpu_sys_sec'] - a['cpu_sys_sec']) * 1e6 / calls, 3))
+
+
 def busy(a, b):
     """Between two cpustat()s: the machine's busy CPU seconds, the seconds it had (its CPUs times the
     wall time), and the deltas by state. Busy is the time the CPUs were not idle: the busy states are
     sampled at the tick and miss short bursts. Sound when the machine is saturated (idle near 0); on
     this VM a half-idle machine's idle time is not: processes' getrusage then exceeds the busy time by
     up to a tenth of the machine, and halts show up as steal (counted busy here, for that reason)."""
-    d = {k: round(b[k] - a[k], 3) for k in a}
+    d = {k: round(b[k] - a[k], 3) for k in a if k != 'procs'}
     had = d.pop('wall') * os.cpu_count()
     return had - d['idle'] - d['iowait'], had, d
 
@@ -96,15 +127,18 @@ class Lines:
 
 
 class Sampler:
-    """cpustat() every 0.2 s on a thread, to cut a span out of a run afterwards."""
+    """cpustat() every 0.2 s on a thread, to cut a span out of a run afterwards; with it, procstat() of
+    each process in self.pids (name -> pid; a run adds them as it learns them)."""
     def __init__(self):
-        self.samples, self.done = [], threading.Event()
+        self.samples, self.done, self.pids = [], threading.Event(), {}
         self.t = threading.Thread(target=self._run, daemon=True)
         self.t.start()
 
     def _run(self):
         while not self.done.is_set():
-            self.samples.append(cpustat())
+            d = cpustat()
+            d['procs'] = {n: procstat(pid) for n, pid in list(self.pids.items())}
+            self.samples.append(d)
             self.done.wait(0.2)
 
     def stop(self):
@@ -112,6 +146,15 @@ class Sampler:
 
     def at(self, t):
         return min(self.samples, key=lambda s: abs(s['wall'] - t))
+
+    def proc_at(self, t, name):
+        """procstat() of process name in the sample nearest t that has it (one may end just after
+        the span), and that sample's time."""
+        have = [s for s in self.samples if s['procs'].get(name)]
+        if not have:
+            return None, None
+        s = min(have, key=lambda s: abs(s['wall'] - t))
+        return s['procs'][name], s['wall']
 
 
 def stop(p, sig=signal.SIGTERM):
@@ -135,16 +178,43 @@ def machine(v, a, b, calls, ours):
     return v
 
 
-def run_c(rate, one):
-    srv_cmd = [FLOOR, 'server', '-port', '0', '-threads', '2']
-    srv = subprocess.Popen(srv_cmd, stdout=subprocess.PIPE, text=True)
+def rpcd_serve():
+    """Starts `rpcd serve` as rpcd soak starts its child (its flags, -max-conns -c + 16); returns the
+    process, its command, the Lines of its standard error and its port."""
+    cmd = [A.rpcd, 'serve', '-log-format', 'text', '-addr', '127.0.0.1:0', '-max-conns', str(A.conns + 16)]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines = Lines(p.stderr)
+    try:
+        while True:
+            line = lines.get(10)
+            if line is None:
+                raise RuntimeError('rpcd serve ended before serving')
+            if 'rpcd: serving' in line:
+                return p, cmd, lines, int(line.split(' addr=', 1)[1].split()[0].rsplit(':', 1)[1])
+    except BaseException:
+        stop(p)
+        raise
+
+
+def run_c(rate, one, proto='echo', server='c'):
+    """The C client against the C server (server 'c') or rpcd serve ('rpcd'); proto 'rpcd' has both C
+    sides speak rpcd frames."""
+    rpcd_mode = ['-rpcd'] if proto == 'rpcd' else []
+    srv_lines = None
+    if server == 'c':
+        srv_cmd = [FLOOR, 'server', '-port', '0', '-threads', '2'] + rpcd_mode
+        srv = subprocess.Popen(srv_cmd, stdout=subprocess.PIPE, text=True)
+    else:
+        srv, srv_cmd, srv_lines, port = rpcd_serve()
     cl = None
     try:
-        sl = Lines(srv.stdout)
-        port = int(sl.get(10).split()[1])
+        if server == 'c':
+            sl = Lines(srv.stdout)
+            port = int(sl.get(10).split()[1])
         cl_cmd = [FLOOR, 'client', '-addr', f'127.0.0.1:{port}', '-c', str(A.conns), '-rate', str(rate),
                   '-d', str(A.seconds), '-warmup', str(A.warmup), '-size', '16', '-threads', '2',
-                  '-tick', str(A.tick)] + (['-one'] if one else [])
+                  '-tick', str(A.tick)] + (['-one'] if one else []) + (
+                  rpcd_mode + ['-deadline', str(A.deadline), '-drain', '10'] if rpcd_mode else [])
         cl = subprocess.Popen(cl_cmd, stdout=subprocess.PIPE, text=True)
         ll = Lines(cl.stdout)
         deadline = time.time() + A.warmup + A.seconds + 120
@@ -155,8 +225,11 @@ def run_c(rate, one):
                 raise RuntimeError('soakfloor client ended without a report')
             if line in ('window start', 'window end'):  # the server's counters and the machine's, at once
                 stats.append(cpustat())
-                srv.send_signal(signal.SIGUSR1)
-                snaps.append(json.loads(sl.get(10)))
+                if server == 'c':
+                    srv.send_signal(signal.SIGUSR1)
+                    snaps.append(json.loads(sl.get(10)))
+                else:
+                    snaps.append(procstat(srv.pid))
             elif line.startswith('sec '):
                 per_sec.append(int(line.split()[3]))
             elif line.startswith('{'):
@@ -182,25 +255,52 @@ def run_c(rate, one):
     v.update({
         'calls_per_sec_by_second': per_sec, 'client': rep,
         'server_window': {k: s1[k] - s0[k] for k in ('cpu_user_sec', 'cpu_sys_sec', 'cpu_sec', 'echoes', 'reads',
-                                                     'writes', 'vol_ctx_switches', 'invol_ctx_switches')},
+                                                     'writes', 'vol_ctx_switches', 'invol_ctx_switches') if k in s1},
         'commands': [' '.join(srv_cmd), ' '.join(cl_cmd)],
     })
+    if proto == 'rpcd':
+        v['errors'] = rep['errors'] + rep['bad_replies']
+    if server == 'c':
+        v['server_last'] = s1
+    else:
+        v['server_cpu_source'] = '/proc/PID/stat utime, stime (clock ticks of 1/%d s) at window start and end' % HZ
+        v['server_stderr'] = [x for _, x in _drain(srv_lines, 5)]
     return v
 
 
-def run_rpcd():
+def run_rpcd(server='rpcd'):
+    """rpcd soak, against its own child rpcd serve (server 'rpcd') or, with -addr, the C server in rpcd
+    mode ('c')."""
     every = 5 if A.seconds % 5 == 0 and A.warmup % 5 == 0 else 1
     cmd = [A.rpcd, 'soak', '-c', str(A.conns), '-rate', '10', '-d', f'{A.seconds}s', '-warmup', f'{A.warmup}s',
            '-every', f'{every}s', '-json']
-    smp = Sampler()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    smp, srv, srv_cmd, srv_last = Sampler(), None, None, None
+    if server == 'c':
+        srv_cmd = [FLOOR, 'server', '-port', '0', '-threads', '2', '-rpcd']
+        srv = subprocess.Popen(srv_cmd, stdout=subprocess.PIPE, text=True)
+        sl = Lines(srv.stdout)
+        cmd += ['-addr', f'127.0.0.1:{int(sl.get(10).split()[1])}']
+        smp.pids['server'] = srv.pid
+    p, first = None, []
     try:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        smp.pids['client'] = p.pid
         out, err = Lines(p.stdout), Lines(p.stderr)
+        if server == 'rpcd':  # its first line names its child: "..., server child process pid N at ..."
+            first.append(err.q.get(timeout=30))
+            if first[0][1] and 'child process pid ' in first[0][1]:
+                smp.pids['server'] = int(first[0][1].split('child process pid ', 1)[1].split()[0])
         p.wait(timeout=A.warmup + A.seconds + 180)
     finally:
-        stop(p, signal.SIGKILL)
+        if p is not None:
+            stop(p, signal.SIGKILL)
         smp.stop()
-    stdout, stderr = _drain(out), _drain(err)
+        if srv is not None:
+            stop(srv)
+            for x in _drain(sl, 10):
+                if x[1].startswith('{'):
+                    srv_last = json.loads(x[1])
+    stdout, stderr = _drain(out), first + _drain(err)
     r = json.loads('\n'.join(x for _, x in stdout))
     # Its windows' end_sec count from the load's start, just after it prints "... connections in ...".
     t_load = next(t for t, x in stderr if ' connections in ' in x)
@@ -214,18 +314,32 @@ def run_rpcd():
         'p50_us': statistics.median(w['p50_us'] for w in judged), 'p99_us': r['p99_us'],
     }
     ours = (r['cpu_per_call_us'] + r.get('server_cpu_per_call_us', 0)) * calls / 1e6
-    machine(v, smp.at(t_load + (warm[-1] if warm else 0)), smp.at(t_load + judged[-1]['end_sec']), calls, ours)
+    a, b = smp.at(t_load + (warm[-1] if warm else 0)), smp.at(t_load + judged[-1]['end_sec'])
+    machine(v, a, b, calls, ours)
+    # The user/system split from /proc/PID/stat over the same span (0.2 s samples; the totals above are
+    # soak's own: its getrusage and the server's Sys/Stats cpu_sec at its windows' bounds).
+    for side in ('client', 'server'):
+        (pa, ta), (pb, tb) = smp.proc_at(a['wall'], side), smp.proc_at(b['wall'], side)
+        v[f'{side}_user_per_call_us'], v[f'{side}_sys_per_call_us'] = split(pa, pb, calls)
+        v[f'{side}_proc_cpu_per_call_us'] = (round((pb['cpu_sec'] - pa['cpu_sec']) * 1e6 / calls, 3)
+                                             if pa and pb else None)
+        v[f'{side}_proc_span_sec'] = round(tb - ta, 2) if pa and pb else None
     v.update({'calls_per_sec_by_window': [w['calls_per_sec'] for w in r['windows']], 'exit_code': p.returncode,
               'errors': r['errors'], 'driver': r.get('driver'), 'dial_sec': r.get('dial_sec'), 'command': ' '.join(cmd),
-              'stderr': [x for _, x in stderr]})
+              'span_sec': round(b['wall'] - a['wall'], 2), 'stderr': [x for _, x in stderr],
+              'rate_reached': r.get('rate_reached'), 'flat': r.get('flat'), 'growth': r.get('growth'),
+              'server_stats_first_last': [r['windows'][0].get('server'), r['windows'][-1].get('server')]})
+    if srv_cmd:
+        v['commands'] = [' '.join(srv_cmd), ' '.join(cmd)]
+        v['server_last'] = srv_last
     return v
 
 
-def _drain(l):
+def _drain(l, timeout=30):
     """The lines l read, with their times, once its stream has ended."""
     got = []
     while True:
-        t, x = l.q.get(timeout=30)
+        t, x = l.q.get(timeout=timeout)
         if x is None:
             return got
         got.append((t, x))
@@ -237,10 +351,17 @@ def main():
     for i in range(A.rounds):
         for k in (KINDS if i % 2 == 0 else KINDS[::-1]):
             pct, waited = quiet_gate()
-            v = run_rpcd() if k == 'rpcd' else run_c(*C_KINDS[k])
+            if k == 'rpcd':
+                v = run_rpcd()
+            elif k == 'soak_c':
+                v = run_rpcd(server='c')
+            elif k in CROSS:
+                v = run_c(10, False, proto='rpcd', server=CROSS[k][1])
+            else:
+                v = run_c(*C_KINDS[k])
             v['round'], v['busy_before_pct'], v['waited_quiet_sec'] = i + 1, pct, waited
             runs[k].append(v)
-            print(f"{i + 1} {k:7s} {v['calls_per_sec']:7.0f} calls/s  µs/call: client {v['client_cpu_per_call_us']:5.2f}"
+            print(f"{i + 1} {k:8s} {v['calls_per_sec']:7.0f} calls/s  µs/call: client {v['client_cpu_per_call_us']:5.2f}"
                   f"  server {v['server_cpu_per_call_us'] or 0:5.2f}  +ksoftirqd {v['pair_and_ksoftirqd_per_call_us']:5.2f}"
                   f"  machine {v['machine_cpu_per_call_us']:5.2f};  p99 {v['p99_us'] / 1e3:8.1f} ms;  machine "
                   f"{v['machine_busy_pct']:5.1f}% busy, ksoftirqd {v['ksoftirqd_pct']}%, others {v['others_cpu_pct']}%"
@@ -249,24 +370,29 @@ def main():
               'machine_cpu_per_call_us', 'p99_us', 'machine_busy_pct', 'ksoftirqd_pct', 'others_cpu_pct')
     med = {k: {f: statistics.median(x[f] for x in v if x.get(f) is not None) for f in fields} for k, v in runs.items() if v}
     for k, m in med.items():
-        if k != 'rpcd':
-            for f in ('client_user_per_call_us', 'client_sys_per_call_us', 'server_user_per_call_us', 'server_sys_per_call_us'):
+        for f in ('client_user_per_call_us', 'client_sys_per_call_us', 'server_user_per_call_us', 'server_sys_per_call_us',
+                  'client_proc_cpu_per_call_us', 'server_proc_cpu_per_call_us'):
+            if all(x.get(f) is not None for x in runs[k]):
                 m[f] = statistics.median(x[f] for x in runs[k])
-        m['fraction_of_asked'] = round(m['calls_per_sec'] / (A.conns * (10 if k == 'rpcd' else C_KINDS[k][0])), 3)
+        if any('errors' in x for x in runs[k]):
+            m['errors'] = sum(x.get('errors', 0) for x in runs[k])
+        m['fraction_of_asked'] = round(m['calls_per_sec'] / (A.conns * (C_KINDS[k][0] if k in C_KINDS else 10)), 3)
         m['cpu_per_call_us'] = round(m['client_cpu_per_call_us'] + (m['server_cpu_per_call_us'] or 0), 3)
     print('\nmedians over %d rounds (%d connections, %d s after %d s warm-up); CPU in µs per call:'
           % (A.rounds, A.conns, A.seconds, A.warmup))
-    print('%-7s %8s %8s %7s %7s %7s %10s %8s %7s %10s' % ('run', 'calls/s', 'of asked', 'client', 'server', 'both',
+    print('%-8s %8s %8s %7s %7s %7s %10s %8s %7s %10s' % ('run', 'calls/s', 'of asked', 'client', 'server', 'both',
           '+ksoftirqd', 'machine', 'others', 'p99 ms'))
     for k, m in med.items():
-        print('%-7s %8.0f %8.3f %7.2f %7.2f %7.2f %10.2f %8.2f %6.1f%% %10.1f' % (
+        print('%-8s %8.0f %8.3f %7.2f %7.2f %7.2f %10.2f %8.2f %6.1f%% %10.1f' % (
             k, m['calls_per_sec'], m['fraction_of_asked'], m['client_cpu_per_call_us'], m['server_cpu_per_call_us'] or 0,
             m['cpu_per_call_us'], m['pair_and_ksoftirqd_per_call_us'], m['machine_cpu_per_call_us'],
             m['others_cpu_pct'], m['p99_us'] / 1e3))
     if A.out:
         out = {
             'what': 'soak floor: bench/soakfloor (C epoll echo server + open-loop C client) beside rpcd soak, '
-                    '%d connections, 16-byte payloads, loopback, both sides on the same cores' % A.conns,
+                    '%d connections, 16-byte payloads, loopback, both sides on the same cores' % A.conns + (
+                    '; crossed: the C client (rpcd frames) against rpcd serve, rpcd soak -addr against the C server '
+                    '(rpcd frames)' if any(k in CROSS for k in KINDS) else ''),
             'command': ' '.join([sys.executable] + sys.argv),
             'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
             'uname_r': os.uname().release, 'nproc': os.cpu_count(), 'git_revision': sh('git', 'rev-parse', 'HEAD'),
@@ -274,11 +400,16 @@ def main():
             'gcc': sh('gcc', '--version').splitlines()[0], 'rpcd_binary': A.rpcd, 'rpcd_version': sh(A.rpcd, 'version'),
             'rpcd_sha256': hashlib.sha256(open(A.rpcd, 'rb').read()).hexdigest(),
             'rounds': A.rounds, 'seconds': A.seconds, 'warmup': A.warmup, 'conns': A.conns, 'tick_us': A.tick,
-            'kinds': {k: 'C floor, %s, %g/s' % ('one in flight' if v[1] else 'pipelined', v[0]) for k, v in C_KINDS.items()
-                      if k in KINDS} | {'c10': 'C floor, pipelined open loop, 10/s per connection',
-                      'c10one': 'C floor, one call in flight per connection (a late call goes on the reply), 10/s',
-                      'rpcd': 'rpcd soak (its default driver) with its child rpcd serve, 10/s',
-                      'c5': 'C floor, pipelined, 5/s', 'c20': 'C floor, pipelined, 20/s'},
+            'kinds': {k: d for k, d in ({k: 'C floor, %s, %g/s' % ('one in flight' if v[1] else 'pipelined', v[0])
+                                          for k, v in C_KINDS.items()} | {
+                'c10': 'C floor, pipelined open loop, 10/s per connection',
+                'c10one': 'C floor, one call in flight per connection (a late call goes on the reply), 10/s',
+                'rpcd': 'rpcd soak (its default driver) with its child rpcd serve, 10/s',
+                'c5': 'C floor, pipelined, 5/s', 'c20': 'C floor, pipelined, 20/s',
+                'c10rpcd': 'C client and C server, both speaking rpcd frames (soakfloor -rpcd), pipelined, 10/s',
+                'c_serve': 'C client speaking rpcd frames (soakfloor client -rpcd), pipelined, against rpcd serve, 10/s',
+                'soak_c': 'rpcd soak -addr against the C server speaking rpcd frames (soakfloor server -rpcd), 10/s',
+            }).items() if k in KINDS},
             'notes': 'client/server CPU per call: getrusage of each process over the measured window (C) or '
                      'rpcd soak\'s judged windows, over the calls answered in it. pair_and_ksoftirqd adds the '
                      'ksoftirqd threads\' CPU; machine_cpu_per_call_us is the machine\'s busy CPU (2 CPUs minus '
@@ -286,7 +417,13 @@ def main():
                      'what neither the pair nor ksoftirqd used. The machine figures hold when the machine is '
                      'saturated (idle near 0); below that, this VM\'s idle accounting is off by up to a tenth '
                      'of the machine (others_cpu_pct goes negative). For rpcd they are cut from 0.2 s samples '
-                     'at its judged windows\' bounds.',
+                     'at its judged windows\' bounds. Crossed runs: c_serve\'s server CPU (rpcd serve) is '
+                     '/proc/PID/stat utime+stime read when the C client prints its window start and end (clock '
+                     'ticks); soak_c\'s server CPU is what rpcd soak reports from the C server\'s Sys/Stats cpu_sec '
+                     '(its getrusage). For rpcd soak\'s runs (rpcd, soak_c), *_user/sys_per_call_us split each '
+                     'side by /proc/PID/stat sampled every 0.2 s and cut at the judged windows\' bounds '
+                     '(*_proc_cpu_per_call_us is their sum, to set beside soak\'s own totals). The C client in '
+                     'rpcd mode sends deadline %d ms, as rpcd soak does (its -timeout).' % A.deadline,
             'runs': runs, 'medians': med,
         }
         with open(A.out, 'w') as f:
