@@ -32,8 +32,9 @@ connections open, and reports the server's memory per connection, this
 program's, and both sides' CPU per call.
 
 Without -addr it starts this program as "rpcd serve" in a child process,
-with -max-conns raised to fit -c. A server at -addr must serve
-` + builtin.Stats + ` (rpcd serve does) and allow -c connections.
+with -max-conns raised to fit -c. A server at -addr must answer every
+connection's first Ping within a second, serve ` + builtin.Stats + ` (rpcd
+serve does) and allow -c connections.
 
 Soak passes when no call failed, every window after the warm-up made at
 least 98% of the calls asked for (short of that, the machine cannot drive
