@@ -15,6 +15,7 @@
 #   c10rpcd the C client and the C server, both speaking rpcd frames (Bench/EchoPacket Requests, Responses)
 #   c_serve the C client, rpcd frames, against `rpcd serve` (started as rpcd soak starts its child);
 #           the server's CPU from /proc/PID/stat at the client's window start and end
+#   c_serve_one  the same with -one: a call in flight per connection at most, as rpcd soak
 #   soak_c  `rpcd soak -addr` against the C server in rpcd mode (it answers Sys/Stats, which soak samples)
 # For every process the user/system split of its CPU (getrusage for the C ones, /proc/PID/stat for rpcd's,
 # sampled every 0.2 s and cut at soak's judged windows for rpcd soak).
@@ -30,7 +31,7 @@ SRC = os.path.join(REPO, 'bench', 'soakfloor', 'soakfloor.c')
 FLOOR = '/tmp/soakfloor'
 C_KINDS = {'c10': (10, False), 'c10one': (10, True), 'c5': (5, False), 'c20': (20, False)}
 # the crossed runs: kind -> (client, server)
-CROSS = {'c10rpcd': ('c', 'c'), 'c_serve': ('c', 'rpcd'), 'soak_c': ('soak', 'c')}
+CROSS = {'c10rpcd': ('c', 'c'), 'c_serve': ('c', 'rpcd'), 'c_serve_one': ('c', 'rpcd'), 'soak_c': ('soak', 'c')}
 # other C runs by name: c<rate>[one], e.g. --kinds c7,c8one
 HZ = os.sysconf('SC_CLK_TCK')
 
@@ -356,7 +357,7 @@ def main():
             elif k == 'soak_c':
                 v = run_rpcd(server='c')
             elif k in CROSS:
-                v = run_c(10, False, proto='rpcd', server=CROSS[k][1])
+                v = run_c(10, k.endswith('_one'), proto='rpcd', server=CROSS[k][1])
             else:
                 v = run_c(*C_KINDS[k])
             v['round'], v['busy_before_pct'], v['waited_quiet_sec'] = i + 1, pct, waited
