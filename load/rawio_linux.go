@@ -3,6 +3,7 @@
 package load
 
 import (
+	"errors"
 	"io"
 	"net"
 	"syscall"
@@ -54,29 +55,8 @@ func newRawIO(nc net.Conn) *rawIO {
 	}
 	r := &rawIO{rc: rc}
 	r.readFn = func(fd uintptr) bool {
-		for {
-			b := r.room()
-			n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-			switch {
-			case e == syscall.EINTR:
-				continue
-			case e == syscall.EAGAIN:
-				return false // wait in the poller
-			case e != 0:
-				r.rerr = e
-				return true
-			case n == 0:
-				r.rerr = io.EOF
-				return true
-			}
-			if err := r.got(int(n)); err != nil {
-				r.rerr = err
-				return true
-			}
-			if int(n) < len(b) {
-				return false // the queue is empty: wait for the next edge
-			}
-		}
+		r.rerr = drain(fd, r.room, r.got)
+		return r.rerr != errWait
 	}
 	r.writeFn = func(fd uintptr) bool {
 		for len(r.wbuf) > 0 {
@@ -95,6 +75,36 @@ func newRawIO(nc net.Conn) *rawIO {
 		return true
 	}
 	return r
+}
+
+// errWait is drain's word that fd's receive queue is empty.
+var errWait = errors.New("wait for the next edge")
+
+// drain reads fd until its receive queue is empty, each read into room()
+// and its n bytes handed to got, and returns errWait; or the error that
+// ended it: the read's, io.EOF, or got's. A read that returns less than
+// its room has emptied the queue (see rawIO), so it need not find EAGAIN.
+func drain(fd uintptr, room func() []byte, got func(n int) error) error {
+	for {
+		b := room()
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			return errWait
+		case e != 0:
+			return e
+		case n == 0:
+			return io.EOF
+		}
+		if err := got(int(n)); err != nil {
+			return err
+		}
+		if int(n) < len(b) {
+			return errWait
+		}
+	}
 }
 
 // readLoop reads the socket until it fails or got returns an error, which
@@ -126,4 +136,20 @@ func (r *rawIO) write(b []byte) error {
 		return r.werrno
 	}
 	return nil
+}
+
+// fd returns the socket's descriptor, -1 if it is closed. It stays the
+// socket's only while the net.Conn is open: whoever reads it raw must keep
+// the net.Conn from being closed meanwhile.
+func (r *rawIO) fd() int {
+	fd := -1
+	_ = r.rc.Control(func(s uintptr) { fd = int(s) })
+	return fd
+}
+
+// shutdown ends the socket both ways without closing its descriptor: a
+// reader finds its end, a writer waiting for room wakes to an error, and
+// the descriptor stays the socket's until the net.Conn is closed.
+func (r *rawIO) shutdown() {
+	_ = r.rc.Control(func(s uintptr) { _ = syscall.Shutdown(int(s), syscall.SHUT_RDWR) })
 }
