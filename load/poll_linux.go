@@ -1,44 +1,74 @@
 package load
 
 import (
+	"errors"
 	"net"
+	"os"
 	"sync"
 	"syscall"
+	"time"
+	"unsafe"
 )
 
 // In an open loop on Linux each pacer owns an epoll instance holding its
-// connections' sockets, as a C client's event loop would: it waits in
-// epoll_wait for replies or its wheel's next tick, reads every readable
-// connection and handles its frames there (writing the calls that were
-// waiting for them), then makes the calls that came due. No goroutine is
-// woken per reply.
+// connections' sockets, as a C client's event loop would: it waits for
+// replies or its wheel's next tick, reads every readable connection and
+// handles its frames there (writing the calls that were waiting for
+// them), then makes the calls that came due. No goroutine is woken per
+// reply.
 //
-// What it bought on 2 cores, 10,000 connections, 20 s, medians of 3
-// interleaved runs against a goroutine reading each connection: at
-// 10 calls/s each (past saturation) 56.7 k calls/s against 54.5 k, 5 %
-// less load CPU per call; below saturation (5/s) 11 % more load CPU and
-// 34 % more server CPU per call. A pacer blocked in epoll_wait loses its P
-// to sysmon and comes back through the scheduler (exitsyscallNoP,
-// findRunnable, netpoll), and the sockets stay in the runtime's poller
-// too, whose epoll every reply also reaches.
+// The pacer does not block in epoll_wait: a pacer blocked in a system
+// call loses its P to sysmon and comes back through the scheduler
+// (exitsyscall's slow path, findRunnable, netpoll). An epoll instance is
+// itself pollable, so the runtime's poller holds the pacer's (an
+// os.File): the pacer asks epoll_wait without waiting, and when nothing
+// is ready parks in the runtime's poller until the instance is readable
+// or the read deadline, the wheel's next tick, passes.
+//
+// Nor is a socket in both pollers, each reply reaching two epoll
+// instances: a connection's goroutine hands its pacer a duplicate of the
+// socket's descriptor and closes the net.Conn, which takes the socket out
+// of the runtime's poller. The pacer reads the duplicate raw; writers
+// (with the connection's lock) write it raw, waiting in ppoll when it has
+// no room.
+//
+// What it bought on 2 cores against a goroutine reading each connection
+// (rpcd soak, its own child server, medians of interleaved runs): at
+// 10,000 connections × 10 calls/s (past saturation, 6 runs each) 68.5 k
+// calls/s against 60.1 k (1.14×, though one set of 4 gave 1.03×: runs
+// vary by ±15 %), 15 % less load CPU and 10 % less server CPU per call;
+// below saturation 6–14 % less load CPU per call and the server's the
+// same (1,000 × 50/s, 6 pairs: 1.00×; 10,000 × 5/s, 3 pairs: 1.01×).
+// Blocking in epoll_wait, the sockets in both pollers, it had cost
+// 11–17 % more load CPU and 19–34 % more server CPU per call below
+// saturation.
 //
 // A connection's goroutine still dials and redials it; between, it hands
 // the connection to its pacer and waits for the pacer to hand it back,
-// lost, with why. Only the goroutine closes it, so a descriptor in an
-// epoll instance is never closed (and reused) while its pacer may read it;
-// anyone else who must end it shuts it down (rawIO.shutdown), which the
-// pacer reads as its end.
+// lost, with why. Only the goroutine closes the duplicate, after the
+// pacer has taken it out of its epoll instance and let go of it, and
+// after taking it from the writers (wfd, under the lock), so a descriptor
+// in an epoll instance is never closed (and reused) while its pacer may
+// read it; anyone else who must end it shuts it down (shutdownLocked),
+// which the pacer reads as its end.
 
 // A poller is a pacer's epoll instance and the connections handed to it.
 type poller struct {
 	epfd int
+	f    *os.File        // epfd, in the runtime's poller
+	rc   syscall.RawConn // f's
+	wait func(fd uintptr) bool
+	evs  []syscall.EpollEvent
+	n    int           // events in evs from the last wait
+	dl   time.Duration // f's read deadline, on the driver's clock
 
 	mu     sync.Mutex
 	handed []handoff // to register at the loop's next turn
 	closed bool      // the loop has ended: it takes none
 }
 
-// handoff is a connection handed to a pacer: c's nc, whose socket is fd.
+// handoff is a connection handed to a pacer: c's nc, whose socket fd (a
+// duplicate of nc's) is.
 type handoff struct {
 	c  *wireConn
 	nc net.Conn
@@ -49,32 +79,100 @@ type handoff struct {
 // they cannot have them (the pacers then tick, and connections'
 // goroutines read).
 func newPollers(n int) []*poller {
-	ps := make([]*poller, n)
-	for i := range ps {
-		epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	ps := make([]*poller, 0, n)
+	for range n {
+		p, err := newPoller()
 		if err != nil {
-			for _, p := range ps[:i] {
-				syscall.Close(p.epfd)
+			for _, p := range ps {
+				p.f.Close()
 			}
 			return nil
 		}
-		ps[i] = &poller{epfd: epfd}
+		ps = append(ps, p)
 	}
 	return ps
 }
 
+// newPoller returns an epoll instance in the runtime's poller.
+func newPoller() (*poller, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.SetNonblock(epfd, true); err != nil {
+		syscall.Close(epfd)
+		return nil, err
+	}
+	p := &poller{epfd: epfd, f: os.NewFile(uintptr(epfd), "pacer"), evs: make([]syscall.EpollEvent, 256), dl: -1}
+	// A deadline is refused unless the runtime's poller took the instance.
+	if err := p.f.SetReadDeadline(time.Time{}); err != nil {
+		p.f.Close()
+		return nil, err
+	}
+	if p.rc, err = p.f.SyscallConn(); err != nil {
+		p.f.Close()
+		return nil, err
+	}
+	p.wait = func(fd uintptr) bool {
+		for {
+			n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&p.evs[0])), uintptr(len(p.evs)), 0, 0, 0)
+			switch e {
+			case 0:
+				p.n = int(n)
+				return n > 0 // none ready: park until the instance is readable
+			case syscall.EINTR:
+			default:
+				panic("rpcd: load: epoll_wait: " + e.Error()) // only a bad epfd fails it
+			}
+		}
+	}
+	return p, nil
+}
+
 // handOver gives nc, c's connection, to its pacer to read, and returns
 // the error it was lost with once the pacer has let go of it; at once if
-// the pacer has ended. Run on c's goroutine.
+// the pacer has ended. nc is closed: the pacer reads a duplicate of its
+// socket, which handOver closes once the pacer has let go of it. Run on
+// c's goroutine.
 func (c *wireConn) handOver(p *poller, nc net.Conn, rio *rawIO) error {
+	fd, err := rio.dup()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.nc == nc {
+		c.wfd = fd // writers write the duplicate from now on
+	}
+	c.mu.Unlock()
+	nc.Close() // out of the runtime's poller; the socket stays fd's
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return net.ErrClosed
+		err = net.ErrClosed
+	} else {
+		p.handed = append(p.handed, handoff{c, nc, fd})
+		p.mu.Unlock()
+		err = <-c.lostc
 	}
-	p.handed = append(p.handed, handoff{c, nc, rio.fd()})
-	p.mu.Unlock()
-	return <-c.lostc
+	c.mu.Lock()
+	if c.wfd == fd {
+		c.wfd = -1
+	}
+	c.mu.Unlock()
+	syscall.Close(fd)
+	return err
+}
+
+// shutdownLocked ends c's connection, which its pacer reads, both ways
+// without closing a descriptor: the pacer reads the end and hands it back,
+// and a writer waiting for room wakes to an error. With c.mu held.
+func (c *wireConn) shutdownLocked() {
+	switch {
+	case c.wfd >= 0:
+		_ = syscall.Shutdown(c.wfd, syscall.SHUT_RDWR)
+	case c.rio != nil:
+		c.rio.shutdown() // not handed over yet: the duplicate shares the socket
+	}
 }
 
 // poll is pacer k's loop over its epoll instance until the driver
@@ -84,15 +182,18 @@ func (d *wireDriver) poll(k int) {
 	defer d.wg.Done()
 	w, p := d.pacers[k], d.polls[k]
 	defer p.end(d, k)
-	evs := make([]syscall.EpollEvent, 256)
 	var due []wheelEntry
 	for d.ctx.Err() == nil {
 		p.register(d)
-		n, err := syscall.EpollWait(p.epfd, evs, int(wheelTick.Milliseconds()))
-		if err != nil && err != syscall.EINTR {
-			panic("rpcd: load: epoll_wait: " + err.Error()) // only a bad epfd fails it
+		if next := (d.now()/wheelTick + 1) * wheelTick; next != p.dl {
+			p.dl = next
+			_ = p.f.SetReadDeadline(d.clock.Add(next))
 		}
-		for _, ev := range evs[:max(n, 0)] {
+		p.n = 0
+		if err := p.rc.Read(p.wait); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			panic("rpcd: load: the pacer's epoll instance: " + err.Error())
+		}
+		for _, ev := range p.evs[:p.n] {
 			c := d.cs[ev.Fd]
 			if c.pnc == nil {
 				continue // let go of earlier in this batch
@@ -157,5 +258,5 @@ func (p *poller) end(d *wireDriver, k int) {
 			p.release(c, net.ErrClosed)
 		}
 	}
-	syscall.Close(p.epfd)
+	p.f.Close()
 }

@@ -13,3 +13,5 @@ func newPollers(int) []*poller { return nil }
 func (c *wireConn) handOver(*poller, net.Conn, *rawIO) error { panic("unreachable") }
 
 func (d *wireDriver) poll(int) { panic("unreachable") }
+
+func (c *wireConn) shutdownLocked() { panic("unreachable") }

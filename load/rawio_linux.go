@@ -138,18 +138,59 @@ func (r *rawIO) write(b []byte) error {
 	return nil
 }
 
-// fd returns the socket's descriptor, -1 if it is closed. It stays the
-// socket's only while the net.Conn is open: whoever reads it raw must keep
-// the net.Conn from being closed meanwhile.
-func (r *rawIO) fd() int {
-	fd := -1
-	_ = r.rc.Control(func(s uintptr) { fd = int(s) })
-	return fd
-}
-
 // shutdown ends the socket both ways without closing its descriptor: a
 // reader finds its end, a writer waiting for room wakes to an error, and
 // the descriptor stays the socket's until the net.Conn is closed.
 func (r *rawIO) shutdown() {
 	_ = r.rc.Control(func(s uintptr) { _ = syscall.Shutdown(int(s), syscall.SHUT_RDWR) })
+}
+
+// dup returns a new descriptor of the socket, close-on-exec and
+// non-blocking (the flag is the socket's, shared with nc's), which stays
+// the socket's after nc is closed: closing nc takes the socket out of the
+// runtime's poller, and the duplicate's owner reads and writes it raw.
+func (r *rawIO) dup() (int, error) {
+	nfd, errno := -1, syscall.Errno(0)
+	err := r.rc.Control(func(s uintptr) {
+		n, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, s, syscall.F_DUPFD_CLOEXEC, 0)
+		nfd, errno = int(n), e
+	})
+	switch {
+	case err != nil:
+		return -1, err
+	case errno != 0:
+		return -1, errno
+	}
+	if err := syscall.SetNonblock(nfd, true); err != nil {
+		syscall.Close(nfd)
+		return -1, err
+	}
+	return nfd, nil
+}
+
+// writeFd writes all of b to fd, a non-blocking socket outside the
+// runtime's poller; when the socket has no room it waits in ppoll, a
+// blocking system call, until it has some or is shut down. The wire
+// driver's requests are small enough (wireMaxPayload) that it rarely does.
+func writeFd(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch e {
+		case 0:
+			b = b[n:]
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			pfd := struct {
+				fd             int32
+				events, revent int16
+			}{int32(fd), 0x4 /* POLLOUT */, 0}
+			_, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, 0, 0, 0, 0)
+			if e != 0 && e != syscall.EINTR {
+				return e
+			}
+		default:
+			return e
+		}
+	}
+	return nil
 }

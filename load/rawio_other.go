@@ -15,3 +15,7 @@ func (*rawIO) readLoop(func() []byte, func(int) error) error { panic("unreachabl
 func (*rawIO) write([]byte) error { panic("unreachable") }
 
 func (*rawIO) shutdown() { panic("unreachable") }
+
+func (*rawIO) dup() (int, error) { panic("unreachable") }
+
+func writeFd(int, []byte) error { panic("unreachable") }

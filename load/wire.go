@@ -150,7 +150,8 @@ type wireConn struct {
 	mu        sync.Mutex // guards what follows
 	nc        net.Conn   // nil while it is redialled
 	rio       *rawIO     // nc's raw I/O, where it has one
-	looped    bool       // nc is its pacer's to read: end it with rio.shutdown; its goroutine closes it
+	looped    bool       // nc is its pacer's to read: end it with shutdownLocked; its goroutine closes it
+	wfd       int        // looped: the socket its pacer reads (a duplicate of nc's), written raw; -1 before and after
 	zip       proto.Compression
 	goingAway bool
 	slots     []wireSlot
@@ -206,7 +207,7 @@ func dialWire(ctx context.Context, cfg wireConfig) (*wireDriver, error) {
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cs = make([]*wireConn, cfg.conns)
 	for i := range d.cs {
-		c := &wireConn{d: d, i: i, slots: make([]wireSlot, cfg.inflight)}
+		c := &wireConn{d: d, i: i, slots: make([]wireSlot, cfg.inflight), wfd: -1}
 		for s := range c.slots {
 			c.slots[s].call = cfg.sc.frames(i*cfg.inflight + s)
 		}
@@ -275,12 +276,12 @@ func (d *wireDriver) close() {
 	d.cancel()
 	for _, c := range d.cs {
 		c.mu.Lock()
-		nc, rio, looped := c.nc, c.rio, c.looped
+		nc, looped := c.nc, c.looped
+		if looped {
+			c.shutdownLocked()
+		}
 		c.mu.Unlock()
-		switch {
-		case looped:
-			rio.shutdown()
-		case nc != nil:
+		if !looped && nc != nil {
 			nc.Close()
 		}
 	}
@@ -510,16 +511,19 @@ func (c *wireConn) flushLocked() {
 		return
 	}
 	var err error
-	if c.rio != nil {
+	switch {
+	case c.wfd >= 0:
+		err = writeFd(c.wfd, c.wbuf)
+	case c.rio != nil:
 		err = c.rio.write(c.wbuf)
-	} else {
+	default:
 		_, err = c.nc.Write(c.wbuf)
 	}
 	c.wbuf = c.wbuf[:0]
 	switch {
 	case err == nil:
 	case c.looped:
-		c.rio.shutdown() // its pacer reads the end and hands it back
+		c.shutdownLocked() // its pacer reads the end and hands it back
 	default:
 		// The reader fails the calls and redials once the close ends its
 		// read; closed on a goroutine of its own, as Close waits for that
