@@ -3,6 +3,7 @@
 package load
 
 import (
+	"errors"
 	"io"
 	"net"
 	"syscall"
@@ -54,29 +55,8 @@ func newRawIO(nc net.Conn) *rawIO {
 	}
 	r := &rawIO{rc: rc}
 	r.readFn = func(fd uintptr) bool {
-		for {
-			b := r.room()
-			n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-			switch {
-			case e == syscall.EINTR:
-				continue
-			case e == syscall.EAGAIN:
-				return false // wait in the poller
-			case e != 0:
-				r.rerr = e
-				return true
-			case n == 0:
-				r.rerr = io.EOF
-				return true
-			}
-			if err := r.got(int(n)); err != nil {
-				r.rerr = err
-				return true
-			}
-			if int(n) < len(b) {
-				return false // the queue is empty: wait for the next edge
-			}
-		}
+		r.rerr = drain(fd, r.room, r.got)
+		return r.rerr != errWait
 	}
 	r.writeFn = func(fd uintptr) bool {
 		for len(r.wbuf) > 0 {
@@ -95,6 +75,36 @@ func newRawIO(nc net.Conn) *rawIO {
 		return true
 	}
 	return r
+}
+
+// errWait is drain's word that fd's receive queue is empty.
+var errWait = errors.New("wait for the next edge")
+
+// drain reads fd until its receive queue is empty, each read into room()
+// and its n bytes handed to got, and returns errWait; or the error that
+// ended it: the read's, io.EOF, or got's. A read that returns less than
+// its room has emptied the queue (see rawIO), so it need not find EAGAIN.
+func drain(fd uintptr, room func() []byte, got func(n int) error) error {
+	for {
+		b := room()
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			return errWait
+		case e != 0:
+			return e
+		case n == 0:
+			return io.EOF
+		}
+		if err := got(int(n)); err != nil {
+			return err
+		}
+		if int(n) < len(b) {
+			return errWait
+		}
+	}
 }
 
 // readLoop reads the socket until it fails or got returns an error, which
@@ -124,6 +134,63 @@ func (r *rawIO) write(b []byte) error {
 	}
 	if r.werrno != 0 {
 		return r.werrno
+	}
+	return nil
+}
+
+// shutdown ends the socket both ways without closing its descriptor: a
+// reader finds its end, a writer waiting for room wakes to an error, and
+// the descriptor stays the socket's until the net.Conn is closed.
+func (r *rawIO) shutdown() {
+	_ = r.rc.Control(func(s uintptr) { _ = syscall.Shutdown(int(s), syscall.SHUT_RDWR) })
+}
+
+// dup returns a new descriptor of the socket, close-on-exec and
+// non-blocking (the flag is the socket's, shared with nc's), which stays
+// the socket's after nc is closed: closing nc takes the socket out of the
+// runtime's poller, and the duplicate's owner reads and writes it raw.
+func (r *rawIO) dup() (int, error) {
+	nfd, errno := -1, syscall.Errno(0)
+	err := r.rc.Control(func(s uintptr) {
+		n, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, s, syscall.F_DUPFD_CLOEXEC, 0)
+		nfd, errno = int(n), e
+	})
+	switch {
+	case err != nil:
+		return -1, err
+	case errno != 0:
+		return -1, errno
+	}
+	if err := syscall.SetNonblock(nfd, true); err != nil {
+		syscall.Close(nfd)
+		return -1, err
+	}
+	return nfd, nil
+}
+
+// writeFd writes all of b to fd, a non-blocking socket outside the
+// runtime's poller; when the socket has no room it waits in ppoll, a
+// blocking system call, until it has some or is shut down. The wire
+// driver's requests are small enough (wireMaxPayload) that it rarely does.
+func writeFd(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch e {
+		case 0:
+			b = b[n:]
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			pfd := struct {
+				fd             int32
+				events, revent int16
+			}{int32(fd), 0x4 /* POLLOUT */, 0}
+			_, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, 0, 0, 0, 0)
+			if e != 0 && e != syscall.EINTR {
+				return e
+			}
+		default:
+			return e
+		}
 	}
 	return nil
 }

@@ -13,3 +13,9 @@ func newRawIO(net.Conn) *rawIO { return nil }
 func (*rawIO) readLoop(func() []byte, func(int) error) error { panic("unreachable") }
 
 func (*rawIO) write([]byte) error { panic("unreachable") }
+
+func (*rawIO) shutdown() { panic("unreachable") }
+
+func (*rawIO) dup() (int, error) { panic("unreachable") }
+
+func writeFd(int, []byte) error { panic("unreachable") }

@@ -27,9 +27,11 @@ import (
 // server answers a wake-up's calls: no goroutine is woken per call, and a
 // read and a write carry a batch. In an open loop (a Rate) a few pacer
 // goroutines, one timing wheel each, send each caller's calls at their
-// times. A connection holds a read buffer that grows with the replies and
-// shrinks back, its callers' slots and its goroutine: about 4 KiB, where a
-// client with a caller goroutine and a timer per connection held 90.
+// times; on Linux they also read the replies, each from an epoll instance
+// of its own (poll_linux.go). A connection holds a read buffer that grows
+// with the replies and shrinks back, its callers' slots and its goroutine:
+// about 4 KiB, where a client with a caller goroutine and a timer per
+// connection held 90.
 //
 // Why not a client: with one caller per connection and 10,000
 // connections, rpcd soak's clients cost the machine more than the server
@@ -124,7 +126,8 @@ type wireDriver struct {
 	clock    time.Time     // the origin of every time below (monotonic)
 
 	cs      []*wireConn
-	pacers  []*wheel // open loop
+	pacers  []*wheel  // open loop
+	polls   []*poller // open loop, one per pacer, where it has them; else nil
 	rec     atomic.Pointer[loadgen.Recorder]
 	running atomic.Bool  // calls are made: between start and stop
 	limit   atomic.Int64 // calls to start in this phase; 0 for no limit
@@ -147,6 +150,8 @@ type wireConn struct {
 	mu        sync.Mutex // guards what follows
 	nc        net.Conn   // nil while it is redialled
 	rio       *rawIO     // nc's raw I/O, where it has one
+	looped    bool       // nc is its pacer's to read: end it with shutdownLocked; its goroutine closes it
+	wfd       int        // looped: the socket its pacer reads (a duplicate of nc's), written raw; -1 before and after
 	zip       proto.Compression
 	goingAway bool
 	slots     []wireSlot
@@ -156,9 +161,14 @@ type wireConn struct {
 	rec       *loadgen.Recorder
 	tally     *loadgen.Tally
 
-	// Owned by its reading goroutine.
+	// Owned by whoever reads it: its goroutine, or its pacer.
 	rbuf  []byte
 	small int // reads in a row that used under a quarter of rbuf
+
+	// Its pacer's while it reads the connection, and how it hands it back.
+	pnc   net.Conn
+	pfd   int
+	lostc chan error
 }
 
 // wireSlot is one caller of a connection: at most one call in flight.
@@ -197,7 +207,7 @@ func dialWire(ctx context.Context, cfg wireConfig) (*wireDriver, error) {
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cs = make([]*wireConn, cfg.conns)
 	for i := range d.cs {
-		c := &wireConn{d: d, i: i, slots: make([]wireSlot, cfg.inflight)}
+		c := &wireConn{d: d, i: i, slots: make([]wireSlot, cfg.inflight), wfd: -1}
 		for s := range c.slots {
 			c.slots[s].call = cfg.sc.frames(i*cfg.inflight + s)
 		}
@@ -231,13 +241,24 @@ func dialWire(ctx context.Context, cfg wireConfig) (*wireDriver, error) {
 		d.close()
 		return nil, *p
 	}
+	if d.pacers != nil {
+		d.polls = newPollers(len(d.pacers))
+	}
 	for _, c := range d.cs {
+		if d.polls != nil {
+			c.lostc = make(chan error, 1)
+			c.looped = c.rio != nil
+		}
 		d.wg.Add(1)
 		go c.run()
 	}
-	for _, w := range d.pacers {
+	for k, w := range d.pacers {
 		d.wg.Add(1)
-		go d.pace(w)
+		if d.polls != nil {
+			go d.poll(k)
+		} else {
+			go d.pace(w)
+		}
 	}
 	d.wg.Add(1)
 	go d.sweep()
@@ -247,15 +268,20 @@ func dialWire(ctx context.Context, cfg wireConfig) (*wireDriver, error) {
 // close closes every connection and waits for the driver's goroutines.
 // A connection is closed without its lock held: Close waits for a read in
 // progress, which may be waiting for the lock (rawIO handles what it reads
-// within the read).
+// within the read). One its pacer reads is only shut down, waking a write
+// waiting for room: its goroutine closes it once the pacer, ending, hands
+// it back.
 func (d *wireDriver) close() {
 	d.running.Store(false)
 	d.cancel()
 	for _, c := range d.cs {
 		c.mu.Lock()
-		nc := c.nc
+		nc, looped := c.nc, c.looped
+		if looped {
+			c.shutdownLocked()
+		}
 		c.mu.Unlock()
-		if nc != nil {
+		if !looped && nc != nil {
 			nc.Close()
 		}
 	}
@@ -485,13 +511,20 @@ func (c *wireConn) flushLocked() {
 		return
 	}
 	var err error
-	if c.rio != nil {
+	switch {
+	case c.wfd >= 0:
+		err = writeFd(c.wfd, c.wbuf)
+	case c.rio != nil:
 		err = c.rio.write(c.wbuf)
-	} else {
+	default:
 		_, err = c.nc.Write(c.wbuf)
 	}
 	c.wbuf = c.wbuf[:0]
-	if err != nil {
+	switch {
+	case err == nil:
+	case c.looped:
+		c.shutdownLocked() // its pacer reads the end and hands it back
+	default:
 		// The reader fails the calls and redials once the close ends its
 		// read; closed on a goroutine of its own, as Close waits for that
 		// read, which may be waiting for the lock held here.
@@ -546,6 +579,7 @@ func (c *wireConn) run() {
 			return
 		}
 		c.nc, c.zip, c.goingAway, c.rio = nc, zip, false, newRawIO(nc)
+		c.looped = d.polls != nil && c.rio != nil
 		if d.interval == 0 && d.running.Load() {
 			now := d.now()
 			for s := range c.slots {
@@ -568,7 +602,7 @@ func (c *wireConn) lost(nc net.Conn, err error) {
 	if c.nc != nc {
 		return
 	}
-	c.nc = nil
+	c.nc, c.looped = nil, false
 	c.rbuf = c.rbuf[:0]
 	now := c.d.now()
 	msg := "connection lost"
@@ -596,8 +630,11 @@ func (c *wireConn) fail(s int, code proto.Code, msg string, now time.Duration) {
 }
 
 // read reads nc (through rio if it has one) until it fails, handling each
-// batch of frames as it comes.
+// batch of frames as it comes; or has its pacer read it.
 func (c *wireConn) read(nc net.Conn, rio *rawIO) error {
+	if c.d.polls != nil && rio != nil { // looped
+		return c.handOver(c.d.polls[c.i%len(c.d.polls)], nc, rio)
+	}
 	if rio != nil {
 		return rio.readLoop(c.free, func(n int) error { return c.got(nc, n) })
 	}

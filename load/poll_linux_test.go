@@ -1,0 +1,96 @@
+package load
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/internal/loadgen"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// TestWirePolledRedial: in an open loop the pacers read the connections
+// from their epoll instances; when the server sends one a GoAway and kills
+// another mid-run, both are redialled and called again, and every call is
+// accounted for: each reply the server wrote was counted answered, and the
+// rest failed as unavailable.
+func TestWirePolledRedial(t *testing.T) {
+	var replies, after atomic.Int64 // written by the server; on redialled connections
+	const conns = 4
+	s := newFakeServer(t, func(s *fakeServer, n int, fc *fakeConn) {
+		echo := func(count int) uint32 {
+			var last uint32
+			for count != 0 {
+				f, err := fc.next()
+				if err != nil {
+					return last
+				}
+				if f.Kind != proto.KindRequest {
+					continue
+				}
+				b, start := proto.BeginResponse(nil, f.ID, f.Codec)
+				b = append(b, f.Payload...)
+				proto.FinishFrame(b, start)
+				if _, err := fc.nc.Write(b); err != nil {
+					return last
+				}
+				if replies.Add(1); n > conns {
+					after.Add(1)
+				}
+				last = f.ID
+				count--
+			}
+			return last
+		}
+		switch n {
+		case 1: // answer some, go away, answer what is still asked
+			last := echo(20)
+			_, _ = fc.nc.Write(proto.AppendGoAway(nil, last, proto.CodeOK, "draining"))
+			echo(-1)
+		case 2: // answer some, take a call and die with it unanswered
+			echo(20)
+			_, _ = fc.next()
+		default:
+			echo(-1)
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	sc := RawRoute("Test/Echo", Pattern(16), true)
+	d, err := dialWire(ctx, wireConfig{addr: s.ln.Addr().String(), sc: sc, conns: conns, inflight: 1, rate: conns * 200,
+		timeout: 5 * time.Second, opts: client.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	if d.polls == nil {
+		t.Fatal("no epoll instances: the open loop's pacers do not read")
+	}
+	rec := loadgen.NewRecorder(conns)
+	d.start(rec, 0)
+	deadline := time.Now().Add(runTimeout / 2)
+	for after.Load() < 100 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	d.stop()
+
+	r := rec.Result(time.Second, 0)
+	if n := s.accepts.Load(); n != conns+2 {
+		t.Errorf("%d connections, want %d: a successor after the GoAway, a redial after the kill", n, conns+2)
+	}
+	if after.Load() < 100 {
+		t.Errorf("%d calls answered on the redialled connections, want 100", after.Load())
+	}
+	if got, want := r.Calls-r.Errors, replies.Load(); got != want {
+		t.Errorf("%d calls answered, the server wrote %d replies", got, want)
+	}
+	if r.Errors != r.ErrorsBy["unavailable"] || r.Errors < 1 {
+		t.Errorf("errors %v; want only unavailable, the killed connection's call among them", r.ErrorsBy)
+	}
+	if n := d.flying.Load(); n != 0 {
+		t.Errorf("%d calls in flight after stop, want none", n)
+	}
+}
