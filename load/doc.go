@@ -43,10 +43,11 @@
 // frames and reads the replies itself: each connection's goroutine reads a
 // batch of replies, checks and records them, and writes its callers' next
 // calls in one write, and an open loop's calls are paced from a few
-// goroutines over timing wheels; a connection costs a few KiB. The client
-// driver calls through a client.Client per connection and a goroutine per
-// caller, as a program would; it runs what the wire driver does not: a
-// service target, a scenario a program built, payloads past 64 KiB, more
+// goroutines over timing wheels (on Linux, these also read the replies,
+// each from an epoll instance of its own); a connection costs a few KiB.
+// The client driver calls through a client.Client per connection and a
+// goroutine per caller, as a program would; it runs what the wire driver
+// does not: a service target, a scenario a program built, payloads past 64 KiB, more
 // than 1 MiB of calls in flight on a connection. A report names the driver
 // that made its calls.
 //
