@@ -202,14 +202,7 @@ func (d *wireDriver) poll(k int) {
 				p.release(c, err)
 			}
 		}
-		now := d.now()
-		due = w.advance(now, due[:0])
-		for _, e := range due {
-			e.c.mu.Lock()
-			e.c.due(int(e.s), e.due, now)
-			e.c.mu.Unlock()
-		}
-		clear(due) // drop the connections' pointers
+		due = w.call(d.now(), due)
 	}
 }
 

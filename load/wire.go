@@ -835,15 +835,21 @@ func (d *wireDriver) pace(w *wheel) {
 		case <-d.ctx.Done():
 			return
 		}
-		now := d.now()
-		due = w.advance(now, due[:0])
-		for _, e := range due {
-			e.c.mu.Lock()
-			e.c.due(int(e.s), e.due, now)
-			e.c.mu.Unlock()
-		}
-		clear(due) // drop the connections' pointers
+		due = w.call(d.now(), due)
 	}
+}
+
+// call makes the calls of w that are due by now, gathered in due's room,
+// and returns it emptied for the next turn.
+func (w *wheel) call(now time.Duration, due []wheelEntry) []wheelEntry {
+	due = w.advance(now, due[:0])
+	for _, e := range due {
+		e.c.mu.Lock()
+		e.c.due(int(e.s), e.due, now)
+		e.c.mu.Unlock()
+	}
+	clear(due) // drop the connections' pointers
+	return due[:0]
 }
 
 // A wheel is a pacer's timing wheel: wheelSize buckets of wheelTick each,
