@@ -21,6 +21,7 @@ import (
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/internal/leaktest"
+	"github.com/rpcd/rpcd/internal/servertest"
 	"github.com/rpcd/rpcd/otelrpcd"
 	"github.com/rpcd/rpcd/otelrpcd/otelclient"
 	"github.com/rpcd/rpcd/proto"
@@ -42,17 +43,7 @@ func recorder(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) 
 // start serves reg on loopback and returns a client of it.
 func start(t *testing.T, reg *handler.Registry) (*reactor.Server, *client.Client) {
 	t.Helper()
-	s := reactor.New(reg, reactor.Options{Loops: 1})
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	s := servertest.Start(t, reg, reactor.Options{Loops: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	c, err := client.Dial(ctx, s.Addr().String(), client.Options{})

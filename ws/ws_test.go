@@ -18,6 +18,7 @@ import (
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/internal/leaktest"
+	"github.com/rpcd/rpcd/internal/servertest"
 	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/reactor"
 	"github.com/rpcd/rpcd/ws"
@@ -31,21 +32,11 @@ func serve(t *testing.T) (*reactor.Server, string) {
 	t.Helper()
 	reg := handler.NewRegistry()
 	builtin.Register(reg)
-	s := reactor.New(reg, reactor.Options{})
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
+	s := servertest.Start(t, reg, reactor.Options{})
 	mux := http.NewServeMux()
 	mux.Handle(ws.Path, ws.Handler(s, ws.Options{}))
 	hs := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		hs.Close()
-	})
+	t.Cleanup(hs.Close) // before the server's shutdown
 	return s, "ws" + strings.TrimPrefix(hs.URL, "http") + ws.Path
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/internal/peertest"
+	"github.com/rpcd/rpcd/internal/servertest"
 	"github.com/rpcd/rpcd/reactor"
 )
 
@@ -31,17 +32,7 @@ func TestServerCalls(t *testing.T) {
 	reg := handler.NewRegistry()
 	builtin.Register(reg)
 	registerTestRoutes(reg)
-	s := reactor.New(reg, reactor.Options{})
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatalf("start server: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
+	s := servertest.Start(t, reg, reactor.Options{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/internal/peertest"
+	"github.com/rpcd/rpcd/internal/servertest"
 	"github.com/rpcd/rpcd/reactor"
 	"github.com/rpcd/rpcd/ws"
 )
@@ -47,19 +48,9 @@ func TestTSClientServed(t *testing.T) {
 	reg := handler.NewRegistry()
 	builtin.Register(reg)
 	registerCallBack(reg)
-	s := reactor.New(reg, reactor.Options{})
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatalf("start server: %v", err)
-	}
+	s := servertest.Start(t, reg, reactor.Options{})
 	hs := httptest.NewServer(ws.Handler(s, ws.Options{}))
-	t.Cleanup(func() {
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
+	t.Cleanup(hs.Close) // before the server's shutdown
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/internal/peertest"
+	"github.com/rpcd/rpcd/internal/servertest"
 	"github.com/rpcd/rpcd/reactor"
 )
 
@@ -30,17 +31,7 @@ func TestPythonClient(t *testing.T) {
 	reg := handler.NewRegistry()
 	builtin.Register(reg)
 	peertest.Register(reg, "Interop")
-	s := reactor.New(reg, reactor.Options{})
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatalf("start server: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
+	s := servertest.Start(t, reg, reactor.Options{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -67,22 +58,12 @@ func startTopicsServer(t *testing.T) string {
 	}
 	reg := handler.NewRegistry()
 	builtin.Register(reg)
-	s := reactor.New(reg, reactor.Options{
+	s := servertest.Start(t, reg, reactor.Options{
 		Authenticator: auth.Tokens{
 			"tokA": {Subject: "alice", Roles: []string{"reader"}},
 			"tokW": {Subject: "wendy", Roles: []string{"writer"}},
 		},
 		Topics: topics,
-	})
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatalf("start the server with topic permissions: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
 	})
 	return s.Addr().String()
 }

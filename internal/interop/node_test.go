@@ -9,6 +9,7 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/internal/servertest"
 	"github.com/rpcd/rpcd/reactor"
 )
 
@@ -31,17 +32,7 @@ func TestNodeEdges(t *testing.T) {
 	var s *reactor.Server
 	builtin.HandleStats(reg, func() int { return s.Conns() })
 	builtin.HandleHealth(reg, func() bool { return s.Ready() })
-	s = reactor.New(reg, reactor.Options{})
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatalf("start server: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
+	s = servertest.Start(t, reg, reactor.Options{})
 
 	script, err := filepath.Abs(filepath.Join("node", "edges.mjs"))
 	if err != nil {
