@@ -129,7 +129,7 @@ func TestSuiteOverTLS(t *testing.T) {
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^("+strings.Join(suite, "|")+")$", "-test.v")
 	cmd.Env = append(os.Environ(), "RPCD_TEST_TLS=1")
 	out, err := cmd.CombinedOutput()
-	passed := strings.Count(string(out), "--- PASS: Test")
+	passed := len(topPassed.FindAll(out, -1))
 	if err != nil || passed < len(suite) {
 		t.Fatalf("the suite over TLS: %v; %d of %d tests passed\n%s", err, passed, len(suite), out)
 	}

@@ -84,7 +84,7 @@ func TestSuiteOverWebSocket(t *testing.T) {
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^("+strings.Join(suite, "|")+")$", "-test.v")
 	cmd.Env = append(os.Environ(), "RPCD_TEST_WS=1")
 	out, err := cmd.CombinedOutput()
-	passed := strings.Count(string(out), "--- PASS: Test")
+	passed := len(topPassed.FindAll(out, -1))
 	if err != nil || passed < len(suite) {
 		t.Fatalf("the suite over WebSocket: %v; %d of %d tests passed\n%s", err, passed, len(suite), out)
 	}

@@ -415,6 +415,18 @@ async function waitFor(c, pred, what, allow = () => false, ms = 8000) {
   }
 }
 
+// Opens Bench/StreamSource on stream id with a window of 1,024 bytes and asks for more than that,
+// then reads the 1,024 bytes: its handler is left blocked writing, the stream open on both sides.
+async function sourceHeld(c, id) {
+  c.send(streamOpen(id, 'Bench/StreamSource', 1024));
+  await waitFor(c, (f) => f.kind === K.StreamCredit && f.id === id, 'credit');
+  c.send(streamSend(id, u64(1 << 20)));
+  for (let got = 0; got < 1024;) {
+    const d = await waitFor(c, (f) => f.kind === K.StreamData && f.id === id, `the source's first 1,024 bytes (${got} so far)`);
+    got += d.payload.length;
+  }
+}
+
 // Uploads data on stream id (opened already), within the credit the acceptor grants (waiting
 // for its first StreamCredit unless initialCredit says it came already).
 // Returns the frames the acceptor sent besides credit, up to and including its StreamReset.
@@ -1342,8 +1354,10 @@ async function main() {
         // reads, so the excess is sent in a single StreamData).
         c.send(streamSend(1, Buffer.alloc(cr.payload.readUInt32BE(0) + 1)));
       }],
+      // The acceptor must not have finished the stream when the late frame arrives (a frame for a
+      // finished stream is dropped), so its handler is held writing on a spent window.
       ['StreamData after the sender\'s StreamEnd', async (c) => {
-        c.send(streamOpen(1, 'Bench/StreamSink', 1024)); await waitFor(c, (f) => f.kind === K.StreamCredit, 'credit');
+        await sourceHeld(c, 1);
         c.send(streamEnd(1), streamSend(1, Buffer.from('late')));
       }],
       ['StreamCredit past 2^31-1', async (c) => {
@@ -1352,7 +1366,7 @@ async function main() {
       }],
       ['StreamOpen window 2^31', async (c) => { c.send(streamOpen(1, 'Bench/StreamSink', 0x80000000)); }],
       ['StreamEnd after the sender\'s StreamEnd', async (c) => {
-        c.send(streamOpen(1, 'Bench/StreamSource', 1024)); await waitFor(c, (f) => f.kind === K.StreamCredit, 'credit');
+        await sourceHeld(c, 1);
         c.send(streamEnd(1), streamEnd(1));
       }],
       // (The StreamOpen is taken before the data, so its StreamCredit may come first.)
