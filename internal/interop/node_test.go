@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,10 +30,13 @@ func TestNodeEdges(t *testing.T) {
 	}
 	reg := handler.NewRegistry()
 	builtin.Register(reg)
-	var s *reactor.Server
-	builtin.HandleStats(reg, func() int { return s.Conns() })
-	builtin.HandleHealth(reg, func() bool { return s.Ready() })
-	s = servertest.Start(t, reg, reactor.Options{})
+	// Set once the server runs; atomic, as the race detector cannot see that
+	// no call comes before the Node process starts.
+	var srv atomic.Pointer[reactor.Server]
+	builtin.HandleStats(reg, func() int { return srv.Load().Conns() })
+	builtin.HandleHealth(reg, func() bool { return srv.Load().Ready() })
+	s := servertest.Start(t, reg, reactor.Options{})
+	srv.Store(s)
 
 	script, err := filepath.Abs(filepath.Join("node", "edges.mjs"))
 	if err != nil {
