@@ -355,14 +355,15 @@ func (c *Client) Close() error {
 // for no argument. A call that fails is sent again when Options.MaxRetries
 // allows it; the error returned is the last attempt's.
 func (c *Client) Call(ctx context.Context, route string, in, out any) error {
-	return callTyped(ctx, c, route, in, out)
+	return handler.Received(callTyped(ctx, c, route, in, out))
 }
 
 // CallRaw calls route with req as a raw payload and appends the reply to
 // reply, returning the extended slice. With a reply buffer of enough
 // capacity, a call allocates nothing. It is retried as Call is.
 func (c *Client) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
-	return callRaw(ctx, c, route, req, reply)
+	reply, err := callRaw(ctx, c, route, req, reply)
+	return reply, handler.Received(err)
 }
 
 // Notify sends a one-way call to route with in encoded as JSON (or
@@ -371,12 +372,12 @@ func (c *Client) CallRaw(ctx context.Context, route string, req, reply []byte) (
 // twice: with no usable connection it fails with Unavailable, or, under
 // Options.WaitForReady, waits for one first.
 func (c *Client) Notify(ctx context.Context, route string, in any) error {
-	return notifyTyped(ctx, c, route, in)
+	return handler.Received(notifyTyped(ctx, c, route, in))
 }
 
 // NotifyRaw sends a one-way call with a raw payload; see Notify.
 func (c *Client) NotifyRaw(ctx context.Context, route string, req []byte) error {
-	return notifyRaw(ctx, c, route, req)
+	return handler.Received(notifyRaw(ctx, c, route, req))
 }
 
 // sender is what a Client and a Cluster send calls through: do sends a

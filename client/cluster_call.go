@@ -14,26 +14,27 @@ import (
 // is sent again by the rules of Options.MaxRetries, to another node when
 // there is one.
 func (k *Cluster) Call(ctx context.Context, route string, in, out any) error {
-	return callTyped(ctx, k, route, in, out)
+	return handler.Received(callTyped(ctx, k, route, in, out))
 }
 
 // CallRaw calls route on a node with req as a raw payload and appends the
 // reply to reply, as Client.CallRaw does; with a reply buffer of enough
 // capacity it allocates nothing.
 func (k *Cluster) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
-	return callRaw(ctx, k, route, req, reply)
+	reply, err := callRaw(ctx, k, route, req, reply)
+	return reply, handler.Received(err)
 }
 
 // Notify sends a one-way call to one node, as Client.Notify does: never
 // twice; with no usable node it fails with Unavailable, or, under
 // Options.WaitForReady, waits for one.
 func (k *Cluster) Notify(ctx context.Context, route string, in any) error {
-	return notifyTyped(ctx, k, route, in)
+	return handler.Received(notifyTyped(ctx, k, route, in))
 }
 
 // NotifyRaw sends a one-way call with a raw payload; see Notify.
 func (k *Cluster) NotifyRaw(ctx context.Context, route string, req []byte) error {
-	return notifyRaw(ctx, k, route, req)
+	return handler.Received(notifyRaw(ctx, k, route, req))
 }
 
 func (k *Cluster) notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error {

@@ -6,8 +6,9 @@ import (
 )
 
 // ErrClosed is returned by calls on a Client after Close. It matches
-// handler.ErrUnavailable.
-var ErrClosed error = &handler.Error{Code: proto.CodeUnavailable, Message: "client closed", Unprocessed: true}
+// handler.ErrUnavailable. Like every error a call returns, it is marked
+// handler.Received.
+var ErrClosed = handler.Received(&handler.Error{Code: proto.CodeUnavailable, Message: "client closed", Unprocessed: true})
 
 // errNoConn is returned when no connection is up to carry a call.
 func errNoConn(addr string) error {

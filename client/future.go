@@ -162,7 +162,7 @@ func (f *Future) Wait() error {
 		f.stop()
 	}
 	if f.err != nil {
-		return f.err
+		return handler.Received(f.err)
 	}
 	return handler.DecodeReplyWith(f.codec, f.route, f.reply, f.out)
 }

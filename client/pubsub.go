@@ -54,7 +54,8 @@ type subTable struct {
 // Subscribe returns once the server has taken the subscription in, or with
 // its refusal.
 func (c *Client) Subscribe(ctx context.Context, pattern string, ch chan<- Message) (*Subscription, error) {
-	return c.subscribe(ctx, &Subscription{c: c, pattern: pattern, ch: ch, done: make(chan struct{})})
+	sub, err := c.subscribe(ctx, &Subscription{c: c, pattern: pattern, ch: ch, done: make(chan struct{})})
+	return sub, handler.Received(err)
 }
 
 // SubscribeFunc is Subscribe with a function called for each message, on
@@ -63,7 +64,8 @@ func (c *Client) Subscribe(ctx context.Context, pattern string, ch chan<- Messag
 // connection reads nothing else meanwhile), and m.Payload is valid only
 // until fn returns.
 func (c *Client) SubscribeFunc(ctx context.Context, pattern string, fn func(m Message)) (*Subscription, error) {
-	return c.subscribe(ctx, &Subscription{c: c, pattern: pattern, fn: fn, done: make(chan struct{})})
+	sub, err := c.subscribe(ctx, &Subscription{c: c, pattern: pattern, fn: fn, done: make(chan struct{})})
+	return sub, handler.Received(err)
 }
 
 func (c *Client) subscribe(ctx context.Context, sub *Subscription) (*Subscription, error) {
@@ -310,12 +312,12 @@ func (c *Client) Publish(ctx context.Context, topic string, in any) error {
 	if err != nil {
 		return err
 	}
-	return c.publish(ctx, topic, c.opts.Codec.ID(), payload)
+	return handler.Received(c.publish(ctx, topic, c.opts.Codec.ID(), payload))
 }
 
 // PublishRaw publishes payload, as raw bytes, to topic.
 func (c *Client) PublishRaw(ctx context.Context, topic string, payload []byte) error {
-	return c.publish(ctx, topic, proto.CodecRaw, payload)
+	return handler.Received(c.publish(ctx, topic, proto.CodecRaw, payload))
 }
 
 func (c *Client) publish(ctx context.Context, topic string, codec proto.Codec, payload []byte) error {

@@ -35,10 +35,16 @@ type streamTable struct {
 // server to grant credit. ctx governs the whole stream: its deadline goes
 // to the server's handler, and its end resets the stream (Read and Write
 // then fail with Canceled or DeadlineExceeded). Metadata from
-// WithMetadata goes with it. A stream is never opened twice: a refusal
-// (no such route, draining, too many streams) arrives on the first Read
-// or Write as an Unprocessed *handler.Error.
+// WithMetadata goes with it. A stream is never opened twice: a server's
+// refusal (no such route, draining, too many streams) arrives on the first
+// Read or Write as an Unprocessed *handler.Error; with no usable
+// connection, OpenStream itself fails Unavailable, Unprocessed.
 func (c *Client) OpenStream(ctx context.Context, route string) (handler.Stream, error) {
+	s, err := c.openStream(ctx, route)
+	return s, handler.Received(err)
+}
+
+func (c *Client) openStream(ctx context.Context, route string) (handler.Stream, error) {
 	if err := handler.RefuseWait(ctx, "opening stream", route); err != nil {
 		return nil, err // its Read and Write wait
 	}

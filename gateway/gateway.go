@@ -346,7 +346,7 @@ func (g *Gateway) fail(w http.ResponseWriter, tl tally, status int, err error) {
 	if tl.call {
 		g.counts.failed(code)
 	}
-	body, _ := json.Marshal(errorBody{Code: CodeName(code), Message: handler.MessageOf(err), Unprocessed: handler.IsUnprocessed(err)})
+	body, _ := json.Marshal(errorBody{Code: CodeName(code), Message: handler.MessageOf(err), Unprocessed: handler.AnswersUnprocessed(err)})
 	h := w.Header()
 	h.Set("Content-Type", ContentJSON)
 	h.Set("X-Content-Type-Options", "nosniff")

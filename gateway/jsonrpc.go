@@ -267,11 +267,11 @@ func paramsArg(params json.RawMessage) ([]byte, error) {
 func errorObject(err error) *jsonrpcError {
 	code := handler.CodeOf(err)
 	e := &jsonrpcError{Code: JSONRPCServerError, Message: handler.MessageOf(err),
-		Data: &jsonrpcRPCD{Code: int(code), Name: CodeName(code), Unprocessed: handler.IsUnprocessed(err)}}
+		Data: &jsonrpcRPCD{Code: int(code), Name: CodeName(code), Unprocessed: handler.AnswersUnprocessed(err)}}
 	switch {
-	case code == proto.CodeNotFound && handler.IsUnprocessed(err):
+	case code == proto.CodeNotFound && handler.AnswersUnprocessed(err):
 		e.Code = JSONRPCMethodNotFound
-	case code == proto.CodeInvalidArgument && handler.IsUnprocessed(err):
+	case code == proto.CodeInvalidArgument && handler.AnswersUnprocessed(err):
 		e.Code = JSONRPCInvalidParams
 	case code == proto.CodeInternal:
 		e.Code = JSONRPCInternalError

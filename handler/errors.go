@@ -19,8 +19,12 @@ type Error struct {
 	// Unprocessed reports that the call was not acted on (the Unprocessed
 	// flag on the wire), so it is safe to send again. The server sets it
 	// when it refuses a call; a handler sets it on an error it returns
-	// before doing anything.
+	// before doing anything. On an error that a call of the handler's own
+	// returned (see Received) it speaks of that call: the server answers
+	// the handler's call without it.
 	Unprocessed bool
+
+	received bool // returned by a call or stream that a client or a Peer made (Received)
 }
 
 // Errorf returns an *Error with the code and a formatted message.
@@ -124,6 +128,33 @@ func (e *PanicError) Unwrap() error {
 func IsUnprocessed(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Unprocessed
+}
+
+// Received returns err, the outcome of a call, stream or publish that a
+// client or a reactor.Peer made, marked as such; the client and Peer
+// return every error so. Its Unprocessed flag still tells the caller that
+// its call was not acted on, but a handler that returns it (or wraps it)
+// has run, whatever its callee did: the server answers the handler's own
+// call without the flag, so that its caller does not send it again. A
+// handler that knows it did nothing may return an *Error of its own
+// marked Unprocessed. Errors that are not an *Error marked Unprocessed
+// come back as they are.
+func Received(err error) error {
+	e, ok := err.(*Error)
+	if !ok || !e.Unprocessed || e.received {
+		return err
+	}
+	cp := *e
+	cp.received = true
+	return &cp
+}
+
+// AnswersUnprocessed reports whether a handler's error answers its call
+// with the Unprocessed flag: an *Error marked Unprocessed that no call of
+// the handler's returned (Received).
+func AnswersUnprocessed(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Unprocessed && !e.received
 }
 
 // CodeSlots is the length of an array that counts by error code (the

@@ -93,7 +93,7 @@ type Job struct {
 }
 
 // Run runs j and appends what answers it to out: a Response, or an Error
-// (its code from CodeOf, flagged Unprocessed when IsUnprocessed holds),
+// (its code from CodeOf, flagged Unprocessed when AnswersUnprocessed holds),
 // or nothing for a one-way call. A reply of j.Large bytes or more that the
 // handler did not append in place comes back as own, to be written right
 // after out: the Response's length counts it. Calls with a Watch are run
@@ -147,7 +147,7 @@ func (r *Runner) Run(j *Job, out []byte) (_, own []byte) {
 		r.Failed(err)
 	}
 	var flags proto.Flags
-	if IsUnprocessed(err) {
+	if AnswersUnprocessed(err) {
 		flags = proto.FlagUnprocessed
 	}
 	return proto.AppendError(out[:start], call.ID, flags, CodeOf(err), MessageOf(err)), nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -47,6 +48,10 @@ func runnerRoutes(reg *Registry) {
 		return nil, &Error{Code: proto.CodePermissionDenied, Message: "not you", Unprocessed: true}
 	})
 	reg.HandleFunc("Run/Plain", func(context.Context, []byte, []byte) ([]byte, error) { return nil, errors.New("plain") })
+	// A callee's refusal passed on: the handler ran.
+	reg.HandleFunc("Run/Passed", func(context.Context, []byte, []byte) ([]byte, error) {
+		return nil, Received(&Error{Code: proto.CodeUnavailable, Message: "backend draining", Unprocessed: true})
+	})
 }
 
 // TestRunnerOutcomes: Run answers each outcome with its frame, counts
@@ -69,6 +74,7 @@ func TestRunnerOutcomes(t *testing.T) {
 		{"Run/Big", proto.CodeResourceExhausted, "reply of 1024 bytes exceeds the frame limit of 512", 0},
 		{"Run/Fail", proto.CodePermissionDenied, "not you", proto.FlagUnprocessed},
 		{"Run/Plain", proto.CodeUnknown, "plain", 0},
+		{"Run/Passed", proto.CodeUnavailable, "backend draining", 0},
 	} {
 		for _, inline := range []bool{false, true} {
 			call := &Call{Route: tc.route, ID: 7, Remote: &net.TCPAddr{Port: 1}}
@@ -94,13 +100,13 @@ func TestRunnerOutcomes(t *testing.T) {
 			if f.Kind != proto.KindError || code != tc.code || string(msg) != tc.msg || f.Flags != tc.flags {
 				t.Errorf("%s (inline %v): %v %v %q flags %v; want %v %q flags %v", tc.route, inline, f.Kind, code, msg, f.Flags, tc.code, tc.msg, tc.flags)
 			}
-			if _, err := r.Outcome(reg.Lookup([]byte(tc.route)), &Call{Route: tc.route, Remote: call.Remote}, []byte("hi"), nil); CodeOf(err) != tc.code || MessageOf(err) != tc.msg || IsUnprocessed(err) != (tc.flags != 0) {
+			if _, err := r.Outcome(reg.Lookup([]byte(tc.route)), &Call{Route: tc.route, Remote: call.Remote}, []byte("hi"), nil); CodeOf(err) != tc.code || MessageOf(err) != tc.msg || AnswersUnprocessed(err) != (tc.flags != 0) {
 				t.Errorf("%s: Outcome %v; want %v %q", tc.route, err, tc.code, tc.msg)
 			}
 		}
 	}
-	// Four failures, each counted by Run twice and by Outcome twice.
-	if len(failed) != 16 {
+	// Five failures, each counted by Run twice and by Outcome twice.
+	if len(failed) != 20 {
 		t.Errorf("Failed told %d times: %v", len(failed), failed)
 	}
 	if n := strings.Count(logs.String(), `msg="rpcd: handler panicked" route=Run/Panic remote=:1 panic=boom stack=`); n != 4 {
@@ -326,5 +332,29 @@ func TestCheck(t *testing.T) {
 	}
 	if info := reg.Routes()[0]; info.Overruns != 2 || info.Moved {
 		t.Errorf("%+v", info)
+	}
+}
+
+// TestReceived: Received marks a copy of an Unprocessed *Error, which
+// keeps its code, message and flag for its caller but no longer answers a
+// call Unprocessed, wrapped or not; it leaves other errors, and marked
+// ones, as they are.
+func TestReceived(t *testing.T) {
+	refused := &Error{Code: proto.CodeResourceExhausted, Message: "queue full", Unprocessed: true}
+	got := Received(refused)
+	var e *Error
+	if !errors.As(got, &e) || e == refused || e.Code != refused.Code || e.Message != refused.Message || !IsUnprocessed(got) {
+		t.Fatalf("Received(%v) = %#v", refused, got)
+	}
+	if !AnswersUnprocessed(refused) || AnswersUnprocessed(got) || AnswersUnprocessed(fmt.Errorf("placing: %w", got)) {
+		t.Errorf("AnswersUnprocessed: own %v, received %v, wrapped %v; want true, false, false",
+			AnswersUnprocessed(refused), AnswersUnprocessed(got), AnswersUnprocessed(fmt.Errorf("placing: %w", got)))
+	}
+	if again := Received(got); again != got {
+		t.Errorf("Received of a received error made another copy")
+	}
+	plain, processed := errors.New("plain"), &Error{Code: proto.CodeInternal}
+	if Received(plain) != plain || Received(processed) != processed || Received(nil) != nil {
+		t.Errorf("Received changed an error it has nothing to mark")
 	}
 }

@@ -55,14 +55,15 @@ func (p *Peer) Call(ctx context.Context, route string, in, out any) error {
 	}
 	reply, err := p.call(ctx, route, codec.ID(), payload, nil)
 	if err != nil {
-		return err
+		return handler.Received(err)
 	}
 	return handler.DecodeReplyWith(codec, route, reply, out)
 }
 
 // CallRaw sends req to route on the client and appends its reply to reply.
 func (p *Peer) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
-	return p.call(ctx, route, proto.CodecRaw, req, reply)
+	reply, err := p.call(ctx, route, proto.CodecRaw, req, reply)
+	return reply, handler.Received(err)
 }
 
 // Notify sends in, encoded by Options.Codec (JSON by default), to route on
@@ -74,12 +75,12 @@ func (p *Peer) Notify(ctx context.Context, route string, in any) error {
 	if err != nil {
 		return err
 	}
-	return p.notify(ctx, route, codec.ID(), payload)
+	return handler.Received(p.notify(ctx, route, codec.ID(), payload))
 }
 
 // NotifyRaw sends req to route on the client, one way.
 func (p *Peer) NotifyRaw(ctx context.Context, route string, req []byte) error {
-	return p.notify(ctx, route, proto.CodecRaw, req)
+	return handler.Received(p.notify(ctx, route, proto.CodecRaw, req))
 }
 
 func (p *Peer) notify(ctx context.Context, route string, codec proto.Codec, payload []byte) error {

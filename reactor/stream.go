@@ -220,6 +220,11 @@ func (c *conn) closeStreams() {
 // wait; call them from a Blocking handler or a goroutine of your own,
 // never from an inline handler.
 func (p *Peer) OpenStream(ctx context.Context, route string) (handler.Stream, error) {
+	s, err := p.openStream(ctx, route)
+	return s, handler.Received(err)
+}
+
+func (p *Peer) openStream(ctx context.Context, route string) (handler.Stream, error) {
 	c := p.c
 	if err := handler.RefuseWait(ctx, "opening the peer's stream", route); err != nil {
 		return nil, err // its Read and Write wait

@@ -260,14 +260,14 @@ func (s *Stream) OnEnd() error {
 func (s *Stream) OnReset(code proto.Code, msg []byte, unprocessed bool) {
 	var err error
 	if code != proto.CodeOK {
-		err = &handler.Error{Code: code, Message: string(msg), Unprocessed: unprocessed}
+		err = handler.Received(&handler.Error{Code: code, Message: string(msg), Unprocessed: unprocessed})
 	}
 	s.finish(err, false)
 }
 
 // Fail finishes the stream with err, sending nothing: the connection is
 // gone.
-func (s *Stream) Fail(err error) { s.finish(err, false) }
+func (s *Stream) Fail(err error) { s.finish(handler.Received(err), false) }
 
 // ErrConnLost is the error of a stream whose connection closed.
 var ErrConnLost = &handler.Error{Code: proto.CodeUnavailable, Message: "stream: connection lost"}
@@ -469,7 +469,7 @@ func (s *Stream) Finish(err error) {
 		return
 	}
 	var flags proto.Flags
-	if handler.IsUnprocessed(err) {
+	if handler.AnswersUnprocessed(err) {
 		flags = proto.FlagUnprocessed
 	}
 	if s.finish(err, true) {
