@@ -141,8 +141,10 @@ func (a Any) Authenticate(ctx context.Context, method string, credentials []byte
 
 // Require returns middleware that lets a call through only if allow says
 // its connection's identity may call its route; others get
-// PermissionDenied, or Unauthenticated if the connection has no identity.
-// The handler does not run for them.
+// PermissionDenied. A call on a connection with no identity (a server
+// without an Authenticator, a TLS client without a certificate) gets
+// Unauthenticated before allow is asked. The handler does not run for
+// them; both refusals are marked Unprocessed.
 func Require(allow func(id *handler.Identity, route string) bool) handler.Middleware {
 	return func(next handler.Handler) handler.Handler {
 		return handler.HandlerFunc(func(ctx context.Context, req, reply []byte) ([]byte, error) {
