@@ -490,11 +490,17 @@ func TestMemoryPerConn(t *testing.T) {
 		t.Skip("opens 200 connections; the race detector adds to their memory")
 	}
 	s := server(t, "127.0.0.1:0")
-	mem := func() uint64 {
+	mem := func() int64 {
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		return ms.HeapInuse + ms.StackInuse
+		return int64(ms.HeapInuse + ms.StackInuse)
+	}
+	// The tests before may leave goroutines ending, whose stacks and
+	// buffers would be freed during the count: wait for them first.
+	for i, last := 0, -1; i < 100 && runtime.NumGoroutine() != last; i++ {
+		last = runtime.NumGoroutine()
+		time.Sleep(20 * time.Millisecond)
 	}
 	const n = 200
 	before := mem()

@@ -70,7 +70,7 @@ func TestClusterHedge(t *testing.T) {
 	defer cancel()
 	k, err := client.DialService(ctx, "static://"+slow.addr+","+fast.addr+"/svc", client.ServiceOptions{
 		Options: client.Options{MaxRetries: -1, Idempotent: client.RouteSet("Maybe/Slow", "Maybe/Fail")},
-		Hedge:   client.Hedge{Delay: 20 * time.Millisecond},
+		Hedge:   client.Hedge{Delay: 100 * time.Millisecond}, // well past a fast call on a loaded machine
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestClusterHedgeFutures(t *testing.T) {
 	defer cancel()
 	k, err := client.DialService(ctx, "static://"+slow.addr+","+fast.addr+"/svc", client.ServiceOptions{
 		Options: client.Options{MaxRetries: -1, Idempotent: client.RouteSet("Maybe/Slow")},
-		Hedge:   client.Hedge{Delay: 20 * time.Millisecond},
+		Hedge:   client.Hedge{Delay: 100 * time.Millisecond}, // well past a fast call on a loaded machine
 	})
 	if err != nil {
 		t.Fatal(err)

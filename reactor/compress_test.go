@@ -87,7 +87,6 @@ func TestCompression(t *testing.T) {
 			s := start(t, compressRegistry(), reactor.Options{})
 			cl := dial(t, s, client.Options{Compression: c})
 			welcomed(t, s)
-			ctx := ctxT(t)
 			for _, tc := range []struct {
 				name      string
 				route     string
@@ -104,7 +103,7 @@ func TestCompression(t *testing.T) {
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					in, out := s.Stats().BytesIn, s.Stats().BytesOut
-					got, err := cl.CallRaw(ctx, tc.route, tc.payload, nil)
+					got, err := cl.CallRaw(ctxT(t), tc.route, tc.payload, nil)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -126,14 +125,14 @@ func TestCompression(t *testing.T) {
 				})
 			}
 			t.Run("handler sees the payload expanded", func(t *testing.T) {
-				got, err := cl.CallRaw(ctx, "Len/Of", compressible(100<<10, 6), nil)
+				got, err := cl.CallRaw(ctxT(t), "Len/Of", compressible(100<<10, 6), nil)
 				if err != nil || string(got) != "102400" {
 					t.Fatalf("Len/Of: %q, %v", got, err)
 				}
 			})
 			t.Run("large reply to a small call", func(t *testing.T) {
 				out := s.Stats().BytesOut
-				got, err := cl.CallRaw(ctx, "Doc/Get", nil, nil)
+				got, err := cl.CallRaw(ctxT(t), "Doc/Get", nil, nil)
 				if err != nil || !bytes.Equal(got, compressible(64<<10, 7)) {
 					t.Fatalf("Doc/Get: %d bytes, %v", len(got), err)
 				}
@@ -144,7 +143,7 @@ func TestCompression(t *testing.T) {
 			t.Run("typed", func(t *testing.T) {
 				words := strings.Fields(strings.Repeat("compress me please ", 200))
 				var n int
-				if err := cl.Call(ctx, "Len/Of", words, &n); err != nil || n != len(`["`)+len(strings.Join(words, `","`))+len(`"]`) {
+				if err := cl.Call(ctxT(t), "Len/Of", words, &n); err != nil || n != len(`["`)+len(strings.Join(words, `","`))+len(`"]`) {
 					t.Fatalf("typed call: %d, %v", n, err)
 				}
 			})
