@@ -187,10 +187,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			bufPool.Put(bp)
 		}
 	}()
-	body, err := readBody(r.Body, r.ContentLength, limit, (*bp)[:0])
+	body, err := readBody(r.Body, r.ContentLength, limit, "the frame limit, less the route and metadata", (*bp)[:0])
 	*bp = body[:0]
 	if err != nil {
-		g.fail(w, tl, http.StatusRequestEntityTooLarge, err)
+		g.fail(w, tl, bodyStatus(err), err)
 		return
 	}
 	if bodyZip != proto.CompressionNone {
@@ -531,12 +531,16 @@ func deadlineOf(r *http.Request) (time.Time, error) {
 	return deadline, nil
 }
 
-// readBody reads the request body into buf, failing with
-// ResourceExhausted if it is longer than limit.
-func readBody(body io.Reader, length int64, limit int, buf []byte) ([]byte, error) {
+// readBody reads the request body into buf; limitIs says what limit is,
+// for the error. It fails, the call unrun and
+// so Unprocessed, with ResourceExhausted if the body is longer than limit,
+// DeadlineExceeded if it does not arrive within the server's read timeout,
+// and InvalidArgument if it ends early or is not valid HTTP (a bad chunk);
+// bodyStatus gives each its HTTP status.
+func readBody(body io.Reader, length int64, limit int, limitIs string, buf []byte) ([]byte, error) {
 	tooLarge := func(n string) error {
 		return &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
-			Message: "body of " + n + " bytes exceeds the limit of " + strconv.Itoa(max(limit, 0)) + " (the frame limit, less the route and metadata)"}
+			Message: "body of " + n + " bytes exceeds the limit of " + strconv.Itoa(max(limit, 0)) + " (" + limitIs + ")"}
 	}
 	if length > int64(limit) {
 		return buf, tooLarge(strconv.FormatInt(length, 10))
@@ -557,9 +561,35 @@ func readBody(body io.Reader, length int64, limit int, buf []byte) ([]byte, erro
 			return buf, nil
 		}
 		if err != nil {
-			return buf[:0], &handler.Error{Code: proto.CodeCanceled, Message: "reading the body: " + err.Error()}
+			return buf[:0], bodyError(err)
 		}
 	}
+}
+
+// bodyError is readBody's error for a body that could not be read.
+func bodyError(err error) error {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		return &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "the body did not arrive within the read timeout", Unprocessed: true}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &handler.Error{Code: proto.CodeInvalidArgument, Message: "the body ended before its length", Unprocessed: true}
+	case errors.As(err, &ne): // the connection failed: its message names sockets
+		return &handler.Error{Code: proto.CodeInvalidArgument, Message: "the connection failed while the body was read", Unprocessed: true}
+	}
+	return &handler.Error{Code: proto.CodeInvalidArgument, Message: "reading the body: " + err.Error(), Unprocessed: true}
+}
+
+// bodyStatus is the HTTP status of readBody's error: 413 for a body past
+// the limit, 408 for one too slow, 400 for one that is not whole.
+func bodyStatus(err error) int {
+	switch handler.CodeOf(err) {
+	case proto.CodeResourceExhausted:
+		return http.StatusRequestEntityTooLarge
+	case proto.CodeDeadlineExceeded:
+		return http.StatusRequestTimeout
+	}
+	return http.StatusBadRequest
 }
 
 // remoteAddr turns an http.Request's RemoteAddr into a net.Addr.

@@ -1,11 +1,13 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -641,5 +643,67 @@ func TestContentEncoding(t *testing.T) {
 	status, h, body := post(t, c, url, "Test/Big", gateway.ContentRaw, "5000", "Accept-Encoding", "zstd, gzip")
 	if status != http.StatusOK || h.Get("Content-Encoding") != "" || h.Get("Vary") != "" || body != big {
 		t.Fatalf("compression off: %d, Content-Encoding %q, Vary %q, %d bytes", status, h.Get("Content-Encoding"), h.Get("Vary"), len(body))
+	}
+}
+
+// TestBodyNotWhole: a body that ends before its length, a chunk that is
+// not HTTP, or a body slower than the server's read timeout is refused
+// before any call, unprocessed, with 400 or 408 and a message naming no
+// socket; on /rpc/ and /jsonrpc alike.
+func TestBodyNotWhole(t *testing.T) {
+	var ran atomic.Int64
+	reg := testRegistry(t)
+	reg.HandleFunc("Body/Count", func(_ context.Context, _, reply []byte) ([]byte, error) {
+		ran.Add(1)
+		return reply, nil
+	})
+	g := gateway.New(reg, gateway.Options{})
+	mux := http.NewServeMux()
+	mux.Handle("/rpc/", g)
+	mux.Handle("/jsonrpc", g.JSONRPC())
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.ReadTimeout = 300 * time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, path := range []string{"/rpc/Body/Count", "/jsonrpc"} {
+		for _, tc := range []struct {
+			name, head, body string
+			shut             bool // half-close after the body
+			status           int
+			code, msg        string
+		}{
+			{"ends early", "Content-Length: 20\r\n", `{"a":1`, true, 400, "InvalidArgument", "the body ended before its length"},
+			{"bad chunk", "Transfer-Encoding: chunked\r\n", "zz\r\n{}\r\n0\r\n\r\n", false, 400, "InvalidArgument", "reading the body: invalid byte in chunk length"},
+			{"too slow", "Content-Length: 20\r\n", `{"a":1`, false, 408, "DeadlineExceeded", "the body did not arrive within the read timeout"},
+		} {
+			t.Run(path+" "+tc.name, func(t *testing.T) {
+				nc, err := net.DialTimeout("tcp", addr, waitLimit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nc.Close()
+				req := "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + tc.head + "\r\n" + tc.body
+				if _, err := io.WriteString(nc, req); err != nil {
+					t.Fatal(err)
+				}
+				if tc.shut {
+					nc.(*net.TCPConn).CloseWrite()
+				}
+				nc.SetReadDeadline(time.Now().Add(waitLimit))
+				resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				code, msg, unprocessed := decodeError(t, string(b))
+				if resp.StatusCode != tc.status || code != tc.code || msg != tc.msg || !unprocessed {
+					t.Errorf("%d %s; want %d, code %s, message %q, unprocessed", resp.StatusCode, b, tc.status, tc.code, tc.msg)
+				}
+			})
+		}
+	}
+	if n := ran.Load(); n != 0 {
+		t.Errorf("the handler ran %d times for bodies that never came whole", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -99,9 +100,9 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := readBody(r.Body, r.ContentLength, g.opts.Limits.MaxFrameSize, nil)
+	body, err := readBody(r.Body, r.ContentLength, g.opts.Limits.MaxFrameSize, "the frame limit", nil)
 	if err != nil {
-		g.fail(w, tl, http.StatusRequestEntityTooLarge, err)
+		g.fail(w, tl, bodyStatus(err), err)
 		return
 	}
 	c := jsonrpcCall{g: g, r: r, id: id, md: md, deadline: deadline}
@@ -109,23 +110,32 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 	switch trimmed := bytes.TrimLeft(body, " \t\r\n"); {
 	case !json.Valid(body):
 		g.counts.failed(proto.CodeInvalidArgument)
-		out = mustJSON(jsonrpcResponse{JSONRPC: "2.0", ID: jsonNull, Error: &jsonrpcError{Code: JSONRPCParseError, Message: "parse error: the body is not JSON"}})
+		out = mustJSON(jsonrpcResponse{JSONRPC: "2.0", ID: jsonNull, Error: refused(JSONRPCParseError, "parse error: the body is not JSON")})
 	case len(trimmed) > 0 && trimmed[0] == '[':
 		var batch []json.RawMessage
 		_ = json.Unmarshal(body, &batch)
 		if len(batch) == 0 {
 			g.counts.failed(proto.CodeInvalidArgument)
-			out = mustJSON(jsonrpcResponse{JSONRPC: "2.0", ID: jsonNull, Error: &jsonrpcError{Code: JSONRPCInvalidRequest, Message: "invalid request: an empty batch"}})
+			out = mustJSON(jsonrpcResponse{JSONRPC: "2.0", ID: jsonNull, Error: refused(JSONRPCInvalidRequest, "invalid request: an empty batch")})
 			break
 		}
-		var resps []jsonrpcResponse
-		for _, one := range batch {
-			if resp, ok := c.run(one); ok {
-				resps = append(resps, resp)
+		// The responses are encoded as they come, within the frame limit:
+		// past it the request fails whole, and the calls after are not run.
+		for i, one := range batch {
+			resp, ok := c.run(one)
+			if !ok {
+				continue
+			}
+			out = append(append(out, ','), mustJSON(resp)...)
+			if len(out) > g.opts.Limits.MaxFrameSize {
+				g.fail(w, tl, http.StatusTooManyRequests, &handler.Error{Code: proto.CodeResourceExhausted,
+					Message: fmt.Sprintf("the batch's responses pass the frame limit of %d bytes at its call %d of %d: those before it ran, those after did not", g.opts.Limits.MaxFrameSize, i+1, len(batch))})
+				return
 			}
 		}
-		if len(resps) > 0 {
-			out = mustJSON(resps)
+		if len(out) > 0 {
+			out[0] = '['
+			out = append(out, ']')
 		}
 	default:
 		if resp, ok := c.run(body); ok {
@@ -174,7 +184,7 @@ func (c *jsonrpcCall) runOne(raw json.RawMessage) (jsonrpcResponse, bool) {
 	resp := jsonrpcResponse{JSONRPC: "2.0", ID: jsonNull}
 	var req jsonrpcRequest
 	if err := json.Unmarshal(raw, &req); err != nil || req.JSONRPC != "2.0" || req.Method == nil || !validID(req.ID) {
-		resp.Error = &jsonrpcError{Code: JSONRPCInvalidRequest, Message: "invalid request: want an object with \"jsonrpc\": \"2.0\", a string \"method\", and an \"id\" that is a string, a number or null if any"}
+		resp.Error = refused(JSONRPCInvalidRequest, "invalid request: want an object with \"jsonrpc\": \"2.0\", a string \"method\", and an \"id\" that is a string, a number or null if any")
 		if err == nil && validID(req.ID) && req.ID != nil {
 			resp.ID = req.ID
 		}
@@ -186,7 +196,7 @@ func (c *jsonrpcCall) runOne(raw json.RawMessage) (jsonrpcResponse, bool) {
 	}
 	arg, err := paramsArg(req.Params)
 	if err != nil {
-		resp.Error = &jsonrpcError{Code: JSONRPCInvalidParams, Message: handler.MessageOf(err)}
+		resp.Error = errorObject(err) // invalid params, with rpcd's code in data
 		return resp, !notify
 	}
 	result, err := c.call(*req.Method, arg)
@@ -253,11 +263,19 @@ func paramsArg(params json.RawMessage) ([]byte, error) {
 	case p[0] == '[':
 		var one []json.RawMessage
 		if err := json.Unmarshal(p, &one); err != nil || len(one) != 1 {
-			return nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "invalid params: by position, give the route's one argument: [ARG]"}
+			return nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "invalid params: by position, give the route's one argument: [ARG]", Unprocessed: true}
 		}
 		return one[0], nil
 	}
-	return nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "invalid params: want an object, or an array holding the argument"}
+	return nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "invalid params: want an object, or an array holding the argument", Unprocessed: true}
+}
+
+// refused is the error object of a request refused before any call (not
+// JSON, not a request object): JSON-RPC's code, with rpcd's
+// InvalidArgument, unprocessed, in data as for every error.
+func refused(code int, msg string) *jsonrpcError {
+	return &jsonrpcError{Code: code, Message: msg,
+		Data: &jsonrpcRPCD{Code: int(proto.CodeInvalidArgument), Name: CodeName(proto.CodeInvalidArgument), Unprocessed: true}}
 }
 
 // errorObject is the error object of a call's error: JSON-RPC's own code

@@ -1,15 +1,19 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/gateway"
+	"github.com/rpcd/rpcd/proto"
 )
 
 // rpc POSTs body to the JSON-RPC handler at url and returns the status
@@ -74,22 +78,22 @@ func TestJSONRPC(t *testing.T) {
 			`{"jsonrpc":"2.0","error":{"code":-32601,"message":"no route No/Such","data":{"code":5,"name":"NotFound","unprocessed":true}},"id":3}`},
 		{"params that do not decode", `{"jsonrpc":"2.0","method":"Math/Sum","params":{"A":"x"},"id":4}`, 200, ``},
 		{"two params by position", `{"jsonrpc":"2.0","method":"Math/Sum","params":[1,2],"id":5}`, 200,
-			`{"jsonrpc":"2.0","error":{"code":-32602,"message":"invalid params: by position, give the route's one argument: [ARG]"},"id":5}`},
+			`{"jsonrpc":"2.0","error":{"code":-32602,"message":"invalid params: by position, give the route's one argument: [ARG]","data":{"code":3,"name":"InvalidArgument","unprocessed":true}},"id":5}`},
 		{"an error with a code", `{"jsonrpc":"2.0","method":"Test/Fail","params":{"code":7,"message":"no"},"id":6}`, 200,
 			`{"jsonrpc":"2.0","error":{"code":-32000,"message":"no","data":{"code":7,"name":"PermissionDenied"}},"id":6}`},
 		{"a panic", `{"jsonrpc":"2.0","method":"Test/Fail","params":{"code":-2},"id":7}`, 200, ``},
 		{"not JSON", `{"jsonrpc":"2.0","method"`, 200,
-			`{"jsonrpc":"2.0","error":{"code":-32700,"message":"parse error: the body is not JSON"},"id":null}`},
+			`{"jsonrpc":"2.0","error":{"code":-32700,"message":"parse error: the body is not JSON","data":{"code":3,"name":"InvalidArgument","unprocessed":true}},"id":null}`},
 		{"not a request", `{"jsonrpc":"1.0","method":"Math/Sum","id":8}`, 200, ``},
 		{"an empty batch", `[]`, 200,
-			`{"jsonrpc":"2.0","error":{"code":-32600,"message":"invalid request: an empty batch"},"id":null}`},
+			`{"jsonrpc":"2.0","error":{"code":-32600,"message":"invalid request: an empty batch","data":{"code":3,"name":"InvalidArgument","unprocessed":true}},"id":null}`},
 		{"a batch", `[{"jsonrpc":"2.0","method":"Math/Sum","params":{"A":1,"B":1},"id":1},
 			{"jsonrpc":"2.0","method":"Math/Sum","params":{"A":9}},
 			{"jsonrpc":"2.0","method":"No/Such","id":2},
 			42]`, 200,
 			`[{"jsonrpc":"2.0","result":2,"id":1},
 			{"jsonrpc":"2.0","error":{"code":-32601,"message":"no route No/Such","data":{"code":5,"name":"NotFound","unprocessed":true}},"id":2},
-			{"jsonrpc":"2.0","error":{"code":-32600,"message":"invalid request: want an object with \"jsonrpc\": \"2.0\", a string \"method\", and an \"id\" that is a string, a number or null if any"},"id":null}]`},
+			{"jsonrpc":"2.0","error":{"code":-32600,"message":"invalid request: want an object with \"jsonrpc\": \"2.0\", a string \"method\", and an \"id\" that is a string, a number or null if any","data":{"code":3,"name":"InvalidArgument","unprocessed":true}},"id":null}]`},
 		{"a batch of notifications", `[{"jsonrpc":"2.0","method":"Math/Sum"},{"jsonrpc":"2.0","method":"No/Such"}]`, 204, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,5 +157,36 @@ func TestJSONRPCAuth(t *testing.T) {
 	_, body := rpc(t, c, url, call, "Authorization", "Bearer t-user")
 	if !strings.Contains(body, `"name":"PermissionDenied"`) || !strings.Contains(body, `"code":-32000`) {
 		t.Fatalf("a user without the role: %s", body)
+	}
+}
+
+// TestJSONRPCBatchBounded: a batch's responses are held to the frame
+// limit as a reply is: the request whose responses pass it fails whole,
+// 429 ResourceExhausted naming the call where they did, and the calls
+// after it are not run.
+func TestJSONRPCBatchBounded(t *testing.T) {
+	reg := testRegistry(t)
+	var ran atomic.Int64
+	reg.HandleFunc("Big/Reply", func(_ context.Context, _, reply []byte) ([]byte, error) {
+		ran.Add(1)
+		return append(append(append(reply, '"'), strings.Repeat("x", 1000)...), '"'), nil
+	})
+	g := gateway.New(reg, gateway.Options{Limits: proto.Limits{MaxFrameSize: 4096}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	url, c := serve(t, g.JSONRPC())
+	one := `{"jsonrpc":"2.0","method":"Big/Reply","id":%d}`
+	var calls []string
+	for i := range 6 {
+		calls = append(calls, fmt.Sprintf(one, i))
+	}
+	status, body := rpc(t, c, url, "["+strings.Join(calls[:3], ",")+"]")
+	if status != http.StatusOK || ran.Load() != 3 {
+		t.Fatalf("3 replies of 1 KB: %d, %d run, %.200s", status, ran.Load(), body)
+	}
+	ran.Store(0)
+	status, body = rpc(t, c, url, "["+strings.Join(calls, ",")+"]")
+	code, msg, unprocessed := decodeError(t, body)
+	if status != http.StatusTooManyRequests || code != "ResourceExhausted" || unprocessed ||
+		!strings.Contains(msg, "at its call 4 of 6") || ran.Load() != 4 {
+		t.Errorf("6 replies of 1 KB under a 4 KiB frame limit: %d %s, %d run; want 429 ResourceExhausted at call 4, 4 run", status, body, ran.Load())
 	}
 }

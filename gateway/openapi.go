@@ -45,10 +45,11 @@ var errorStatuses = []struct {
 	status int
 	what   string
 }{
-	{400, "InvalidArgument (an argument that does not decode, a bad header, a body whose Content-Encoding lies), FailedPrecondition or OutOfRange"},
+	{400, "InvalidArgument (an argument that does not decode, a bad header, a body that ends before its length or whose Content-Encoding lies), FailedPrecondition or OutOfRange"},
 	{401, "Unauthenticated: no credentials, or credentials the server refuses (Authorization: Bearer TOKEN)"},
 	{403, "PermissionDenied: the caller may not call the route"},
 	{404, "NotFound: no such route, or the handler's NotFound"},
+	{408, "DeadlineExceeded: the body did not arrive within the server's read timeout; the call was not run (unprocessed)"},
 	{409, "AlreadyExists or Aborted"},
 	{413, "ResourceExhausted: the body, or what it expands to, is past the frame limit less the route and metadata"},
 	{415, "InvalidArgument: a Content-Type other than application/json or application/octet-stream, or a Content-Encoding other than zstd and gzip"},
@@ -63,7 +64,7 @@ var errorStatuses = []struct {
 
 // jsonrpcStatuses are the statuses the JSON-RPC handler fails a request
 // with before any call; a call's own errors are in its response object.
-var jsonrpcStatuses = []int{400, 401, 413, 415, 431}
+var jsonrpcStatuses = []int{400, 401, 408, 413, 415, 431}
 
 // OpenAPI returns the handler of the gateway's OpenAPI 3.1 document
 // (OpenAPIDocument), for GET and HEAD, its responses counted in Stats
