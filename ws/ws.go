@@ -129,6 +129,7 @@ type Conn struct {
 	once   sync.Once
 
 	peerClosed atomic.Bool // the peer's close message came: Read returns io.EOF
+	tooLarge   atomic.Bool // a message passed the read limit: the rest of it is unread
 
 	dmu   sync.Mutex
 	rdl   time.Time     // the read deadline
@@ -156,6 +157,7 @@ func (c *Conn) readLoop() {
 	for {
 		typ, r, err := c.wc.NextReader()
 		if err != nil {
+			c.tooLarge.Store(errors.Is(err, websocket.ErrReadLimit)) // the library sent close 1009
 			if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived) {
 				c.peerClosed.Store(true)
 				err = io.EOF
@@ -170,6 +172,7 @@ func (c *Conn) readLoop() {
 		}
 		m, err := io.ReadAll(r) // at most the read limit
 		if err != nil {
+			c.tooLarge.Store(errors.Is(err, websocket.ErrReadLimit)) // a message in fragments
 			c.rerr = err
 			return
 		}
@@ -280,9 +283,25 @@ func (c *Conn) Close() error {
 	c.once.Do(func() {
 		close(c.closed)
 		_ = c.wc.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+		if c.tooLarge.Load() {
+			c.linger()
+		}
 		err = c.wc.Close()
 	})
 	return err
+}
+
+// linger ends the connection's write side and drops what the peer still
+// sends, for up to 2 s or 4 MiB, after a message past the read limit:
+// closed with the rest of that message unread, the connection would be
+// reset, and the peer would lose the close message that says why (1009).
+func (c *Conn) linger() {
+	nc := c.wc.NetConn()
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, _ = io.CopyN(io.Discard, nc, 4<<20)
 }
 
 // PeerClosed reports whether the peer has closed the WebSocket: its close

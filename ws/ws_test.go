@@ -192,3 +192,27 @@ func TestReadDeadline(t *testing.T) {
 		t.Fatalf("after the deadline: %v %q (%v, %v)", f.Kind, f.Payload, err, derr)
 	}
 }
+
+// TestMessageTooLarge: a message past the frame limit ends the WebSocket
+// with close 1009, and the peer gets that close message: the server reads
+// the rest of the message before it closes, rather than resetting the
+// connection with it unread.
+func TestMessageTooLarge(t *testing.T) {
+	reg := handler.NewRegistry()
+	builtin.Register(reg)
+	s := servertest.Start(t, reg, reactor.Options{})
+	mux := http.NewServeMux()
+	mux.Handle(ws.Path, ws.Handler(s, ws.Options{MaxFrameSize: 64 << 10}))
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	wc := rawDial(t, "ws"+strings.TrimPrefix(hs.URL, "http")+ws.Path, ws.Subprotocol)
+	big := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, builtin.EchoPacket, nil, make([]byte, 1<<20))
+	wc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if err := wc.WriteMessage(websocket.BinaryMessage, big); err != nil {
+		t.Fatalf("writing 1 MiB to a server with a 64 KiB limit: %v; the server must read it before it closes", err)
+	}
+	wc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := wc.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseMessageTooBig) {
+		t.Fatalf("after a message past the limit: %v, want close 1009", err)
+	}
+}
