@@ -840,6 +840,32 @@ export class Client {
 }
 
 /** connectTransport makes a client on an open transport: the Hello, if any, then its Welcome. */
+/**
+ * @internal openWithin runs open, which opens a transport, with a signal that aborts once ms pass
+ * or signal aborts; past ms it rejects with DeadlineExceeded, so that a server that takes the
+ * connection and never answers (a hung proxy, a wrong port) cannot hang connect.
+ */
+export async function openWithin<T>(ms: number, signal: AbortSignal | undefined, open: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const ac = new AbortController();
+  let late = false;
+  const timer = setTimeout(() => {
+    late = true;
+    ac.abort();
+  }, ms);
+  const onAbort = () => ac.abort();
+  if (signal?.aborted) ac.abort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    return await open(ac.signal);
+  } catch (err) {
+    if (late) throw new RpcError(Code.DeadlineExceeded, `no connection within ${ms} ms`, true, { cause: err });
+    throw err;
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
+  }
+}
+
 export async function connectTransport(transport: Transport, options: ClientOptions = {}): Promise<Client> {
   let c: Client;
   try {

@@ -2,7 +2,7 @@
 // This entry uses nothing but the web platform (WebSocket, CompressionStream, AbortSignal);
 // '@rpcd/client/node' adds TCP, TLS and a WebSocket of its own for Node.
 
-import { type Client, connectTransport } from './client.js';
+import { type Client, connectTransport, openWithin } from './client.js';
 import type { ClientOptions } from './types.js';
 import { type Transport, type WebSocketOptions, webSocketTransport } from './transport.js';
 
@@ -43,6 +43,6 @@ export interface ConnectOptions extends ClientOptions, WebSocketOptions {}
  * opened with the platform's WebSocket, or a transport already open.
  */
 export async function connect(target: string | Transport, options: ConnectOptions = {}): Promise<Client> {
-  const t = typeof target === 'string' ? await webSocketTransport(target, options) : target;
+  const t = typeof target === 'string' ? await openWithin(options.handshakeTimeout ?? 10_000, options.signal, (signal) => webSocketTransport(target, { ...options, signal })) : target;
   return connectTransport(t, options);
 }

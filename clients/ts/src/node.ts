@@ -5,7 +5,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
-import { type Client, connectTransport } from './client.js';
+import { type Client, connectTransport, openWithin } from './client.js';
 import type { ClientOptions } from './types.js';
 import { SUBPROTOCOL, type Transport, type TransportEvents, webSocketTransport } from './transport.js';
 
@@ -37,9 +37,13 @@ export interface NodeConnectOptions extends ClientOptions, NodeTransportOptions 
 export async function connect(target: string | Transport, options: NodeConnectOptions = {}): Promise<Client> {
   let t: Transport;
   if (typeof target !== 'string') t = target;
-  else if (/^wss?:\/\//.test(target)) {
-    t = options.WebSocket ? await webSocketTransport(target, { ...options, WebSocket: options.WebSocket }) : await nodeWebSocketTransport(target, options);
-  } else t = await tcpTransport(target, options);
+  else {
+    t = await openWithin(options.handshakeTimeout ?? 10_000, options.signal, (signal) => {
+      const o = { ...options, signal };
+      if (!/^wss?:\/\//.test(target)) return tcpTransport(target, o);
+      return options.WebSocket ? webSocketTransport(target, { ...o, WebSocket: options.WebSocket }) : nodeWebSocketTransport(target, o);
+    });
+  }
   return connectTransport(t, options);
 }
 
@@ -202,14 +206,18 @@ export async function nodeWebSocketTransport(url: string, options: NodeTransport
     };
     const onClose = () => fail(new Error(`rpcd: WebSocket to ${url}: closed during the handshake`));
     const onError = (err: Error) => fail(err);
+    const onAbort = () => fail(new Error(`rpcd: WebSocket to ${url}: opening aborted`));
     const cleanup = () => {
       sock.off('data', onData);
       sock.off('close', onClose);
       sock.off('error', onError);
+      options.signal?.removeEventListener('abort', onAbort);
     };
     sock.on('data', onData);
     sock.on('close', onClose);
     sock.on('error', onError);
+    if (options.signal?.aborted) return onAbort();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
   });
 
   // Sends one WebSocket frame: FIN set, masked, as a client must.

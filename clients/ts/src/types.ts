@@ -25,7 +25,7 @@ export interface ClientOptions {
   maxFrameSize?: number;
   /** The receive window of each stream, in bytes; 256 KiB when left out. */
   streamWindow?: number;
-  /** How long to wait for the Welcome, in ms; 10,000 when left out. */
+  /** How long {@link connect} waits to open the connection (TCP, TLS, the WebSocket's upgrade), and then for the Welcome, in ms each; 10,000 when left out. */
   handshakeTimeout?: number;
   /** Runs once the Hello (if any) is queued and before any frame is read: registers handlers the server may call at once. */
   setup?: (client: Client) => void;

@@ -408,3 +408,37 @@ test('bytes in any chunking make the same frames, and a Ping is answered', async
   assert.equal(dec.decode(s.find(Kind.Pong).payload), '12345678');
   c.close();
 });
+
+// ----- connect against a server that takes the connection and never answers -----
+
+test('connect gives up after handshakeTimeout when the upgrade or the Welcome never comes', async () => {
+  const { connect } = await import('../dist/node.js');
+  const net = await import('node:net');
+  const socks = new Set();
+  const mute = net.createServer((s) => socks.add(s)); // accepts, reads, never writes
+  await new Promise((r) => mute.listen(0, '127.0.0.1', r));
+  const addr = `127.0.0.1:${mute.address().port}`;
+  try {
+    for (const [target, opts] of [
+      [`ws://${addr}/ws`, {}],
+      [`ws://${addr}/ws`, { token: 'x' }],
+      [addr, { token: 'x' }],
+    ]) {
+      const t0 = Date.now();
+      await assert.rejects(connect(target, { ...opts, handshakeTimeout: 300 }), (err) => {
+        assert.ok(err instanceof RpcError && err.code === Code.DeadlineExceeded, `${target}: ${err}`);
+        return true;
+      });
+      const took = Date.now() - t0;
+      assert.ok(took >= 250 && took < 5000, `${target} ${JSON.stringify(opts)}: gave up after ${took} ms, want about 300`);
+    }
+    // Aborting the caller's signal ends the opening too, as itself.
+    const ac = new AbortController();
+    const p = connect(`ws://${addr}/ws`, { signal: ac.signal });
+    ac.abort();
+    await assert.rejects(p, (err) => !(err instanceof RpcError && err.code === Code.DeadlineExceeded));
+  } finally {
+    for (const s of socks) s.destroy();
+    await new Promise((r) => mute.close(r));
+  }
+});
