@@ -120,7 +120,10 @@ type Cluster struct {
 // discovery/etcd is imported, or "static://10.0.0.1:7070,10.0.0.2:7070/echo"),
 // or, with ServiceOptions.Resolver set, NAME alone. It returns once the
 // resolver has given the first set of nodes and each has been dialled once;
-// nodes that could not be reached are dialled again in the background.
+// nodes that could not be reached are dialled again in the background. It
+// waits for that first set until ctx ends or Options.DialTimeout passes,
+// whichever comes first, and then fails Unavailable with the resolver's
+// last error (an etcd that does not answer, a name that does not resolve).
 func DialService(ctx context.Context, target string, opts ServiceOptions) (*Cluster, error) {
 	if opts.Codec != nil {
 		if err := checkCodec(opts.Codec); err != nil {
@@ -146,6 +149,9 @@ func DialService(ctx context.Context, target string, opts ServiceOptions) (*Clus
 		return nil, err
 	}
 	var first []Node
+	wait := time.NewTimer(k.opts.DialTimeout)
+	defer wait.Stop()
+	var msg string
 	select {
 	case nodes, ok := <-updates:
 		if !ok {
@@ -154,7 +160,11 @@ func DialService(ctx context.Context, target string, opts ServiceOptions) (*Clus
 		}
 		first = nodes
 	case <-ctx.Done():
-		msg := ctx.Err().Error()
+		msg = ctx.Err().Error()
+	case <-wait.C:
+		msg = "no first set of nodes within the dial timeout of " + k.opts.DialTimeout.String()
+	}
+	if msg != "" {
 		if le, ok := r.(lastErrorer); ok {
 			if err := le.LastError(name); err != nil {
 				msg = strings.TrimPrefix(err.Error(), "rpcd: ") + " (gave up: " + msg + ")"

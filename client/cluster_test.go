@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/reactor"
 )
 
@@ -554,5 +556,32 @@ func BenchmarkClusterCallRaw(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// mute is a Resolver that never gives a set, and says why.
+type mute struct{ feed }
+
+func (m *mute) LastError(string) error { return errors.New("rpcd: the registry has not answered") }
+
+// TestDialServiceDialTimeout: with a resolver that never answers (an etcd
+// that is down), DialService gives up after Options.DialTimeout even
+// under a context that never ends, with the resolver's last error.
+func TestDialServiceDialTimeout(t *testing.T) {
+	m := &mute{feed{ch: make(chan []client.Node)}}
+	t0 := time.Now()
+	k, err := client.DialService(context.Background(), "svc", client.ServiceOptions{
+		Resolver: m, Options: client.Options{DialTimeout: 200 * time.Millisecond}})
+	took := time.Since(t0)
+	if err == nil {
+		k.Close()
+		t.Fatal("DialService returned a Cluster with no set of nodes")
+	}
+	if handler.CodeOf(err) != proto.CodeUnavailable || !handler.IsUnprocessed(err) ||
+		!strings.Contains(err.Error(), "the registry has not answered (gave up: no first set of nodes within the dial timeout of 200ms)") {
+		t.Errorf("err %v; want Unavailable, unprocessed, with the resolver's last error", err)
+	}
+	if took > 5*time.Second {
+		t.Errorf("gave up after %v, want about the dial timeout of 200ms", took)
 	}
 }
