@@ -142,7 +142,7 @@ type benchFlags struct {
 // setupBench defines bench's flags; see command.setup.
 func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	f := &benchFlags{}
-	fs.StringVar(&f.addr, "addr", "", "server `address` to load: host:port, unix:///path, or a service, etcd://ENDPOINTS/NAME or dns://[SERVER]/HOST:PORT (-c clients, each spreading calls over every node; docs/scale-out.md); empty starts a child \"rpcd serve\" on 127.0.0.1:0")
+	fs.StringVar(&f.addr, "addr", "", "server `address` to load: host:port, unix:///path, or a service: etcd://ENDPOINTS/NAME, dns://[SERVER]/HOST:PORT or static://HOST:PORT,HOST:PORT/NAME (-c clients, each spreading calls over every node; docs/scale-out.md); empty starts a child \"rpcd serve\" on 127.0.0.1:0")
 	fs.StringVar(&f.scenario, "scenario", "NoArg", benchScenarioUsage())
 	fs.StringVar(&f.route, "route", "", "load this `route` instead of a scenario, with -payload or -size")
 	fs.StringVar(&f.payload, "payload", "", "with -route, send the bytes of this `file`")

@@ -324,10 +324,13 @@ func (r *Registration) ensure(ctx context.Context, lease clientv3.LeaseID) error
 
 // keep drains the keep-alive responses and, when etcd has not renewed the
 // lease within its TTL, renews it or registers again as soon as etcd
-// answers, until ctx ends or the etcd client is closed.
+// answers, until ctx ends or the etcd client is closed. It watches the
+// registration's key too, and puts it back if someone deletes it while
+// the lease lives.
 func (r *Registration) keep(ctx context.Context, alive <-chan *clientv3.LeaseKeepAliveResponse) {
 	defer close(r.done)
 	closed := r.cli.Ctx().Done() // the etcd client was closed under the registration
+	own := r.cli.Watch(ctx, r.key)
 	for {
 		answered := time.Now()
 	drain:
@@ -338,6 +341,17 @@ func (r *Registration) keep(ctx context.Context, alive <-chan *clientv3.LeaseKee
 					break drain
 				}
 				answered = time.Now()
+			case w, ok := <-own:
+				if !ok {
+					own = nil // the watch ended with the client: closed says so
+					continue
+				}
+				for _, ev := range w.Events {
+					if ev.Type == clientv3.EventTypeDelete {
+						r.restore(ctx)
+						break
+					}
+				}
 			case <-ctx.Done():
 				return
 			case <-closed:
@@ -376,6 +390,22 @@ func (r *Registration) keep(ctx context.Context, alive <-chan *clientv3.LeaseKee
 			}
 		}
 	}
+}
+
+// restore puts the registration's key back under its lease after someone
+// deleted it. With the lease gone too (revoked), it cannot: the keep-alive
+// then ends, and keep registers again.
+func (r *Registration) restore(ctx context.Context) {
+	r.mu.Lock()
+	lease := r.lease
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, renewAttempt)
+	defer cancel()
+	if err := r.ensure(ctx, lease); err != nil {
+		r.log.Info("rpcd: etcd key deleted; not put back under its lease", "key", r.key, "err", err)
+		return
+	}
+	r.log.Info("rpcd: etcd key deleted while its lease lives; put back", "key", r.key)
 }
 
 // Key returns the registration's etcd key.

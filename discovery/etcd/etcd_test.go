@@ -180,6 +180,53 @@ func TestLeaseExpires(t *testing.T) {
 	}
 }
 
+// TestKeyPutBack: a registration's key that someone deletes while its
+// lease lives is put back, under the same lease; a revoked lease is
+// replaced by a new one.
+func TestKeyPutBack(t *testing.T) {
+	ep := etcdtest.Start(t)
+	cli := etcdClient(t, ep)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	node := client.Node{Addr: "127.0.0.1:7070"}
+	reg, err := etcd.Register(ctx, cli, "svc", node, etcd.RegisterOptions{TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Deregister(ctx)
+	lease := func() clientv3.LeaseID {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			resp, err := cli.Get(ctx, reg.Key())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Kvs) == 1 {
+				return clientv3.LeaseID(resp.Kvs[0].Lease)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("the key %s is not back within 5 s", reg.Key())
+		return 0
+	}
+	first := lease()
+	if _, err := cli.Delete(ctx, reg.Key()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the watch sees the delete
+	if l := lease(); l != first {
+		t.Errorf("put back under lease %x, want the same %x", l, first)
+	}
+	if _, err := cli.Revoke(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if l := lease(); l == first || l == 0 {
+		t.Errorf("after the lease was revoked: lease %x, want a new one", l)
+	}
+}
+
 // TestDialServiceEtcd: three nodes registered in a real etcd, a client
 // dialling "etcd://endpoint/NAME": round robin spreads calls exactly
 // evenly; a node that deregisters stops getting calls; one that registers
