@@ -226,31 +226,34 @@ func Register(ctx context.Context, cli *clientv3.Client, service string, node cl
 		opts.Logger = slog.Default()
 	}
 	r := &Registration{cli: cli, key: Key(service, node.Addr), value: string(value), ttl: opts.TTL, log: opts.Logger, done: make(chan struct{})}
-	alive, err := r.put(ctx)
+	alive, rev, err := r.put(ctx)
 	if err != nil {
 		return nil, err
 	}
 	kctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	go r.keep(kctx, alive)
+	go r.keep(kctx, alive, rev)
 	return r, nil
 }
 
-// put grants a lease, puts the key under it and starts keeping it alive.
-func (r *Registration) put(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+// put grants a lease, puts the key under it and starts keeping it alive;
+// rev is the put's revision in etcd.
+func (r *Registration) put(ctx context.Context) (alive <-chan *clientv3.LeaseKeepAliveResponse, rev int64, err error) {
 	secs := int64((r.ttl + time.Second - 1) / time.Second)
 	lease, err := r.cli.Grant(ctx, secs)
 	if err != nil {
-		return nil, fmt.Errorf("rpcd: etcd lease for %s: %w", r.key, err)
+		return nil, 0, fmt.Errorf("rpcd: etcd lease for %s: %w", r.key, err)
 	}
-	if _, err := r.cli.Put(ctx, r.key, r.value, clientv3.WithLease(lease.ID)); err != nil {
+	resp, err := r.cli.Put(ctx, r.key, r.value, clientv3.WithLease(lease.ID))
+	if err != nil {
 		// Not left to its TTL: a user refused the key holds leases too.
 		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, _ = r.cli.Revoke(rctx, lease.ID)
 		cancel()
-		return nil, fmt.Errorf("rpcd: etcd put %s: %w", r.key, err)
+		return nil, 0, fmt.Errorf("rpcd: etcd put %s: %w", r.key, err)
 	}
-	return r.keepAlive(lease.ID)
+	alive, err = r.keepAlive(lease.ID)
+	return alive, resp.Header.Revision, err
 }
 
 // keepAlive starts keeping lease alive, in place of the lease kept alive
@@ -305,7 +308,7 @@ func (r *Registration) renew(ctx context.Context) (alive <-chan *clientv3.LeaseK
 			return nil, false, err
 		}
 	}
-	alive, err = r.put(ctx)
+	alive, _, err = r.put(ctx)
 	return alive, true, err
 }
 
@@ -325,12 +328,13 @@ func (r *Registration) ensure(ctx context.Context, lease clientv3.LeaseID) error
 // keep drains the keep-alive responses and, when etcd has not renewed the
 // lease within its TTL, renews it or registers again as soon as etcd
 // answers, until ctx ends or the etcd client is closed. It watches the
-// registration's key too, and puts it back if someone deletes it while
-// the lease lives.
-func (r *Registration) keep(ctx context.Context, alive <-chan *clientv3.LeaseKeepAliveResponse) {
+// registration's key too, from rev, the first put's revision, so that no
+// change is missed while the watch starts, and puts the key back if
+// someone deletes it while the lease lives.
+func (r *Registration) keep(ctx context.Context, alive <-chan *clientv3.LeaseKeepAliveResponse, rev int64) {
 	defer close(r.done)
 	closed := r.cli.Ctx().Done() // the etcd client was closed under the registration
-	own := r.cli.Watch(ctx, r.key)
+	own := r.cli.Watch(ctx, r.key, clientv3.WithRev(rev+1))
 	for {
 		answered := time.Now()
 	drain:
