@@ -532,11 +532,11 @@ func deadlineOf(r *http.Request) (time.Time, error) {
 }
 
 // readBody reads the request body into buf; limitIs says what limit is,
-// for the error. It fails, the call unrun and
-// so Unprocessed, with ResourceExhausted if the body is longer than limit,
-// DeadlineExceeded if it does not arrive within the server's read timeout,
-// and InvalidArgument if it ends early or is not valid HTTP (a bad chunk);
-// bodyStatus gives each its HTTP status.
+// for the error. It fails, the call unrun and so Unprocessed, with
+// ResourceExhausted if the body is longer than limit, DeadlineExceeded if
+// it does not arrive within the server's read timeout, and InvalidArgument
+// if it ends early or is not valid HTTP (a bad chunk); bodyStatus gives
+// each its HTTP status.
 func readBody(body io.Reader, length int64, limit int, limitIs string, buf []byte) ([]byte, error) {
 	tooLarge := func(n string) error {
 		return &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
