@@ -363,7 +363,11 @@ func (r *Registration) keep(ctx context.Context, alive <-chan *clientv3.LeaseKee
 			}
 		}
 		lost := time.Now()
-		r.log.Warn("rpcd: etcd has not renewed the lease within its TTL; renewing it as soon as etcd answers", "key", r.key, "ttl", r.ttl.String(), "silent", lost.Sub(answered).Round(time.Millisecond).String())
+		if silent := lost.Sub(answered); silent >= r.ttl*9/10 { // the keep-alive gave up at the TTL
+			r.log.Warn("rpcd: etcd has not renewed the lease within its TTL; renewing it as soon as etcd answers", "key", r.key, "ttl", r.ttl.String(), "silent", silent.Round(time.Millisecond).String())
+		} else { // etcd answered that the lease is gone: revoked, or expired while this node was cut off
+			r.log.Warn("rpcd: etcd ended the lease; registering again", "key", r.key, "ttl", r.ttl.String(), "silent", silent.Round(time.Millisecond).String())
+		}
 		for attempt := 0; ; attempt++ {
 			a, fresh, err := r.renew(ctx)
 			if err == nil {
