@@ -20,30 +20,12 @@ func TestWirePolledRedial(t *testing.T) {
 	var replies, after atomic.Int64 // written by the server; on redialled connections
 	const conns = 4
 	s := newFakeServer(t, func(s *fakeServer, n int, fc *fakeConn) {
-		echo := func(count int) uint32 {
-			var last uint32
-			for count != 0 {
-				f, err := fc.next()
-				if err != nil {
-					return last
-				}
-				if f.Kind != proto.KindRequest {
-					continue
-				}
-				b, start := proto.BeginResponse(nil, f.ID, f.Codec)
-				b = append(b, f.Payload...)
-				proto.FinishFrame(b, start)
-				if _, err := fc.nc.Write(b); err != nil {
-					return last
-				}
-				if replies.Add(1); n > conns {
-					after.Add(1)
-				}
-				last = f.ID
-				count--
+		replied := func() {
+			if replies.Add(1); n > conns {
+				after.Add(1)
 			}
-			return last
 		}
+		echo := func(count int) uint32 { return fc.echo(count, s, replied) }
 		switch n {
 		case 1: // answer some, go away, answer what is still asked
 			last := echo(20)

@@ -194,9 +194,10 @@ func (c *fakeConn) next() (proto.Frame, error) {
 	}
 }
 
-// echo answers count requests (forever if negative), and returns the last
-// call id answered.
-func (c *fakeConn) echo(count int, s *fakeServer) uint32 {
+// echo answers count requests (forever if negative), calling replied, if
+// not nil, after each reply written, and returns the last call id
+// answered.
+func (c *fakeConn) echo(count int, s *fakeServer, replied func()) uint32 {
 	var last uint32
 	for count != 0 {
 		f, err := c.next()
@@ -216,6 +217,9 @@ func (c *fakeConn) echo(count int, s *fakeServer) uint32 {
 		proto.FinishFrame(b, start)
 		if _, err := c.nc.Write(b); err != nil {
 			return last
+		}
+		if replied != nil {
+			replied()
 		}
 		last = f.ID
 		count--
@@ -262,13 +266,13 @@ func TestWireConnection(t *testing.T) {
 		switch {
 		case n == 1: // ping, answer some, go away
 			_, _ = fc.nc.Write(proto.AppendPing(nil, []byte("p")))
-			last := fc.echo(50, s)
+			last := fc.echo(50, s, nil)
 			_, _ = fc.nc.Write(proto.AppendGoAway(nil, last, proto.CodeOK, "draining"))
-			fc.echo(-1, s) // until the client leaves
+			fc.echo(-1, s, nil) // until the client leaves
 		case drop.Load() && n == 2: // take a call, and lose the connection
 			_, _ = fc.next()
 		default:
-			fc.echo(-1, s)
+			fc.echo(-1, s, nil)
 		}
 	})
 	addr := s.ln.Addr().String()
