@@ -569,8 +569,10 @@ func (m *mute) LastError(string) error { return errors.New("rpcd: the registry h
 // under a context that never ends, with the resolver's last error.
 func TestDialServiceDialTimeout(t *testing.T) {
 	m := &mute{feed{ch: make(chan []client.Node)}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a bound for a broken test
+	defer cancel()
 	t0 := time.Now()
-	k, err := client.DialService(context.Background(), "svc", client.ServiceOptions{
+	k, err := client.DialService(ctx, "svc", client.ServiceOptions{
 		Resolver: m, Options: client.Options{DialTimeout: 200 * time.Millisecond}})
 	took := time.Since(t0)
 	if err == nil {

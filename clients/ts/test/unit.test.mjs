@@ -411,7 +411,7 @@ test('bytes in any chunking make the same frames, and a Ping is answered', async
 
 // ----- connect against a server that takes the connection and never answers -----
 
-test('connect gives up after handshakeTimeout when the upgrade or the Welcome never comes', async () => {
+test('connect gives up after handshakeTimeout when the upgrade or the Welcome never comes', { timeout: 20_000 }, async () => {
   const { connect } = await import('../dist/node.js');
   const net = await import('node:net');
   const socks = new Set();
