@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -75,7 +74,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	c.pubs.fn = opts.PublishRefused
 	c.srv = &serving{reg: opts.Handler, pushes: opts.Pushes, max: opts.MaxHandlers, peer: c, dropped: func() { c.dropped.Add(1) }, subs: &c.subs, pubs: &c.pubs,
 		run: handler.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger}}
-	c.srv.window = opts.StreamWindow
+	c.srv.streams = streamConfig(&opts, c.srv)
 	if opts.Conns > 1 {
 		c.idle = &idleWires{max: opts.Conns}
 	}
@@ -493,46 +492,10 @@ func (c *Client) notify(ctx context.Context, codec proto.Codec, route string, pa
 	return w.enqueueRequest(h, route, md, payload, dl)
 }
 
-// header checks a call against the limits and builds its frame header.
+// header checks a call against the limits and builds its frame header and
+// metadata (engine.Header).
 func (c *Client) header(ctx context.Context, kind proto.Kind, codec proto.Codec, route string, payload []byte) (proto.Header, proto.Metadata, error) {
-	h := proto.Header{Kind: kind, Codec: codec}
-	if err := handler.ValidRoute(route); err != nil || len(route) > c.opts.Limits.MaxRoute {
-		return h, nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad route " + route, Unprocessed: true}
-	}
-	md := withTrace(ctx, metadataFrom(ctx))
-	if len(md) > c.opts.Limits.MaxMetadata {
-		return h, nil, &handler.Error{Code: proto.CodeResourceExhausted, Message: "metadata exceeds the limit", Unprocessed: true}
-	}
-	if n := proto.HeaderSize + len(route) + len(md) + len(payload); n > c.opts.Limits.MaxFrameSize {
-		return h, nil, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
-			Message: fmt.Sprintf("request of %d bytes exceeds the frame limit of %d", n, c.opts.Limits.MaxFrameSize)}
-	}
-	var ok bool
-	if h.Deadline, ok = deadlineField(ctx); !ok {
-		return h, nil, errLate(route)
-	}
-	return h, md, nil
-}
-
-// deadlineField returns the milliseconds left before ctx's deadline,
-// rounded up, for a frame's deadline field: 0 when ctx has none, and false
-// when it has passed.
-func deadlineField(ctx context.Context) (uint32, bool) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return 0, true
-	}
-	left := time.Until(dl)
-	if left <= 0 {
-		return 0, false
-	}
-	ms := (left + time.Millisecond - 1) / time.Millisecond
-	return uint32(min(int64(ms), math.MaxUint32)), true
-}
-
-// errLate is the error of a call whose deadline passed before it was sent.
-func errLate(route string) error {
-	return &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "deadline passed before " + route + " was sent", Unprocessed: true}
+	return engine.Header(ctx, kind, codec, route, payload, &c.opts.Limits)
 }
 
 // start registers cl on a usable connection and queues its request, whose
@@ -600,13 +563,5 @@ func (c *Client) once(ctx context.Context, h proto.Header, route string, md prot
 		return cl.err
 	}
 	w.abandon(cl.id)
-	return contextError(ctx.Err(), route)
-}
-
-// contextError turns a context's error into the call's error.
-func contextError(err error, route string) error {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "call " + route + ": deadline exceeded"}
-	}
-	return &handler.Error{Code: proto.CodeCanceled, Message: "call " + route + ": canceled"}
+	return engine.ContextError(ctx.Err(), route)
 }

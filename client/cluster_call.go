@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -179,7 +180,7 @@ func (k *Cluster) resume(ctx context.Context, h proto.Header, route string, md p
 			}
 		}
 		var ok bool
-		if h.Deadline, ok = deadlineField(ctx); !ok {
+		if h.Deadline, ok = engine.DeadlineField(ctx); !ok {
 			return retryResult(s.ran, waitError(ctx, route, err))
 		}
 		if err = k.attempt(ctx, h, route, md, payload, cl, s); err == nil {

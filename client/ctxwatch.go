@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/rpcd/rpcd/internal/engine"
 )
 
 // A caller waiting for its reply behind another reader must also hear its
@@ -131,10 +133,10 @@ func (c *Client) ctxEnded(cw *ctxWatch) {
 		if w == nil {
 			continue
 		}
-		for _, cl := range w.pending.takeIf(func(cl *call) bool { return cl.watch == cw }) {
+		for id, cl := range w.pending.TakeIf(func(cl *call) bool { return cl.watch == cw }) {
 			c.ctxs.endedCalls.Add(1)
-			w.abandon(cl.id)
-			cl.finish(contextError(cw.ctx.Err(), cl.route))
+			w.abandon(id) // the caller may not have cl.id yet
+			cl.finish(engine.ContextError(cw.ctx.Err(), cl.route))
 		}
 	}
 }

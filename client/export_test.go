@@ -5,7 +5,7 @@ func Pending(c *Client) int {
 	n := 0
 	for _, s := range c.slots {
 		if w := s.w.Load(); w != nil {
-			n += w.pending.len()
+			n += w.pending.Len()
 		}
 	}
 	return n

@@ -5,6 +5,7 @@ import (
 	"context"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -118,7 +119,7 @@ func (c *Client) goStart(ctx context.Context, h proto.Header, route string, md p
 	f.stop = context.AfterFunc(ctx, func() {
 		if w.forget(cl) {
 			w.abandon(cl.id)
-			f.complete(contextError(ctx.Err(), route))
+			f.complete(engine.ContextError(ctx.Err(), route))
 		}
 	})
 	select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -54,7 +55,7 @@ func (k *Cluster) hedge(ctx context.Context, h proto.Header, route string, md pr
 		case <-wait:
 			wait = nil
 			var ok bool
-			if h.Deadline, ok = deadlineField(ctx); !ok {
+			if h.Deadline, ok = engine.DeadlineField(ctx); !ok {
 				continue // its time is up: the first copy ends with its context
 			}
 			n, err := k.pickFor(ctx, route, payload, firstNode, false)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/compression"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -137,7 +138,7 @@ func (c *Client) roundTrip(ctx context.Context, w *wire, what string) error {
 			break
 		}
 		w.abandon(cl.id)
-		return contextError(ctx.Err(), what)
+		return engine.ContextError(ctx.Err(), what)
 	}
 	if handler.CodeOf(cl.err) == proto.CodeUnavailable {
 		return cl.err // the connection failed; any answer from the server would do

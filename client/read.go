@@ -12,6 +12,7 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/compression"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -151,7 +152,7 @@ func (w *wire) listIdle() {
 // mustListen reports whether someone must read w although no caller does.
 func (w *wire) mustListen() bool {
 	return w.srv.reg != nil || w.srv.pushes != nil || w.goingAway.Load() ||
-		!w.srv.subs.empty() || !w.streamsIdle() || w.pending.waiting()
+		!w.srv.subs.empty() || w.streams.Open() > 0 || w.pending.Waiting()
 }
 
 // listen is the wire's listener goroutine: it reads whenever the token is
@@ -252,7 +253,7 @@ func (w *wire) lead(ctx context.Context, cl *call, route string) (bool, error) {
 		}
 		if ended := ctxEnded(ctx); ended != nil && w.forget(cl) {
 			w.abandon(cl.id)
-			return true, contextError(ended, route)
+			return true, engine.ContextError(ended, route)
 		}
 		// A call no longer in the table is complete (only the token's
 		// holder takes calls out, and completes them before it reads on).
@@ -420,7 +421,9 @@ func (w *wire) readCompressed(cl *call, h *proto.Header) error {
 		cl.finish(&handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while reading the reply: " + err.Error()})
 		return err
 	}
-	cl.finish(w.expandReply(cl, h, z))
+	var err error
+	cl.reply, err = engine.Expand(cl.reply, z, h, w.lim.MaxFrameSize)
+	cl.finish(err)
 	return nil
 }
 
@@ -622,7 +625,7 @@ func (p *idleWires) get() *wire {
 		w := p.ws[i]
 		read := w.rd.tok.Load()
 		switch {
-		case !w.usable() || read && w.pending.waiting():
+		case !w.usable() || read && w.pending.Waiting():
 			p.take(i)
 			if held > i {
 				held--

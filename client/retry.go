@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -73,7 +74,7 @@ func (r *retrier) again(ctx context.Context, err error, torn bool) (uint32, erro
 			return 0, ErrClosed
 		}
 	}
-	dl, ok := deadlineField(ctx)
+	dl, ok := engine.DeadlineField(ctx)
 	if !ok {
 		return 0, r.result(waitError(ctx, r.route, err))
 	}

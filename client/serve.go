@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
-	"github.com/rpcd/rpcd/internal/compression"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -34,14 +34,14 @@ type serving struct {
 	dropped func()            // counts a push Pushes had no room for
 	subs    *subTable         // the client's subscriptions, for Message frames
 	pubs    *publishRefusals  // the server's refusals of the client's publishes
-	window  int               // the window granted to each stream (Options.StreamWindow)
 	run     handler.Runner    // runs the server's calls and streams
+	streams engine.StreamConfig
 }
 
 // serverCalls are the handlers a wire is running for the server.
 type serverCalls struct {
 	mu      sync.Mutex
-	running map[*handler.Call]bool // true for a Request, false for one-way
+	running engine.Running
 	wg      sync.WaitGroup
 }
 
@@ -51,11 +51,11 @@ type serverCalls struct {
 // never blocks.
 func (w *wire) serve(f *proto.Frame) {
 	oneWay := f.Kind == proto.KindOneWay
-	if c := f.Flags.Compression(); c != proto.CompressionNone {
-		payload, err := compression.Expand(nil, f.Payload, c, f.PayloadRoom(w.lim.MaxFrameSize))
+	if z := f.Flags.Compression(); z != proto.CompressionNone {
+		payload, err := engine.ExpandRequest(nil, f.Payload, z, f.PayloadRoom(w.lim.MaxFrameSize))
 		if err != nil {
 			if !oneWay {
-				w.enqueueAsync(proto.AppendError(nil, f.ID, proto.FlagUnprocessed, proto.CodeInvalidArgument, handler.MessageOf(err)))
+				w.enqueueAsync(proto.AppendError(nil, f.ID, proto.FlagUnprocessed, err.Code, err.Message))
 			}
 			return
 		}
@@ -81,39 +81,22 @@ func (w *wire) serve(f *proto.Frame) {
 		return
 	}
 	sc := &w.calls
+	call := &handler.Call{Remote: w.nc.RemoteAddr(), Peer: w.srv.peer}
 	sc.mu.Lock()
-	if len(sc.running) >= w.srv.max || w.dead() {
+	if err := sc.running.Add(f.ID, call, w.srv.max); err != nil { // closed once w fails
 		sc.mu.Unlock()
 		if !oneWay {
-			w.enqueueAsync(proto.AppendError(nil, f.ID, proto.FlagUnprocessed, proto.CodeResourceExhausted, "too many calls from the server running on this client"))
+			w.enqueueAsync(proto.AppendError(nil, f.ID, proto.FlagUnprocessed, err.Code, err.Message))
 		}
 		return
 	}
-	// One copy of the sections the handler reads: the reader's buffer is
-	// reused for the next frame.
-	buf := make([]byte, len(f.Metadata)+len(f.Payload))
-	copy(buf, f.Metadata)
-	copy(buf[len(f.Metadata):], f.Payload)
-	call := &handler.Call{
-		Route:    rt.Name(),
-		ID:       f.ID,
-		Codec:    f.Codec,
-		Metadata: proto.Metadata(buf[:len(f.Metadata):len(f.Metadata)]),
-		Remote:   w.nc.RemoteAddr(),
-		Peer:     w.srv.peer,
-	}
-	var deadline time.Time
-	if f.Deadline > 0 {
-		deadline = time.Now().Add(time.Duration(f.Deadline) * time.Millisecond)
-	}
-	call.Start(context.Background(), deadline)
-	if sc.running == nil {
-		sc.running = make(map[*handler.Call]bool)
-	}
-	sc.running[call] = !oneWay
 	sc.wg.Add(1)
 	sc.mu.Unlock()
-	go w.runHandler(rt, call, buf[len(f.Metadata):], oneWay)
+	// One copy of the sections the handler reads: the reader's buffer is
+	// reused for the next frame.
+	_, md, req := engine.Copy(nil, f)
+	engine.Start(call, rt.Name(), &f.Header, md, context.Background(), time.Now())
+	go w.runHandler(rt, call, req, oneWay)
 }
 
 // runHandler runs one of the server's calls and sends its reply.
@@ -122,7 +105,7 @@ func (w *wire) runHandler(rt *handler.Route, call *handler.Call, req []byte, one
 	defer sc.wg.Done()
 	out, _ := w.srv.run.Run(&handler.Job{Route: rt, Call: call, Req: req, OneWay: oneWay}, nil)
 	sc.mu.Lock()
-	delete(sc.running, call)
+	sc.running.Remove(call.ID)
 	sc.mu.Unlock()
 	call.End()
 	if oneWay || w.dead() {
@@ -138,12 +121,8 @@ func (w *wire) runHandler(rt *handler.Route, call *handler.Call, req []byte, one
 func (w *wire) cancelServed(id uint32) {
 	sc := &w.calls
 	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	for call, isRequest := range sc.running {
-		if isRequest && call.ID == id {
-			call.Cancel(context.Canceled)
-		}
-	}
+	sc.running.Cancel(id)
+	sc.mu.Unlock()
 }
 
 // cancelAllServed cancels every handler still running for the server: the
@@ -151,10 +130,8 @@ func (w *wire) cancelServed(id uint32) {
 func (w *wire) cancelAllServed() {
 	sc := &w.calls
 	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	for call := range sc.running {
-		call.Cancel(context.Canceled)
-	}
+	sc.running.Close()
+	sc.mu.Unlock()
 }
 
 // servedIdle reports whether no handler runs for the server.
@@ -162,7 +139,7 @@ func (w *wire) servedIdle() bool {
 	sc := &w.calls
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	return len(sc.running) == 0
+	return sc.running.Len() == 0
 }
 
 // DroppedPushes is the number of one-way messages from the server that

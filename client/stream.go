@@ -2,12 +2,9 @@ package client
 
 import (
 	"context"
-	"slices"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/internal/stream"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -16,17 +13,27 @@ import (
 // server's stream routes (OpenStream), and streams the server opens to the
 // stream routes of Options.Handler, each served on a goroutine of its own.
 // The goroutine reading the connection moves frames into the streams'
-// state and never waits: a stream's buffer holds no more than the window
-// the client granted.
+// state (engine.Streams) and never waits: a stream's buffer holds no more
+// than the window the client granted.
 
-// streamTable is a wire's open streams, by id.
-type streamTable struct {
-	mu       sync.Mutex
-	m        map[uint32]*stream.Stream
-	open     atomic.Int32 // len(m), for streamsIdle, which takes no lock
-	closed   bool
-	nextID   uint32 // the last id the client gave a stream it opened (odd)
-	accepted int    // streams the server opened, open
+// streamConfig is what the client's connections share about streams.
+func streamConfig(o *Options, srv *serving) engine.StreamConfig {
+	cfg := engine.StreamConfig{
+		Client:      true,
+		Window:      o.StreamWindow,
+		MaxAccepted: o.MaxHandlers,
+		Limits:      o.Limits,
+		Registry:    o.Handler,
+		Runner:      &srv.run,
+		Base:        context.Background(),
+		Takes:       o.takes(),
+		Zip:         o.Compression,
+		ZipMin:      o.CompressMin,
+	}
+	if o.Compression == proto.CompressionNone {
+		cfg.ZipMin = -1 // its data goes as it is
+	}
+	return cfg
 }
 
 // OpenStream opens a stream to the server's stream route (registered with
@@ -55,13 +62,6 @@ func (c *Client) openStream(ctx context.Context, route string) (handler.Stream, 
 	if err != nil {
 		return nil, err
 	}
-	if takes := c.opts.takes(); len(takes) > 0 { // the server answers in its first StreamCredit
-		// First, so that a key of the caller's own does not stand in for it.
-		md = append(proto.AppendMetadata(nil, proto.MetaCompression, proto.AppendCompressionList(nil, takes...)), md...)
-		if len(md) > c.opts.Limits.MaxMetadata {
-			return nil, &handler.Error{Code: proto.CodeResourceExhausted, Message: "metadata exceeds the limit", Unprocessed: true}
-		}
-	}
 	w, err := c.pick()
 	if err == c.noConn && c.opts.WaitForReady {
 		w, err = c.awaitConn(ctx, route, err)
@@ -69,173 +69,41 @@ func (c *Client) openStream(ctx context.Context, route string) (handler.Stream, 
 	if err != nil {
 		return nil, err
 	}
-	return w.openStream(ctx, h, route, md, c.opts.StreamWindow)
-}
-
-// openStream registers a stream this client opens and queues its
-// StreamOpen.
-func (w *wire) openStream(ctx context.Context, h proto.Header, route string, md proto.Metadata, window int) (handler.Stream, error) {
-	t := &w.streams
-	t.mu.Lock()
-	if t.closed || w.dead() {
-		t.mu.Unlock()
-		return nil, w.failure()
+	st, err := w.streams.Start(ctx, route, h.Deadline, md)
+	if err != nil {
+		return nil, err
 	}
-	id := t.nextClientID()
-	st := stream.New(id, true, (*wireLink)(w), ctx, window, 0)
-	if t.m == nil {
-		t.m = make(map[uint32]*stream.Stream)
-	}
-	t.m[id] = st
-	t.open.Store(int32(len(t.m)))
-	// Under t.mu, so that no reset of this stream can go out before it.
-	w.enqueueAsync(proto.AppendStreamOpen(nil, id, route, h.Codec, h.Deadline, md, uint32(window)))
-	t.mu.Unlock()
 	w.needRead()
-	st.Watch()
 	return st, nil
 }
 
-// nextClientID returns an odd stream id not in use, with t.mu held.
-func (t *streamTable) nextClientID() uint32 {
-	for {
-		t.nextID += 2
-		if t.nextID&1 == 0 {
-			t.nextID = 1
-		}
-		if _, busy := t.m[t.nextID]; !busy {
-			return t.nextID
-		}
-	}
-}
-
 // handleStream acts on a stream frame from the server, on the reader
-// goroutine. A frame that breaks the protocol fails the wire.
-func (w *wire) handleStream(f *proto.Frame) error {
-	if f.Kind == proto.KindStreamOpen {
-		return w.acceptStream(f)
+// goroutine: it queues what the frame answers, then starts the handlers
+// of the streams it accepted. A frame that breaks the protocol fails the
+// wire.
+func (w *wire) handleStream(f *proto.Frame) {
+	out, err := w.streams.Handle(f, nil)
+	if len(out) > 0 {
+		w.enqueueAsync(out)
 	}
-	if f.Kind == proto.KindStreamReset && !proto.StreamOpenedByClient(f.ID) {
-		if code, _ := f.ErrorBody(); code == proto.CodeOK {
-			return protocolError("a StreamReset with code 0 from the stream's opener")
-		}
+	for i, run := range w.starting {
+		w.calls.wg.Add(1)
+		go func() {
+			defer w.calls.wg.Done()
+			run()
+		}()
+		w.starting[i] = nil
 	}
-	t := &w.streams
-	t.mu.Lock()
-	st := t.m[f.ID]
-	if st != nil && f.Kind == proto.KindStreamReset {
-		t.forgetLocked(st)
-	}
-	t.mu.Unlock()
-	if st == nil {
-		return nil // in flight when the stream finished
-	}
-	switch f.Kind {
-	case proto.KindStreamData:
-		return st.OnData(f.Payload, f.Flags.Compression(), f.PayloadRoom(w.lim.MaxFrameSize))
-	case proto.KindStreamCredit:
-		if takes, ok := f.Metadata.Get(proto.MetaCompression); ok && st.AwaitsFirstCredit() {
-			w.settleStream(st, takes)
-		}
-		return st.OnCredit(f.StreamWindow())
-	case proto.KindStreamEnd:
-		return st.OnEnd()
-	case proto.KindStreamReset:
-		code, msg := f.ErrorBody()
-		st.OnReset(code, msg, f.Flags&proto.FlagUnprocessed != 0)
-		w.idleCheck()
-	}
-	return nil
-}
-
-// acceptStream runs the client's handler for a stream the server opens, or
-// refuses it.
-func (w *wire) acceptStream(f *proto.Frame) error {
-	if proto.StreamOpenedByClient(f.ID) {
-		return protocolError("StreamOpen with an odd stream id from the server")
-	}
-	refuse := func(code proto.Code, msg string) error {
-		w.enqueueAsync(proto.AppendStreamReset(nil, f.ID, proto.FlagUnprocessed, code, msg))
-		return nil
-	}
-	t := &w.streams
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.m[f.ID] != nil {
-		return protocolError("StreamOpen for a stream already open")
-	}
-	var rt *handler.StreamRoute
-	if w.srv.reg != nil {
-		rt = w.srv.reg.LookupStream(f.Route)
-	}
-	switch {
-	case rt == nil:
-		return refuse(proto.CodeNotFound, "the client has no stream route "+string(f.Route))
-	case t.closed || w.dead():
-		return nil
-	case t.accepted >= w.srv.max:
-		return refuse(proto.CodeResourceExhausted, "too many streams from the server open on this client")
-	}
-	call := &handler.Call{
-		Route: rt.Name(), ID: f.ID, Codec: f.Codec, Remote: w.nc.RemoteAddr(), Peer: w.srv.peer,
-		Metadata: proto.Metadata(append([]byte(nil), f.Metadata...)),
-	}
-	window := w.srv.window
-	st := stream.New(f.ID, false, (*wireLink)(w), call, window, int(f.StreamWindow()))
-	st.SetOnFinish(func() { call.Cancel(context.Canceled) })
-	credit := proto.AppendStreamCredit(nil, f.ID, uint32(window))
-	if takes, ok := f.Metadata.Get(proto.MetaCompression); ok && len(w.streamTakes) > 0 {
-		w.settleStream(st, takes)
-		credit = proto.AppendFirstStreamCredit(nil, f.ID, uint32(window), w.streamTakes...)
-	}
-	var deadline time.Time
-	if f.Deadline > 0 {
-		deadline = time.Now().Add(time.Duration(f.Deadline) * time.Millisecond)
-	}
-	call.Start(handler.WithStream(context.Background(), st), deadline)
-	if t.m == nil {
-		t.m = make(map[uint32]*stream.Stream)
-	}
-	t.m[f.ID] = st
-	t.open.Store(int32(len(t.m)))
-	t.accepted++
-	w.enqueueAsync(credit)
-	w.calls.wg.Add(1)
-	go func() {
-		defer w.calls.wg.Done()
-		err := w.srv.run.Stream(rt, call)
-		st.Finish(err)
-		call.End()
-	}()
-	return nil
-}
-
-// settleStream has st's data compressed in Options.Compression if the
-// server's list, takes, names it (docs/protocol.md, "Compression").
-func (w *wire) settleStream(st *stream.Stream, takes []byte) {
-	if w.streamZip != proto.CompressionNone && slices.Contains(proto.ParseCompressionList(takes), w.streamZip) {
-		st.SetCompression(w.streamZip, w.zipMin)
-	}
-}
-
-func protocolError(msg string) error {
-	return &handler.Error{Code: proto.CodeInternal, Message: "protocol error: " + msg}
-}
-
-// forgetLocked removes st from the table, with t.mu held.
-func (t *streamTable) forgetLocked(st *stream.Stream) {
-	if t.m[st.ID()] != st {
+	w.starting = w.starting[:0]
+	if err != nil {
+		w.goAwayAndClose(err)
+		w.fail(err)
 		return
 	}
-	delete(t.m, st.ID())
-	t.open.Store(int32(len(t.m)))
-	if !proto.StreamOpenedByClient(st.ID()) {
-		t.accepted--
+	if f.Kind == proto.KindStreamReset {
+		w.idleCheck()
 	}
 }
-
-// streamsIdle reports whether no stream is open on w.
-func (w *wire) streamsIdle() bool { return w.streams.open.Load() == 0 }
 
 // idleCheck closes a wire the server is going away from once its last
 // call and stream are done.
@@ -245,20 +113,8 @@ func (w *wire) idleCheck() {
 	}
 }
 
-// closeStreams fails every stream of a failed wire.
-func (w *wire) closeStreams() {
-	t := &w.streams
-	t.mu.Lock()
-	m := t.m
-	t.m, t.closed, t.accepted = nil, true, 0
-	t.open.Store(0)
-	t.mu.Unlock()
-	for _, st := range m {
-		st.Fail(stream.ErrConnLost)
-	}
-}
-
-// wireLink is a wire as its streams see it (stream.Link).
+// wireLink is a wire as its streams see it (stream.Link,
+// engine.StreamHost).
 type wireLink wire
 
 // SendData appends a StreamData frame to the write queue, for the writer
@@ -306,9 +162,42 @@ func (l *wireLink) SendControl(frame []byte) error {
 // Forget removes a finished stream from the wire's table.
 func (l *wireLink) Forget(st *stream.Stream) {
 	w := (*wire)(l)
-	t := &w.streams
-	t.mu.Lock()
-	t.forgetLocked(st)
-	t.mu.Unlock()
+	w.streams.Forget(st)
 	w.idleCheck()
 }
+
+// OpenErr is why the client may open no stream on the wire now.
+func (l *wireLink) OpenErr() error {
+	if w := (*wire)(l); w.dead() {
+		return w.failure()
+	}
+	return nil
+}
+
+// AcceptErr refuses the server's streams once the wire has failed.
+func (l *wireLink) AcceptErr() *handler.Error {
+	if (*wire)(l).dead() {
+		return errWireDead
+	}
+	return nil
+}
+
+var errWireDead = &handler.Error{Code: proto.CodeUnavailable, Message: "the connection is closed", Unprocessed: true}
+
+// NewCall returns the Call of a stream handler on the wire.
+func (l *wireLink) NewCall() *handler.Call {
+	w := (*wire)(l)
+	return &handler.Call{Remote: w.nc.RemoteAddr(), Peer: w.srv.peer}
+}
+
+// Go has the reader start run once the stream's first StreamCredit is
+// queued (handleStream): queued after the goroutine's first frames, it
+// could follow them.
+func (l *wireLink) Go(run func()) bool {
+	w := (*wire)(l)
+	w.starting = append(w.starting, run)
+	return true
+}
+
+// Refused counts nothing: the client keeps no counters of refusals.
+func (l *wireLink) Refused(proto.Code) {}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/compression"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -25,7 +26,7 @@ type wire struct {
 	lim  proto.Limits
 	born time.Time
 
-	pending pendingTable
+	pending *engine.Calls[call] // the calls waiting for replies
 
 	pmu sync.Mutex
 	err error // set once the wire has failed; guarded by pmu
@@ -41,11 +42,6 @@ type wire struct {
 
 	zip    proto.Compression // calls' payloads of zipMin bytes or more are compressed so
 	zipMin int
-	// Streams settle compression each on its own (stream.go): what the
-	// client compresses a stream's data in where the server names it
-	// (Options.Compression), and what it names (Options.takes).
-	streamZip   proto.Compression
-	streamTakes []proto.Compression
 
 	wmu      sync.Mutex
 	wbuf     []byte        // frames queued while a write is in progress
@@ -56,9 +52,10 @@ type wire struct {
 
 	rd reading // who reads the connection, and how (read.go)
 
-	srv     *serving    // the client's routes, for the server's calls
-	calls   serverCalls // the server's calls running here
-	streams streamTable // open streams (stream.go)
+	srv      *serving       // the client's routes, for the server's calls
+	calls    serverCalls    // the server's calls running here
+	streams  engine.Streams // open streams (stream.go)
+	starting []func()       // stream handlers to start once their first credit is queued; the reader's
 
 	done chan struct{} // closed when the wire fails
 	wg   sync.WaitGroup
@@ -70,19 +67,18 @@ type wire struct {
 // are), as the handshake settled.
 func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle *idleWires, watch *lingerWatch) *wire {
 	w := &wire{
-		nc:     nc,
-		lim:    o.Limits,
-		srv:    srv,
-		born:   time.Now(),
-		zip:    zip,
-		zipMin: o.CompressMin,
-		wsig:   make(chan struct{}, 1),
-		away:   make(chan struct{}),
-		done:   make(chan struct{}),
-
-		streamZip:   o.Compression,
-		streamTakes: o.takes(),
+		nc:      nc,
+		lim:     o.Limits,
+		srv:     srv,
+		born:    time.Now(),
+		zip:     zip,
+		zipMin:  o.CompressMin,
+		pending: engine.NewCalls[call](pendingShards),
+		wsig:    make(chan struct{}, 1),
+		away:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
+	w.streams.Init(&srv.streams, (*wireLink)(w))
 	w.wg.Add(2)
 	var r io.Reader = nc
 	if o.KeepAlive > 0 {
@@ -99,24 +95,29 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 // usable reports whether new calls may go on w.
 func (w *wire) usable() bool { return !w.dead() && !w.goingAway.Load() && !w.broken.Load() }
 
+// pendingShards spreads the calls waiting on one connection over this many
+// locks (engine.Calls), so that many callers and the reader rarely meet on
+// one.
+const pendingShards = 32
+
 // register gives cl a call id and enters it in the pending table.
 func (w *wire) register(cl *call) error {
-	if !w.pending.add(cl) {
+	if cl.id = w.pending.Add(cl); cl.id == 0 {
 		return w.failure()
 	}
 	return nil
 }
 
 // newID returns an id for a one-way call, which never waits for a reply.
-func (w *wire) newID() uint32 { return w.pending.freeID() }
+func (w *wire) newID() uint32 { return w.pending.FreeID() }
 
 // take removes the call with id from the table; nil if it is not there.
 // Whoever takes a call completes it.
-func (w *wire) take(id uint32) *call { return w.pending.take(id) }
+func (w *wire) take(id uint32) *call { return w.pending.Take(id) }
 
 // forget removes cl from the table if it is still there and reports whether
 // it was: the caller now owns its completion.
-func (w *wire) forget(cl *call) bool { return w.pending.forget(cl) }
+func (w *wire) forget(cl *call) bool { return w.pending.Forget(cl.id, cl) }
 
 // abandon tells the server the caller of id stopped waiting, and closes the
 // wire if it was only kept open for that call.
@@ -419,23 +420,15 @@ func (w *wire) unsent() error {
 // handle acts on one whole frame from the server.
 func (w *wire) handle(f *proto.Frame) {
 	switch f.Kind {
-	case proto.KindResponse:
-		if cl := w.take(f.ID); cl != nil {
-			if f.Flags.Compression() != proto.CompressionNone {
-				cl.finish(w.expandReply(cl, &f.Header, f.Payload))
-				return
-			}
-			cl.reply = append(cl.reply, f.Payload...)
-			cl.finish(nil)
-		}
-	case proto.KindError:
-		if f.ID == 0 { // a Publish of this client's, refused
+	case proto.KindResponse, proto.KindError:
+		if f.Kind == proto.KindError && f.ID == 0 { // a Publish of this client's, refused
 			w.srv.publishRefused(f)
 			return
 		}
 		if cl := w.take(f.ID); cl != nil {
-			code, msg := f.ErrorBody()
-			cl.finish(&handler.Error{Code: code, Message: string(msg), Unprocessed: f.Flags&proto.FlagUnprocessed != 0})
+			var err error
+			cl.reply, err = engine.Answer(f, cl.reply, w.lim.MaxFrameSize)
+			cl.finish(err)
 		}
 	case proto.KindPing:
 		w.enqueueAsync(proto.AppendPong(nil, f.Payload))
@@ -458,10 +451,7 @@ func (w *wire) handle(f *proto.Frame) {
 	case proto.KindCancel:
 		w.cancelServed(f.ID)
 	case proto.KindStreamOpen, proto.KindStreamData, proto.KindStreamCredit, proto.KindStreamEnd, proto.KindStreamReset:
-		if err := w.handleStream(f); err != nil {
-			w.goAwayAndClose(err)
-			w.fail(err)
-		}
+		w.handleStream(f)
 	case proto.KindMessage:
 		w.srv.subs.deliver(f, w.lim.MaxFrameSize)
 	case proto.KindUnsubscribe:
@@ -476,30 +466,22 @@ func (w *wire) handle(f *proto.Frame) {
 	}
 }
 
-// expandReply appends the compressed payload z of the reply whose header
-// is h, expanded, to the call's reply; a reply that does not expand within
-// the frame limit is the call's error (DataLoss: it ran, and what it
-// answered is lost).
-func (w *wire) expandReply(cl *call, h *proto.Header, z []byte) error {
-	var err error
-	if cl.reply, err = compression.Expand(cl.reply, z, h.Flags.Compression(), h.PayloadRoom(w.lim.MaxFrameSize)); err != nil {
-		return &handler.Error{Code: proto.CodeDataLoss, Message: "the server's reply: " + strings.TrimPrefix(err.Error(), "rpcd: ")}
-	}
-	return nil
-}
-
 // closeIfIdle closes a wire the server is going away from once no call
 // waits on it.
 func (w *wire) closeIfIdle() {
 	if !w.goingAway.Load() {
 		return
 	}
-	if !w.pending.waiting() && w.servedIdle() && w.streamsIdle() {
+	if !w.pending.Waiting() && w.servedIdle() && w.streams.Open() == 0 {
 		w.fail(errGoAway)
 	}
 }
 
 var errGoAway = errors.New("rpcd: server sent go-away")
+
+func protocolError(msg string) error {
+	return &handler.Error{Code: proto.CodeInternal, Message: "protocol error: " + msg}
+}
 
 // goAwayAndClose tells the server why its bytes are refused.
 func (w *wire) goAwayAndClose(err error) {
@@ -526,9 +508,9 @@ func (w *wire) fail(cause error) {
 	goneAway, last, refused := w.goingAway.Load(), w.goAwayID, w.goAwayErr
 	close(w.done)
 	w.pmu.Unlock()
-	pending := w.pending.close()
+	pending := w.pending.Close()
 	w.cancelAllServed()
-	w.closeStreams()
+	w.streams.Close()
 
 	_ = w.nc.Close()
 	for id, cl := range pending {

@@ -1,8 +1,6 @@
 package reactor
 
 import (
-	"errors"
-
 	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -28,22 +26,6 @@ func (c *conn) welcome(out []byte, hello *proto.Frame, identity string) []byte {
 		c.zip = cs[0] // every compression the list parses to is one the server does
 	}
 	return proto.AppendWelcome(out, identity, compression.Supported()...)
-}
-
-// expand appends f's compressed payload, expanded, to dst, within the
-// room its frame has under the frame limit.
-func (c *conn) expand(dst []byte, f *proto.Frame) ([]byte, error) {
-	return compression.Expand(dst, f.Payload, f.Flags.Compression(), f.PayloadRoom(c.s.opts.Limits.MaxFrameSize))
-}
-
-// expandRefusal is the code a call whose payload does not expand is
-// refused with, unprocessed: ResourceExhausted past the limit, else
-// InvalidArgument, as arguments that do not decode.
-func expandRefusal(err error) proto.Code {
-	if errors.Is(err, compression.ErrTooLarge) {
-		return proto.CodeResourceExhausted
-	}
-	return proto.CodeInvalidArgument
 }
 
 // compressReply compresses the payload of the Response begun at

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/compression"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -74,19 +75,20 @@ type conn struct {
 
 	inline handler.Watch // the inline handler the loop runs, for the watchdog (watchdog.go)
 
-	streams streamTable // open streams (stream.go)
+	streams engine.Streams // open streams (stream.go)
 
 	mu        sync.Mutex
-	replies   []byte               // frames for the loop to write: the blocking pool's replies, the server's own calls
-	woken     bool                 // a Wake is pending for replies
-	calls     map[uint32]*task     // blocking calls queued or running, by id
-	peerCalls map[uint32]*peerCall // the server's calls to the client, waiting for replies
-	peerID    uint32               // the last id the server gave a call of its own
+	replies   []byte                  // frames for the loop to write: the blocking pool's replies, the server's own calls
+	woken     bool                    // a Wake is pending for replies
+	running   engine.Running          // blocking calls queued or running, by id (pool.go)
+	peerCalls *engine.Calls[peerCall] // the server's calls to the client, waiting for replies; made at the first (peer.go)
+	room      chan struct{}           // closed when the loop takes the outbox, for stream writers waiting for room in it; nil if none waits
 }
 
 func newConn(s *Server, gc gnet.Conn, remote net.Addr) *conn {
-	c := &conn{s: s, gc: gc, remote: remote, calls: make(map[uint32]*task)}
+	c := &conn{s: s, gc: gc, remote: remote}
 	c.peer = &Peer{c: c}
+	c.streams.Init(s.streamCfg, (*connLink)(c))
 	c.newInlineCall()
 	c.openedAt = s.clock.Load()
 	if s.opts.Authenticator == nil {
@@ -166,7 +168,10 @@ func (c *conn) handleFrame(f *proto.Frame, out []byte, now time.Time) ([]byte, *
 		if f.Kind == proto.KindStreamOpen && c.peerGoingAway.Load() {
 			return out, afterGoAway(f.Kind)
 		}
-		return c.handleStream(f, out)
+		var err error
+		if out, err = c.streams.Handle(f, out); err != nil {
+			return out, &ending{proto.CodeInternal, err.Error()}
+		}
 	case proto.KindPong:
 		// An answer to a Ping the sweeper sent: the bytes' arrival was
 		// what it waited for.
@@ -222,21 +227,17 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	if rt == nil {
 		return c.refuse(out, f, proto.CodeNotFound, "no route "+string(f.Route))
 	}
-	var deadline time.Time
-	if f.Deadline > 0 {
-		deadline = now.Add(time.Duration(f.Deadline) * time.Millisecond)
-	}
 	if rt.IsBlocking() {
-		return c.dispatch(rt, f, out, deadline) // a compressed payload is expanded on the pool
+		return c.dispatch(rt, f, out, now) // a compressed payload is expanded on the pool
 	}
 	payload := f.Payload
 	var zbuf *[]byte // the pooled buffer a compressed payload is expanded into
-	if f.Flags.Compression() != proto.CompressionNone {
-		var err error
+	if z := f.Flags.Compression(); z != proto.CompressionNone {
+		var err *handler.Error
 		zbuf = compression.GetBuffer()
-		if payload, err = c.expand(*zbuf, f); err != nil {
+		if payload, err = engine.ExpandRequest(*zbuf, f.Payload, z, f.PayloadRoom(c.s.opts.Limits.MaxFrameSize)); err != nil {
 			compression.PutBuffer(zbuf, payload)
-			return c.refuse(out, f, expandRefusal(err), err.Error())
+			return c.refuse(out, f, err.Code, err.Message)
 		}
 	}
 
@@ -246,8 +247,7 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 		out = slices.Grow(out, proto.HeaderSize+n)
 	}
 	call := c.call
-	call.Route, call.ID, call.Codec, call.Metadata = rt.Name(), f.ID, f.Codec, f.Metadata
-	call.Start(c.s.opts.BaseContext, deadline)
+	engine.Start(call, rt.Name(), &f.Header, f.Metadata, c.s.opts.BaseContext, now)
 	// Field by field: a composite literal of a variable whose address is
 	// taken is built in a temporary and copied, a copy that stalls on the
 	// stores just made to the temporary (BenchmarkDirect: 10 % of a call).
@@ -287,12 +287,8 @@ func (c *conn) refuse(out []byte, f *proto.Frame, code proto.Code, msg string) [
 // cancel cancels a blocking call in flight. Inline calls finish before the
 // loop reads the next frame, so they are never found here.
 func (c *conn) cancel(id uint32) {
-	// Under mu, so the task cannot finish and be reused for another call
-	// between the lookup and the cancel.
 	c.mu.Lock()
-	if t := c.calls[id]; t != nil {
-		t.call.Cancel(errCanceled)
-	}
+	c.running.Cancel(id)
 	c.mu.Unlock()
 }
 
@@ -337,12 +333,10 @@ func (c *conn) closeCalls() {
 	c.closed.Store(true)
 	c.dropSubscriptions()
 	c.mu.Lock()
-	for _, t := range c.calls {
-		t.call.Cancel(errCanceled)
-	}
+	c.running.Close()
 	c.failPeerCalls()
 	c.replies = nil
 	c.outboxTaken() // stream writers waiting for room see the connection closed
 	c.mu.Unlock()
-	c.closeStreams()
+	c.streams.Close()
 }

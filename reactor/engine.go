@@ -165,9 +165,9 @@ func (c *conn) service(in inbound, out []byte) ([]byte, gnet.Action) {
 // answer or write: Blocking calls, the outbox, open streams.
 func (c *conn) owes() bool {
 	c.mu.Lock()
-	owes := len(c.calls) > 0 || len(c.replies) > 0
+	owes := c.running.Len() > 0 || len(c.replies) > 0
 	c.mu.Unlock()
-	return owes || c.streams.open.Load() > 0
+	return owes || c.streams.Open() > 0
 }
 
 // inbound is the input side of a connection that frames are read from:

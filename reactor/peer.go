@@ -2,13 +2,11 @@ package reactor
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sync/atomic"
-	"time"
 
 	"github.com/rpcd/rpcd/handler"
-	"github.com/rpcd/rpcd/internal/compression"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -32,6 +30,8 @@ type Peer struct {
 }
 
 // peerCall is a call the server made to a client, waiting for its reply.
+// Whoever takes it out of conn.peerCalls (the loop on its answer, the
+// connection's close, the caller whose context ended) completes it.
 type peerCall struct {
 	id    uint32
 	reply []byte // the caller's buffer, which the reply is appended to
@@ -84,11 +84,11 @@ func (p *Peer) NotifyRaw(ctx context.Context, route string, req []byte) error {
 }
 
 func (p *Peer) notify(ctx context.Context, route string, codec proto.Codec, payload []byte) error {
-	h, err := p.c.s.header(ctx, proto.KindOneWay, codec, route, payload)
+	h, md, err := engine.Header(ctx, proto.KindOneWay, codec, route, payload, &p.c.s.opts.Limits)
 	if err != nil {
 		return err
 	}
-	return p.c.send(h, route, payload, nil)
+	return p.c.send(h, route, md, payload, nil)
 }
 
 func (p *Peer) call(ctx context.Context, route string, codec proto.Codec, payload, reply []byte) ([]byte, error) {
@@ -96,12 +96,12 @@ func (p *Peer) call(ctx context.Context, route string, codec proto.Codec, payloa
 		return reply, err // Notify, which does not wait, works inline
 	}
 	c := p.c
-	h, err := c.s.header(ctx, proto.KindRequest, codec, route, payload)
+	h, md, err := engine.Header(ctx, proto.KindRequest, codec, route, payload, &c.s.opts.Limits)
 	if err != nil {
 		return reply, err
 	}
 	pc := &peerCall{reply: reply, done: make(chan struct{})}
-	if err := c.send(h, route, payload, pc); err != nil {
+	if err := c.send(h, route, md, payload, pc); err != nil {
 		return reply, err
 	}
 	select {
@@ -109,50 +109,20 @@ func (p *Peer) call(ctx context.Context, route string, codec proto.Codec, payloa
 		return pc.reply, pc.err
 	case <-ctx.Done():
 	}
-	c.mu.Lock()
-	waiting := c.peerCalls[pc.id] == pc
-	if waiting {
-		delete(c.peerCalls, pc.id)
-	}
-	c.mu.Unlock()
-	if !waiting { // the reply is being delivered: take it
+	if !c.peerCalls.Forget(pc.id, pc) { // the reply is being delivered: take it
 		<-pc.done
 		return pc.reply, pc.err
 	}
-	_ = c.send(proto.Header{Kind: proto.KindCancel, ID: pc.id}, "", nil, nil)
-	if ctx.Err() == context.DeadlineExceeded {
-		return reply, &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "call " + route + " on the peer: deadline exceeded"}
-	}
-	return reply, &handler.Error{Code: proto.CodeCanceled, Message: "call " + route + " on the peer: canceled"}
+	_ = c.send(proto.Header{Kind: proto.KindCancel, ID: pc.id}, "", nil, nil, nil)
+	return reply, engine.ContextError(ctx.Err(), route)
 }
 
-// header checks a call the server makes against the limits and builds its
-// frame header.
-func (s *Server) header(ctx context.Context, kind proto.Kind, codec proto.Codec, route string, payload []byte) (proto.Header, error) {
-	h := proto.Header{Kind: kind, Codec: codec}
-	lim := &s.opts.Limits
-	if err := handler.ValidRoute(route); err != nil || len(route) > lim.MaxRoute {
-		return h, &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad route " + route, Unprocessed: true}
-	}
-	if n := proto.HeaderSize + len(route) + len(payload); n > lim.MaxFrameSize {
-		return h, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
-			Message: fmt.Sprintf("message of %d bytes exceeds the frame limit of %d", n, lim.MaxFrameSize)}
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		left := time.Until(dl)
-		if left <= 0 {
-			return h, &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "deadline passed before " + route + " was sent", Unprocessed: true}
-		}
-		h.Deadline = uint32(min((left+time.Millisecond-1)/time.Millisecond, 1<<32-1)) // rounded up
-	}
-	return h, nil
-}
-
-// send queues a frame the server sends on its own: with pc, a Request that
-// waits for its reply there. It fails if the connection is gone, or if its
-// client leaves more than MaxOutbound bytes of them unwritten.
-func (c *conn) send(h proto.Header, route string, payload []byte, pc *peerCall) error {
-	n := proto.HeaderSize + len(route) + len(payload)
+// send queues a frame the server sends on its own, with metadata md: with
+// pc, a Request that waits for its reply there. It fails if the connection
+// is gone, or if its client leaves more than MaxOutbound bytes of them
+// unwritten.
+func (c *conn) send(h proto.Header, route string, md proto.Metadata, payload []byte, pc *peerCall) error {
+	n := proto.HeaderSize + len(route) + len(md) + len(payload)
 	c.mu.Lock()
 	switch {
 	case c.closed.Load():
@@ -166,32 +136,19 @@ func (c *conn) send(h proto.Header, route string, payload []byte, pc *peerCall) 
 		return errPeerSlow
 	}
 	if h.Kind == proto.KindRequest || h.Kind == proto.KindOneWay {
-		h.ID = c.nextPeerID()
-	}
-	if pc != nil {
-		pc.id = h.ID
 		if c.peerCalls == nil {
-			c.peerCalls = make(map[uint32]*peerCall)
+			c.peerCalls = engine.NewCalls[peerCall](1)
 		}
-		c.peerCalls[h.ID] = pc
+		if pc != nil {
+			h.ID = c.peerCalls.Add(pc)
+			pc.id = h.ID
+		} else {
+			h.ID = c.peerCalls.FreeID()
+		}
 	}
-	c.replies = proto.AppendFrame(c.replies, h, route, nil, payload)
+	c.replies = proto.AppendFrame(c.replies, h, route, md, payload)
 	c.unlockAndWake()
 	return nil
-}
-
-// nextPeerID returns an id for a call from the server, with c.mu held:
-// counting up from 1, wrapping past 0, skipping ids still waiting.
-func (c *conn) nextPeerID() uint32 {
-	for {
-		c.peerID++
-		if c.peerID == 0 {
-			continue
-		}
-		if _, busy := c.peerCalls[c.peerID]; !busy {
-			return c.peerID
-		}
-	}
 }
 
 var (
@@ -205,33 +162,26 @@ var (
 // answers; answers to calls no longer waiting are dropped.
 func (c *conn) answered(f *proto.Frame) {
 	c.mu.Lock()
-	pc := c.peerCalls[f.ID]
-	delete(c.peerCalls, f.ID)
+	calls := c.peerCalls
 	c.mu.Unlock()
-	if pc == nil {
+	if calls == nil {
 		return
 	}
-	if f.Kind == proto.KindResponse && f.Flags.Compression() != proto.CompressionNone {
-		var err error
-		if pc.reply, err = compression.Expand(pc.reply, f.Payload, f.Flags.Compression(), f.PayloadRoom(c.s.opts.Limits.MaxFrameSize)); err != nil {
-			pc.err = &handler.Error{Code: proto.CodeInternal, Message: "the client's reply: " + err.Error()}
-		}
-	} else if f.Kind == proto.KindResponse {
-		pc.reply = append(pc.reply, f.Payload...) // a copy: f is a view of the input
-	} else {
-		code, msg := f.ErrorBody()
-		pc.err = &handler.Error{Code: code, Message: string(msg), Unprocessed: f.Flags&proto.FlagUnprocessed != 0}
+	if pc := calls.Take(f.ID); pc != nil {
+		pc.reply, pc.err = engine.Answer(f, pc.reply, c.s.opts.Limits.MaxFrameSize)
+		close(pc.done)
 	}
-	close(pc.done)
 }
 
 // failPeerCalls fails the server's calls still waiting on a closed
 // connection, with c.mu held.
 func (c *conn) failPeerCalls() {
-	for id, pc := range c.peerCalls {
+	if c.peerCalls == nil {
+		return
+	}
+	for _, pc := range c.peerCalls.Close() {
 		pc.err = errPeerLost
 		close(pc.done)
-		delete(c.peerCalls, id)
 	}
 }
 
@@ -254,13 +204,13 @@ func (s *Server) Peers() []*Peer {
 // connection whose client does not keep up (MaxOutbound unwritten) misses
 // it.
 func (s *Server) Broadcast(route string, codec proto.Codec, payload []byte) int {
-	h, err := s.header(context.Background(), proto.KindOneWay, codec, route, payload)
+	h, _, err := engine.Header(context.Background(), proto.KindOneWay, codec, route, payload, &s.opts.Limits)
 	if err != nil {
 		return 0
 	}
 	n := 0
 	for _, p := range s.Peers() {
-		if p.c.send(h, route, payload, nil) == nil {
+		if p.c.send(h, route, nil, payload, nil) == nil {
 			n++
 		}
 	}

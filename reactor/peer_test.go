@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -350,5 +351,89 @@ func TestPeerCodec(t *testing.T) {
 				t.Fatal("the client's handlers did not both run")
 			}
 		}
+	}
+}
+
+// TestReverseCallTrace: a server's calls to its client carry metadata and
+// trace context as the client's calls do: a handler that calls its client
+// back with its own context passes on the traceparent, tracestate and
+// baggage of the call it serves; handler.WithTraceContext and
+// handler.WithBaggage set others; handler.WithMetadata adds pairs. Calls,
+// one-way calls and streams the server opens all carry them.
+func TestReverseCallTrace(t *testing.T) {
+	const (
+		tpIn  = "00-11111111111111111111111111111111-1111111111111111-01"
+		tpSet = "00-22222222222222222222222222222222-2222222222222222-01"
+	)
+	// seen renders what the client's handler found in its call's metadata.
+	seen := func(md proto.Metadata) string {
+		get := func(k string) string { v, _ := md.Get(k); return string(v) }
+		return fmt.Sprintf("traceparent=%s tracestate=%s baggage=%s tenant=%s",
+			get(proto.MetaTraceParent), get(proto.MetaTraceState), get(proto.MetaBaggage), get("tenant"))
+	}
+	creg := handler.NewRegistry()
+	creg.HandleFunc("Client/Seen", func(ctx context.Context, _, reply []byte) ([]byte, error) {
+		return append(reply, seen(handler.CallFrom(ctx).Metadata)...), nil
+	})
+	notes := make(chan string, 4)
+	creg.HandleFunc("Client/Note", func(ctx context.Context, _, reply []byte) ([]byte, error) {
+		notes <- seen(handler.CallFrom(ctx).Metadata)
+		return reply, nil
+	})
+	creg.HandleStream("Client/SeenStream", func(ctx context.Context, s handler.Stream) error {
+		_, err := s.Write([]byte(seen(handler.CallFrom(ctx).Metadata)))
+		return err
+	})
+
+	reg := builtinRegistry()
+	// Ask/Back calls the client back with the context req names.
+	reg.HandleFunc("Ask/Back", func(ctx context.Context, req, reply []byte) ([]byte, error) {
+		peer := handler.CallFrom(ctx).Peer
+		switch string(req) {
+		case "set":
+			ctx = handler.WithBaggage(handler.WithTraceContext(ctx, tpSet, "set=1"), "b=set")
+		case "metadata":
+			ctx = handler.WithMetadata(ctx, "tenant", "acme")
+		case "notify":
+			return reply, peer.NotifyRaw(ctx, "Client/Note", nil)
+		case "stream":
+			s, err := peer.(handler.StreamOpener).OpenStream(ctx, "Client/SeenStream")
+			if err != nil {
+				return reply, err
+			}
+			if err := s.CloseSend(); err != nil {
+				return reply, err
+			}
+			b, err := io.ReadAll(s)
+			return append(reply, b...), err
+		}
+		return peer.CallRaw(ctx, "Client/Seen", nil, reply)
+	}, handler.Blocking())
+	s := start(t, reg, reactor.Options{})
+	c := dial(t, s, client.Options{Handler: creg})
+	ctx := client.WithBaggage(client.WithTraceContext(ctxT(t), tpIn, "in=1"), "b=in")
+
+	passedOn := "traceparent=" + tpIn + " tracestate=in=1 baggage=b=in tenant="
+	for _, tc := range []struct{ how, want string }{
+		{"passed on", passedOn},
+		{"set", "traceparent=" + tpSet + " tracestate=set=1 baggage=b=set tenant="},
+		{"metadata", "traceparent=" + tpIn + " tracestate=in=1 baggage=b=in tenant=acme"},
+		{"stream", passedOn},
+	} {
+		got, err := c.CallRaw(ctx, "Ask/Back", []byte(tc.how), nil)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%s: the client's handler saw %q, %v; want %q", tc.how, got, err, tc.want)
+		}
+	}
+	if _, err := c.CallRaw(ctx, "Ask/Back", []byte("notify"), nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-notes:
+		if got != passedOn {
+			t.Errorf("notify: the client's handler saw %q, want %q", got, passedOn)
+		}
+	case <-ctx.Done():
+		t.Fatal("the one-way call never reached the client's handler")
 	}
 }

@@ -1,7 +1,6 @@
 package reactor
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -9,10 +8,9 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/compression"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
-
-var errCanceled = context.Canceled
 
 // task is a Blocking call: a copy of its frame (the loop's input buffer is
 // reused as soon as the loop moves on) and the Call its handler runs under.
@@ -31,32 +29,29 @@ type task struct {
 var taskPool = sync.Pool{New: func() any { return new(task) }}
 
 // dispatch queues a Blocking call for the pool, or refuses it when the
-// connection or the pool is at its limit.
-func (c *conn) dispatch(rt *handler.Route, f *proto.Frame, out []byte, deadline time.Time) []byte {
+// connection or the pool is at its limit. now is when the frame arrived,
+// for its deadline.
+func (c *conn) dispatch(rt *handler.Route, f *proto.Frame, out []byte, now time.Time) []byte {
 	s := c.s
-	c.mu.Lock()
-	if len(c.calls) >= s.opts.MaxInflight {
-		c.mu.Unlock()
-		return c.refuse(out, f, proto.CodeResourceExhausted, "too many calls in flight on this connection")
-	}
-	if _, dup := c.calls[f.ID]; dup {
-		c.mu.Unlock()
-		return c.refuse(out, f, proto.CodeInvalidArgument, "call id already in flight")
-	}
 	t := taskPool.Get().(*task)
-	c.calls[f.ID] = t
+	c.mu.Lock()
+	if err := c.running.Add(f.ID, &t.call, s.opts.MaxInflight); err != nil {
+		c.mu.Unlock()
+		taskPool.Put(t)
+		return c.refuse(out, f, err.Code, err.Message)
+	}
 	c.mu.Unlock()
 
 	// Copy the sections the handler reads; the Call's views point into the copy.
 	t.c, t.rt, t.oneWay = c, rt, f.Kind == proto.KindOneWay
 	t.frame = bytebufferpool.Get()
-	t.frame.B = append(append(t.frame.B[:0], f.Metadata...), f.Payload...)
+	var md proto.Metadata
+	t.frame.B, md, _ = engine.Copy(t.frame.B, f)
 	t.payload = len(f.Metadata)
 	t.zip, t.room, t.replyIn = f.Flags.Compression(), f.PayloadRoom(s.opts.Limits.MaxFrameSize), c.zip
-	t.call.Route, t.call.ID, t.call.Codec, t.call.Remote, t.call.Identity = rt.Name(), f.ID, f.Codec, c.remote, c.identity
+	t.call.Remote, t.call.Identity = c.remote, c.identity
 	t.call.Peer = c.peer // not Inline: a pool worker may wait for the peer
-	t.call.Metadata = proto.Metadata(t.frame.B[:len(f.Metadata):len(f.Metadata)])
-	t.call.Start(s.opts.BaseContext, deadline)
+	engine.Start(&t.call, rt.Name(), &f.Header, md, s.opts.BaseContext, now)
 
 	s.inflight.Add(1)
 	select {
@@ -65,7 +60,7 @@ func (c *conn) dispatch(rt *handler.Route, f *proto.Frame, out []byte, deadline 
 	default:
 		s.inflight.Add(-1)
 		c.mu.Lock()
-		delete(c.calls, f.ID)
+		c.running.Remove(f.ID)
 		c.mu.Unlock()
 		t.release()
 		return c.refuse(out, f, proto.CodeResourceExhausted, "blocking pool queue is full")
@@ -82,10 +77,10 @@ func (t *task) run() {
 	if err := t.call.Err(); err != nil { // cancelled, or past its deadline, while queued: never run
 		j.Err = &handler.Error{Code: handler.CodeOf(err), Message: "call " + t.call.Route + " ended before it ran: " + err.Error(), Unprocessed: true}
 	} else if t.zip != proto.CompressionNone {
-		var err error
+		var err *handler.Error
 		zbuf = compression.GetBuffer()
-		if j.Req, err = compression.Expand(*zbuf, j.Req, t.zip, t.room); err != nil {
-			j.Err = &handler.Error{Code: expandRefusal(err), Message: err.Error(), Unprocessed: true}
+		if j.Req, err = engine.ExpandRequest(*zbuf, j.Req, t.zip, t.room); err != nil {
+			j.Err = err
 		}
 	}
 	out, _ := s.run.Run(&j, buf.B[:0]) // Large 0: the whole reply in out
@@ -94,7 +89,7 @@ func (t *task) run() {
 	}
 
 	c.mu.Lock()
-	delete(c.calls, id)
+	c.running.Remove(id) // with the reply queued, under the same lock: owes never sees neither
 	wake := false
 	if len(out) > 0 && !c.closed.Load() {
 		c.replies = append(c.replies, out...)

@@ -15,6 +15,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -34,6 +35,8 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	run  handler.Runner // runs every call (handler/run.go)
+
+	streamCfg *engine.StreamConfig // what every connection's streams share (stream.go)
 
 	started  atomic.Bool
 	ready    chan struct{} // closed once serving, or when start-up failed
@@ -89,6 +92,7 @@ func New(reg *handler.Registry, opts Options) *Server {
 	}
 	s.run = handler.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger, Failed: s.stats.callFailed,
 		Compress: s.compressReply, Budget: opts.InlineBudget}
+	s.streamCfg = s.streamConfig()
 	s.ev.Server = s
 	return s
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/compression"
+	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/internal/stream"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -20,22 +20,6 @@ import (
 // through the connection's outbox (conn.replies) and wake, as server
 // push does, and it waits for credit, or for room in the outbox, on its
 // own goroutine.
-
-// streamTable is a connection's open streams, by id.
-type streamTable struct {
-	mu       sync.Mutex
-	m        map[uint32]*stream.Stream
-	closed   bool   // the connection is gone: no new streams
-	accepted int    // streams the client opened, open
-	opened   int    // streams the server opened, open
-	nextID   uint32 // the last id the server gave a stream it opened (even)
-
-	// room is closed, under conn.mu, when the loop takes the outbox, for
-	// stream writers waiting for room in it; nil if none waits.
-	room chan struct{}
-	// open counts the streams in m, for the loop to read without t.mu.
-	open atomic.Int32
-}
 
 // serverStreams counts the stream handlers running, for Shutdown.
 type serverStreams struct {
@@ -71,148 +55,6 @@ func (ss *serverStreams) waitChan() <-chan struct{} {
 	return waitChan(&ss.wg)
 }
 
-// handleStream acts on a stream frame from the client, on the loop.
-func (c *conn) handleStream(f *proto.Frame, out []byte) ([]byte, *ending) {
-	if f.Kind == proto.KindStreamOpen {
-		return c.acceptStream(f, out)
-	}
-	if f.Kind == proto.KindStreamReset && proto.StreamOpenedByClient(f.ID) {
-		if code, _ := f.ErrorBody(); code == proto.CodeOK {
-			return out, &ending{proto.CodeInternal, "rpcd: protocol error: a StreamReset with code 0 from the stream's opener"}
-		}
-	}
-	t := &c.streams
-	t.mu.Lock()
-	st := t.m[f.ID]
-	if st != nil && f.Kind == proto.KindStreamReset {
-		t.forgetLocked(st)
-	}
-	t.mu.Unlock()
-	if st == nil {
-		return out, nil // in flight when the stream finished
-	}
-	var err error
-	switch f.Kind {
-	case proto.KindStreamData:
-		err = st.OnData(f.Payload, f.Flags.Compression(), f.PayloadRoom(c.s.opts.Limits.MaxFrameSize))
-	case proto.KindStreamCredit:
-		if takes, ok := f.Metadata.Get(proto.MetaCompression); ok && st.AwaitsFirstCredit() {
-			c.settleStream(st, takes)
-		}
-		err = st.OnCredit(f.StreamWindow())
-	case proto.KindStreamEnd:
-		err = st.OnEnd()
-	case proto.KindStreamReset:
-		code, msg := f.ErrorBody()
-		st.OnReset(code, msg, f.Flags&proto.FlagUnprocessed != 0)
-	}
-	if err != nil {
-		return out, &ending{proto.CodeInternal, err.Error()}
-	}
-	return out, nil
-}
-
-// acceptStream starts the handler of a stream the client opens, or
-// refuses it with an Unprocessed StreamReset.
-func (c *conn) acceptStream(f *proto.Frame, out []byte) ([]byte, *ending) {
-	if !proto.StreamOpenedByClient(f.ID) {
-		return out, &ending{proto.CodeInternal, "rpcd: protocol error: StreamOpen with an even stream id from the client"}
-	}
-	refuse := func(code proto.Code, msg string) ([]byte, *ending) {
-		c.s.stats.callRefused(code)
-		return proto.AppendStreamReset(out, f.ID, proto.FlagUnprocessed, code, msg), nil
-	}
-	t := &c.streams
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch {
-	case t.m[f.ID] != nil:
-		return out, &ending{proto.CodeInternal, "rpcd: protocol error: StreamOpen for a stream already open"}
-	case c.goingAway || c.s.draining.Load() || t.closed:
-		return refuse(proto.CodeUnavailable, "server is draining")
-	case t.accepted >= c.s.opts.MaxStreams:
-		return refuse(proto.CodeResourceExhausted, "too many streams open on the connection")
-	}
-	rt := c.s.reg.LookupStream(f.Route)
-	if rt == nil {
-		return refuse(proto.CodeNotFound, "no stream route "+string(f.Route))
-	}
-	if !c.s.streams.start() {
-		return refuse(proto.CodeUnavailable, "server is draining")
-	}
-	call := &handler.Call{
-		Route: rt.Name(), ID: f.ID, Codec: f.Codec, Remote: c.remote, Identity: c.identity, Peer: c.peer,
-		Metadata: proto.Metadata(append([]byte(nil), f.Metadata...)), // f is a view of the input
-	}
-	window := c.s.opts.StreamWindow
-	st := stream.New(f.ID, false, (*connLink)(c), call, window, int(f.StreamWindow()))
-	st.SetOnFinish(func() { call.Cancel(context.Canceled) })
-	var takes []proto.Compression
-	if theirs, ok := f.Metadata.Get(proto.MetaCompression); ok && c.s.opts.CompressMin >= 0 {
-		c.settleStream(st, theirs)
-		takes = compression.Supported()
-	}
-	var deadline time.Time
-	if f.Deadline > 0 {
-		deadline = time.Now().Add(time.Duration(f.Deadline) * time.Millisecond)
-	}
-	call.Start(handler.WithStream(c.s.opts.BaseContext, st), deadline)
-	if t.m == nil {
-		t.m = make(map[uint32]*stream.Stream)
-	}
-	t.m[f.ID] = st
-	t.open.Add(1)
-	t.accepted++
-	go c.runStream(rt, call, st)
-	return proto.AppendFirstStreamCredit(out, f.ID, uint32(window), takes...), nil
-}
-
-// settleStream has st's data compressed in the first compression of the
-// client's list, takes, unless the server's compression is off
-// (docs/protocol.md, "Compression"). The list names only compressions the
-// server does: ParseCompressionList skips the others.
-func (c *conn) settleStream(st *stream.Stream, takes []byte) {
-	if cs := proto.ParseCompressionList(takes); len(cs) > 0 && c.s.opts.CompressMin >= 0 {
-		st.SetCompression(cs[0], c.s.opts.CompressMin)
-	}
-}
-
-// runStream runs a stream's handler and sends its outcome.
-func (c *conn) runStream(rt *handler.StreamRoute, call *handler.Call, st *stream.Stream) {
-	defer c.s.streams.done()
-	err := c.s.run.Stream(rt, call)
-	st.Finish(err)
-	call.End()
-}
-
-// forgetLocked removes st from the table, with t.mu held.
-func (t *streamTable) forgetLocked(st *stream.Stream) {
-	if t.m[st.ID()] != st {
-		return
-	}
-	delete(t.m, st.ID())
-	t.open.Add(-1)
-	if proto.StreamOpenedByClient(st.ID()) {
-		t.accepted--
-	} else {
-		t.opened--
-	}
-}
-
-// closeStreams fails every stream of a closed connection.
-func (c *conn) closeStreams() {
-	t := &c.streams
-	t.mu.Lock()
-	m := t.m
-	t.m, t.closed = nil, true
-	t.accepted, t.opened = 0, 0
-	t.open.Store(0)
-	t.mu.Unlock()
-	for _, st := range m {
-		st.Fail(stream.ErrConnLost)
-	}
-}
-
 // OpenStream opens a stream to the client's stream route (registered with
 // HandleStream in client.Options.Handler), implementing
 // handler.StreamOpener. ctx governs the whole stream: its deadline goes
@@ -232,63 +74,33 @@ func (p *Peer) openStream(ctx context.Context, route string) (handler.Stream, er
 	if err := ctx.Err(); err != nil {
 		return nil, stream.ContextError(err)
 	}
-	h, err := c.s.header(ctx, proto.KindStreamOpen, proto.CodecRaw, route, nil)
+	h, md, err := engine.Header(ctx, proto.KindStreamOpen, proto.CodecRaw, route, nil, &c.s.opts.Limits)
 	if err != nil {
 		return nil, err
 	}
-	window := c.s.opts.StreamWindow
-	t := &c.streams
-	t.mu.Lock()
-	switch {
-	case t.closed || c.closed.Load():
-		t.mu.Unlock()
-		return nil, errPeerGone
-	case c.peerGoingAway.Load():
-		t.mu.Unlock()
-		return nil, errPeerGoingAway
-	case t.opened >= c.s.opts.MaxStreams:
-		t.mu.Unlock()
-		return nil, &handler.Error{Code: proto.CodeResourceExhausted, Message: "too many streams open to the client", Unprocessed: true}
-	}
-	id := t.nextServerID()
-	st := stream.New(id, true, (*connLink)(c), ctx, window, 0)
-	var md proto.Metadata
-	if c.s.opts.CompressMin >= 0 { // a client that takes some answers in its first StreamCredit
-		md = proto.AppendMetadata(nil, proto.MetaCompression, proto.AppendCompressionList(nil, compression.Supported()...))
-	}
-	if t.m == nil {
-		t.m = make(map[uint32]*stream.Stream)
-	}
-	t.m[id] = st
-	t.open.Add(1)
-	t.opened++
-	// Under t.mu, so that no reset of this stream can go out before it.
-	err = (*connLink)(c).SendControl(proto.AppendStreamOpen(nil, id, route, proto.CodecRaw, h.Deadline, md, uint32(window)))
-	if err != nil {
-		t.forgetLocked(st)
-	}
-	t.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	st.Watch()
-	return st, nil
+	return c.streams.Start(ctx, route, h.Deadline, md)
 }
 
-// nextServerID returns an even stream id not in use, with t.mu held.
-func (t *streamTable) nextServerID() uint32 {
-	for {
-		t.nextID += 2
-		if t.nextID == 0 {
-			continue
-		}
-		if _, busy := t.m[t.nextID]; !busy {
-			return t.nextID
-		}
+// streamConfig is what the server's connections share about streams.
+func (s *Server) streamConfig() *engine.StreamConfig {
+	cfg := &engine.StreamConfig{
+		Window:      s.opts.StreamWindow,
+		MaxOpened:   s.opts.MaxStreams,
+		MaxAccepted: s.opts.MaxStreams,
+		Limits:      s.opts.Limits,
+		Registry:    s.reg,
+		Runner:      &s.run,
+		Base:        s.opts.BaseContext,
+		ZipMin:      s.opts.CompressMin, // Zip none: the client's first choice
 	}
+	if s.opts.CompressMin >= 0 {
+		cfg.Takes = compression.Supported()
+	}
+	return cfg
 }
 
-// connLink is a connection as its streams see it (stream.Link).
+// connLink is a connection as its streams see it (stream.Link,
+// engine.StreamHost).
 type connLink conn
 
 // SendData queues a StreamData frame in the outbox, waiting while the
@@ -306,10 +118,10 @@ func (l *connLink) SendData(ctx context.Context, id uint32, data []byte, zip pro
 		if len(c.replies) == 0 || len(c.replies)+n <= c.s.opts.MaxOutbound/2 {
 			break
 		}
-		if c.streams.room == nil {
-			c.streams.room = make(chan struct{})
+		if c.room == nil {
+			c.room = make(chan struct{})
 		}
-		room := c.streams.room
+		room := c.room
 		c.mu.Unlock()
 		select {
 		case <-room:
@@ -338,23 +150,66 @@ func (l *connLink) SendControl(frame []byte) error {
 }
 
 // Forget removes a finished stream from the connection's table.
-func (l *connLink) Forget(st *stream.Stream) {
-	t := &(*conn)(l).streams
-	t.mu.Lock()
-	t.forgetLocked(st)
-	t.mu.Unlock()
+func (l *connLink) Forget(st *stream.Stream) { (*conn)(l).streams.Forget(st) }
+
+// OpenErr is why the server may open no stream to the client now.
+func (l *connLink) OpenErr() error {
+	c := (*conn)(l)
+	switch {
+	case c.closed.Load():
+		return errPeerGone
+	case c.peerGoingAway.Load():
+		return errPeerGoingAway
+	}
+	return nil
 }
+
+// AcceptErr refuses the client's streams once the server drains. It runs
+// on the loop, which alone sets goingAway.
+func (l *connLink) AcceptErr() *handler.Error {
+	c := (*conn)(l)
+	if c.goingAway || c.s.draining.Load() {
+		return errDraining
+	}
+	return nil
+}
+
+var errDraining = &handler.Error{Code: proto.CodeUnavailable, Message: "server is draining", Unprocessed: true}
+
+// NewCall returns the Call of a stream handler on the connection.
+func (l *connLink) NewCall() *handler.Call {
+	c := (*conn)(l)
+	return &handler.Call{Remote: c.remote, Identity: c.identity, Peer: c.peer}
+}
+
+// Go runs a stream handler, counted for Shutdown; the first StreamCredit,
+// in the loop's output, is written before anything the handler sends
+// through the outbox.
+func (l *connLink) Go(run func()) bool {
+	ss := &(*conn)(l).s.streams
+	if !ss.start() {
+		return false
+	}
+	go func() {
+		defer ss.done()
+		run()
+	}()
+	return true
+}
+
+// Refused counts a stream the server refused.
+func (l *connLink) Refused(code proto.Code) { (*conn)(l).s.stats.callRefused(code) }
 
 // keepOutbox reports whether the loop keeps the outbox's large buffer
 // rather than dropping it: while streams are open, data may flow through
 // it, and a stream that sends then costs one buffer, not one per wake-up.
-func (c *conn) keepOutbox() bool { return c.streams.open.Load() > 0 }
+func (c *conn) keepOutbox() bool { return c.streams.Open() > 0 }
 
 // outboxTaken wakes the stream writers waiting for room in the outbox,
 // with c.mu held; the loop has just taken it.
 func (c *conn) outboxTaken() {
-	if c.streams.room != nil {
-		close(c.streams.room)
-		c.streams.room = nil
+	if c.room != nil {
+		close(c.room)
+		c.room = nil
 	}
 }

@@ -36,9 +36,10 @@ type listed struct {
 
 // pkg is one package of the module with the imports of its files.
 type pkg struct {
-	path string              // relative to the module: "handler/builtin"
-	code map[string][]string // import path -> the package's files that import it (tests excluded)
-	test map[string][]string // the same for its _test.go files
+	path  string              // relative to the module: "handler/builtin"
+	code  map[string][]string // import path -> the package's files that import it (tests excluded)
+	files []string            // its files, tests excluded, relative to the module
+	test  map[string][]string // the same for its _test.go files
 }
 
 // module is the module under test.
@@ -117,6 +118,8 @@ func load(t *testing.T) *module {
 			imports := p.code
 			if strings.HasSuffix(name, "_test.go") {
 				imports = p.test
+			} else {
+				p.files = append(p.files, filepath.Join(rel, name))
 			}
 			for _, imp := range fileImports(t, filepath.Join(l.Dir, name)) {
 				imports[imp] = append(imports[imp], filepath.Join(rel, name))
@@ -238,6 +241,70 @@ func TestImportRules(t *testing.T) {
 		forbid(t, []string{"reactor", "gateway"}, []string{"auth"},
 			"reactor and gateway take handler.Authenticator and handler.TopicPolicy, which auth implements, not auth itself")
 	})
+
+	// The protocol's steps that both ends take are written once, in
+	// internal/engine: the server and the client use them there, not
+	// the calls and stream methods they are made of.
+	t.Run("protocol steps only in internal/engine", func(t *testing.T) {
+		for _, rel := range []string{"reactor", "client"} {
+			for _, file := range m.pkg(t, rel).files {
+				for _, use := range engineSteps(t, m.root, file) {
+					t.Errorf("package %s uses %s (%s): a step both ends take belongs in internal/engine, which %s calls", rel, use.name, use.pos, rel)
+				}
+			}
+		}
+	})
+}
+
+// engineOnly are the names, qualified by their package, that make up the
+// steps internal/engine takes for both ends: opening, accepting and
+// feeding streams; trace context; the checks of an outgoing call.
+var engineOnly = map[string][]string{
+	"proto":   {"AppendStreamOpen", "AppendFirstStreamCredit", "AppendStreamCredit", "AppendStreamReset", "MetaTraceParent", "MetaTraceState", "MetaBaggage"},
+	"stream":  {"New"},
+	"handler": {"ValidRoute"},
+}
+
+// engineMethods are the methods that move a peer's frames into a stream's
+// state, and read a stream frame's window.
+var engineMethods = []string{"OnData", "OnCredit", "OnEnd", "OnReset", "StreamWindow"}
+
+// engineSteps returns the uses in file, a path relative to the module's
+// root, of the names internal/engine alone may use, and the deadline a
+// frame's Deadline field gives (time.Duration(f.Deadline)), which
+// engine.Deadline computes.
+func engineSteps(t *testing.T, root, file string) []nameUse {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, filepath.Join(root, file), nil, 0)
+	if err != nil {
+		t.Fatalf("reading %s: %v", file, err)
+	}
+	at := func(p token.Pos) string { return file + ":" + strconv.Itoa(fset.Position(p).Line) }
+	var uses []nameUse
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.SelectorExpr:
+			if x, ok := n.X.(*ast.Ident); ok && slices.Contains(engineOnly[x.Name], n.Sel.Name) {
+				uses = append(uses, nameUse{name: x.Name + "." + n.Sel.Name, pos: at(n.Pos())})
+			}
+		case *ast.CallExpr:
+			sel, ok := n.Fun.(*ast.SelectorExpr)
+			if !ok {
+				break
+			}
+			if slices.Contains(engineMethods, sel.Sel.Name) {
+				uses = append(uses, nameUse{name: "the method " + sel.Sel.Name, pos: at(n.Pos())})
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "time" && sel.Sel.Name == "Duration" && len(n.Args) == 1 {
+				if arg, ok := n.Args[0].(*ast.SelectorExpr); ok && arg.Sel.Name == "Deadline" {
+					uses = append(uses, nameUse{name: "time.Duration(….Deadline)", pos: at(n.Pos())})
+				}
+			}
+		}
+		return true
+	})
+	return uses
 }
 
 // doesIO reports whether a standard library or x/sys package does I/O.
@@ -250,15 +317,15 @@ func doesIO(imp string) bool {
 	return false
 }
 
-// netUse is a use of package net other than the type net.Addr.
-type netUse struct {
+// nameUse is a use of a name a rule forbids, and where it is.
+type nameUse struct {
 	name string // "net.Dial", or how the import is spelled
 	pos  string
 }
 
 // netUses returns the uses of package net other than net.Addr in file,
 // a path relative to the module's root.
-func netUses(t *testing.T, root, file string) []netUse {
+func netUses(t *testing.T, root, file string) []nameUse {
 	t.Helper()
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, filepath.Join(root, file), nil, 0)
@@ -270,13 +337,13 @@ func netUses(t *testing.T, root, file string) []netUse {
 		return file + ":" + strconv.Itoa(pos.Line)
 	}
 	name := "net"
-	var uses []netUse
+	var uses []nameUse
 	for _, spec := range f.Imports {
 		if spec.Path.Value != `"net"` || spec.Name == nil {
 			continue
 		}
 		if spec.Name.Name == "." || spec.Name.Name == "_" {
-			return []netUse{{name: "import " + spec.Name.Name + ` "net"`, pos: at(spec.Pos())}}
+			return []nameUse{{name: "import " + spec.Name.Name + ` "net"`, pos: at(spec.Pos())}}
 		}
 		name = spec.Name.Name
 	}
@@ -286,7 +353,7 @@ func netUses(t *testing.T, root, file string) []netUse {
 			return true
 		}
 		if x, ok := sel.X.(*ast.Ident); ok && x.Name == name && sel.Sel.Name != "Addr" {
-			uses = append(uses, netUse{name: "net." + sel.Sel.Name, pos: at(sel.Pos())})
+			uses = append(uses, nameUse{name: "net." + sel.Sel.Name, pos: at(sel.Pos())})
 		}
 		return true
 	})

@@ -1,4 +1,4 @@
-package client
+package engine
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 
 type otherKey struct{}
 
-// TestWithTrace checks where a call's trace context and baggage come from:
+// TestMetadata checks where a call's trace context and baggage come from:
 // metadata set with WithMetadata, then WithTraceContext and WithBaggage,
 // then the incoming call; each on its own.
-func TestWithTrace(t *testing.T) {
+func TestMetadata(t *testing.T) {
 	const (
 		tpIn  = "00-11111111111111111111111111111111-1111111111111111-01"
 		tpSet = "00-22222222222222222222222222222222-2222222222222222-01"
@@ -36,18 +36,18 @@ func TestWithTrace(t *testing.T) {
 		{"nothing", context.Background(), "", "", "", 0},
 		{"incoming call", incoming, tpIn, "k=v", "tenant=in", 3},
 		{"wrapped incoming call", context.WithValue(incoming, otherKey{}, 1), tpIn, "k=v", "tenant=in", 3},
-		{"WithTraceContext over the incoming call", WithTraceContext(incoming, tpSet, ""), tpSet, "", "tenant=in", 2},
-		{"WithBaggage over the incoming call", WithBaggage(incoming, "tenant=set"), tpIn, "k=v", "tenant=set", 3},
-		{"WithBaggage and WithTraceContext", WithTraceContext(WithBaggage(incoming, "tenant=set"), tpSet, "x=y"), tpSet, "x=y", "tenant=set", 3},
-		{"WithBaggage alone", WithBaggage(context.Background(), "tenant=set"), "", "", "tenant=set", 1},
-		{"WithMetadata over both", WithMetadata(WithTraceContext(incoming, tpSet, "x=y"), proto.MetaTraceParent, tpMD), tpMD, "", "tenant=in", 2},
-		{"baggage in WithMetadata", WithMetadata(WithBaggage(incoming, "tenant=set"), proto.MetaBaggage, "tenant=md"), tpIn, "k=v", "tenant=md", 3},
-		{"other metadata kept", WithMetadata(incoming, "tenant", "acme"), tpIn, "k=v", "tenant=in", 4},
+		{"WithTraceContext over the incoming call", handler.WithTraceContext(incoming, tpSet, ""), tpSet, "", "tenant=in", 2},
+		{"WithBaggage over the incoming call", handler.WithBaggage(incoming, "tenant=set"), tpIn, "k=v", "tenant=set", 3},
+		{"WithBaggage and WithTraceContext", handler.WithTraceContext(handler.WithBaggage(incoming, "tenant=set"), tpSet, "x=y"), tpSet, "x=y", "tenant=set", 3},
+		{"WithBaggage alone", handler.WithBaggage(context.Background(), "tenant=set"), "", "", "tenant=set", 1},
+		{"WithMetadata over both", handler.WithMetadata(handler.WithTraceContext(incoming, tpSet, "x=y"), proto.MetaTraceParent, tpMD), tpMD, "", "tenant=in", 2},
+		{"baggage in WithMetadata", handler.WithMetadata(handler.WithBaggage(incoming, "tenant=set"), proto.MetaBaggage, "tenant=md"), tpIn, "k=v", "tenant=md", 3},
+		{"other metadata kept", handler.WithMetadata(incoming, "tenant", "acme"), tpIn, "k=v", "tenant=in", 4},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := append(proto.Metadata(nil), metadataFrom(tc.ctx)...)
-			md := withTrace(tc.ctx, metadataFrom(tc.ctx))
+			before := append(proto.Metadata(nil), handler.OutgoingMetadata(tc.ctx)...)
+			md := Metadata(tc.ctx)
 			if got := get(md, proto.MetaTraceParent); got != tc.parent {
 				t.Errorf("traceparent %q, want %q", got, tc.parent)
 			}
@@ -60,12 +60,12 @@ func TestWithTrace(t *testing.T) {
 			if n := md.Len(); n != tc.entries {
 				t.Errorf("%d entries, want %d", n, tc.entries)
 			}
-			if string(metadataFrom(tc.ctx)) != string(before) {
+			if string(handler.OutgoingMetadata(tc.ctx)) != string(before) {
 				t.Error("the context's metadata was modified")
 			}
 		})
 	}
-	allocs := testing.AllocsPerRun(100, func() { _ = withTrace(context.Background(), nil) })
+	allocs := testing.AllocsPerRun(100, func() { _ = Metadata(context.Background()) })
 	if allocs != 0 {
 		t.Errorf("%.1f allocations without a trace, want 0", allocs)
 	}

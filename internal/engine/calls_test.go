@@ -1,4 +1,4 @@
-package client
+package engine
 
 import (
 	"math/rand/v2"
@@ -6,21 +6,24 @@ import (
 	"unsafe"
 )
 
-// TestPendingTable: calls are found by id whether they sit in their ring
+// rec is a side's record of a call, as a test keeps it.
+type rec struct{ id uint32 }
+
+// TestCalls: calls are found by id whether they sit in their ring
 // place or, with an older call still in it, in the shard's map; an id a
 // waiting call holds is never given again; forget and take agree on who
 // completes a call; close returns every call and refuses new ones.
-func TestPendingTable(t *testing.T) {
-	if size := unsafe.Sizeof(pendingShard{}); size%64 != 0 {
+func TestCalls(t *testing.T) {
+	if size := unsafe.Sizeof(callShard[rec]{}); size%64 != 0 {
 		t.Fatalf("a shard is %d bytes, not a whole number of cache lines", size)
 	}
-	var tb pendingTable
-	const n = 5 * pendingShards * pendingRing // five times round every ring
-	calls := make([]*call, n)
-	held := map[uint32]*call{}
+	tb := NewCalls[rec](32)
+	const n = 5 * 32 * callRing // five times round every ring
+	calls := make([]*rec, n)
+	held := map[uint32]*rec{}
 	for i := range calls {
-		calls[i] = &call{}
-		if !tb.add(calls[i]) {
+		calls[i] = &rec{}
+		if calls[i].id = tb.Add(calls[i]); calls[i].id == 0 {
 			t.Fatal("add refused on an open table")
 		}
 		if held[calls[i].id] != nil {
@@ -28,8 +31,8 @@ func TestPendingTable(t *testing.T) {
 		}
 		held[calls[i].id] = calls[i]
 		if i%4 != 0 { // most are answered at once; every fourth waits on
-			if got := tb.take(calls[i].id); got != calls[i] {
-				t.Fatalf("take(%d) = %p, want %p", calls[i].id, got, calls[i])
+			if got := tb.Take(calls[i].id); got != calls[i] {
+				t.Fatalf("Take(%d) = %p, want %p", calls[i].id, got, calls[i])
 			}
 			delete(held, calls[i].id)
 		}
@@ -41,22 +44,22 @@ func TestPendingTable(t *testing.T) {
 	if inMap == 0 {
 		t.Fatal("no call went to a shard's map: the test does not reach it")
 	}
-	if got := tb.len(); got != len(held) {
-		t.Fatalf("len = %d, want %d", got, len(held))
+	if got := tb.Len(); got != len(held) {
+		t.Fatalf("Len = %d, want %d", got, len(held))
 	}
-	if !tb.waiting() {
-		t.Fatal("waiting() = false with calls held")
+	if !tb.Waiting() {
+		t.Fatal("Waiting() = false with calls held")
 	}
 
 	// An id still held is skipped when the counter comes round to it.
-	var old *call
+	var old *rec
 	for _, cl := range held {
 		old = cl
 		break
 	}
 	tb.next.Store(old.id - 1)
-	again := &call{}
-	tb.add(again)
+	again := &rec{}
+	again.id = tb.Add(again)
 	if again.id == old.id {
 		t.Fatalf("id %d given again while its call waits", old.id)
 	}
@@ -71,41 +74,41 @@ func TestPendingTable(t *testing.T) {
 	for i, id := range ids[:len(ids)/2] {
 		cl := held[id]
 		if i%2 == 0 {
-			if got := tb.take(id); got != cl {
-				t.Fatalf("take(%d) = %p, want %p", id, got, cl)
+			if got := tb.Take(id); got != cl {
+				t.Fatalf("Take(%d) = %p, want %p", id, got, cl)
 			}
-		} else if !tb.forget(cl) {
-			t.Fatalf("forget of waiting call %d = false", id)
+		} else if !tb.Forget(cl.id, cl) {
+			t.Fatalf("Forget of waiting call %d = false", id)
 		}
-		if tb.take(id) != nil || tb.forget(cl) {
+		if tb.Take(id) != nil || tb.Forget(cl.id, cl) {
 			t.Fatalf("call %d came out twice", id)
 		}
 		delete(held, id)
 	}
-	stranger := &call{id: ids[len(ids)-1]} // the id of a waiting call, not that call
-	if tb.forget(stranger) {
+	stranger := &rec{id: ids[len(ids)-1]} // the id of a waiting call, not that call
+	if tb.Forget(stranger.id, stranger) {
 		t.Fatal("forget removed another call with the same id")
 	}
 
-	// takeIf takes exactly the calls it matches.
-	some := tb.takeIf(func(cl *call) bool { return cl.id%3 == 0 })
-	for _, cl := range some {
-		if cl.id%3 != 0 || held[cl.id] != cl {
-			t.Fatalf("takeIf returned call %d", cl.id)
+	// TakeIf takes exactly the calls it matches.
+	some := tb.TakeIf(func(cl *rec) bool { return cl.id%3 == 0 })
+	for id, cl := range some {
+		if id != cl.id || cl.id%3 != 0 || held[cl.id] != cl {
+			t.Fatalf("TakeIf returned call %d", cl.id)
 		}
 		delete(held, cl.id)
 	}
 
-	all := tb.close()
+	all := tb.Close()
 	if len(all) != len(held) {
-		t.Fatalf("close returned %d calls, want %d", len(all), len(held))
+		t.Fatalf("Close returned %d calls, want %d", len(all), len(held))
 	}
 	for id, cl := range all {
 		if held[id] != cl {
-			t.Fatalf("close returned call %d, which was not waiting", id)
+			t.Fatalf("Close returned call %d, which was not waiting", id)
 		}
 	}
-	if tb.add(&call{}) || tb.waiting() || tb.len() != 0 {
+	if tb.Add(&rec{}) != 0 || tb.Waiting() || tb.Len() != 0 {
 		t.Fatal("a closed table took a call, or still holds some")
 	}
 }

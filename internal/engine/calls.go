@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Calls is the table of the calls this end made on one connection that
+// wait for their answers, by call id: it gives each call its id and hands
+// it to whoever takes it out (the reader on its answer, the connection on
+// failure, the caller whose context ended), who completes it, once. T is
+// the side's own record of a call. Once closed, it takes no call.
+//
+// The table is spread over shards, each with its own lock, so that many
+// callers and the reader rarely meet on one; a shard holds its calls in a
+// ring, with a map only for a call whose ring place is still taken. Call
+// ids are handed out in order, so a shard's next call takes the ring place
+// of the call shards*callRing ids before it, long answered unless that one
+// is slow. Adding and taking calls, maps and locks together, were about a
+// tenth of a multiplexing client's CPU (docs/performance.md); the ring
+// takes the maps' hashing away.
+type Calls[T any] struct {
+	next   atomic.Uint32
+	closed atomic.Bool
+	shards []callShard[T]
+	mask   uint32
+}
+
+// callRing is how many calls a shard holds without a map.
+const callRing = 16
+
+type callShard[T any] struct {
+	mu   sync.Mutex
+	ring [callRing]callEntry[T] // a call with id in place (id/shards)%callRing
+	more map[uint32]*T          // calls whose ring place was taken when they came
+	n    atomic.Int32           // calls held, for Waiting, which takes no lock
+	_    [44]byte               // keep shards on separate cache lines
+}
+
+type callEntry[T any] struct {
+	id uint32
+	c  *T
+}
+
+// NewCalls returns an empty table of shards shards, a power of two: a
+// client that many callers share wants several (32); a connection that
+// makes a call now and then, one.
+func NewCalls[T any](shards int) *Calls[T] {
+	if shards < 1 || shards&(shards-1) != 0 {
+		panic("rpcd: engine: shards must be a power of two")
+	}
+	return &Calls[T]{shards: make([]callShard[T], shards), mask: uint32(shards - 1)}
+}
+
+func (t *Calls[T]) shard(id uint32) *callShard[T] { return &t.shards[id&t.mask] }
+
+// place returns id's place in its shard's ring.
+func (t *Calls[T]) place(s *callShard[T], id uint32) *callEntry[T] {
+	return &s.ring[(id/(t.mask+1))%callRing]
+}
+
+// get returns the call with id, nil if none waits; with s.mu held.
+func (t *Calls[T]) get(s *callShard[T], id uint32) *T {
+	if e := t.place(s, id); e.c != nil && e.id == id {
+		return e.c
+	}
+	if len(s.more) == 0 {
+		return nil
+	}
+	return s.more[id]
+}
+
+// remove takes the call c with id, which s holds, out; with s.mu held.
+func (t *Calls[T]) remove(s *callShard[T], id uint32, c *T) {
+	if e := t.place(s, id); e.c == c && e.id == id {
+		*e = callEntry[T]{}
+	} else {
+		delete(s.more, id)
+	}
+	s.n.Add(-1)
+}
+
+// Add gives c an id no waiting call has, enters it and returns the id; 0
+// if the table is closed.
+func (t *Calls[T]) Add(c *T) uint32 {
+	for {
+		id := t.newID()
+		s := t.shard(id)
+		s.mu.Lock()
+		if t.closed.Load() {
+			s.mu.Unlock()
+			return 0
+		}
+		if t.get(s, id) != nil {
+			s.mu.Unlock()
+			continue // a call 2^32 ids old still waits; take the next id
+		}
+		if e := t.place(s, id); e.c == nil {
+			*e = callEntry[T]{id, c}
+		} else {
+			if s.more == nil {
+				s.more = make(map[uint32]*T)
+			}
+			s.more[id] = c
+		}
+		s.n.Add(1)
+		s.mu.Unlock()
+		return id
+	}
+}
+
+// newID returns the next id, never 0, which names the connection itself.
+func (t *Calls[T]) newID() uint32 {
+	for {
+		if id := t.next.Add(1); id != 0 {
+			return id
+		}
+	}
+}
+
+// FreeID returns an id for a one-way call, which waits for no answer: one
+// no waiting call has.
+func (t *Calls[T]) FreeID() uint32 {
+	for {
+		id := t.newID()
+		s := t.shard(id)
+		s.mu.Lock()
+		busy := t.get(s, id) != nil
+		s.mu.Unlock()
+		if !busy {
+			return id
+		}
+	}
+}
+
+// Take removes and returns the call with id; nil if none waits.
+func (t *Calls[T]) Take(id uint32) *T {
+	s := t.shard(id)
+	s.mu.Lock()
+	c := t.get(s, id)
+	if c != nil {
+		t.remove(s, id, c)
+	}
+	s.mu.Unlock()
+	return c
+}
+
+// Forget removes c, entered with id, if it still waits, and reports
+// whether it did: its completion is then the caller's.
+func (t *Calls[T]) Forget(id uint32, c *T) bool {
+	s := t.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.get(s, id) == c {
+		t.remove(s, id, c)
+		return true
+	}
+	return false
+}
+
+// each calls f on every waiting call, with its shard's lock held.
+func (t *Calls[T]) each(f func(s *callShard[T], id uint32, c *T)) {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for _, e := range s.ring {
+			if e.c != nil {
+				f(s, e.id, e.c)
+			}
+		}
+		for id, c := range s.more {
+			f(s, id, c)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// TakeIf removes and returns the calls for which match is true, by id:
+// the ids the table gave them, which their records may not hold yet.
+func (t *Calls[T]) TakeIf(match func(*T) bool) map[uint32]*T {
+	var out map[uint32]*T
+	t.each(func(s *callShard[T], id uint32, c *T) {
+		if match(c) {
+			t.remove(s, id, c) // deleting from a map being ranged over is allowed
+			if out == nil {
+				out = make(map[uint32]*T)
+			}
+			out[id] = c
+		}
+	})
+	return out
+}
+
+// Len returns the number of waiting calls.
+func (t *Calls[T]) Len() int {
+	n := 0
+	t.each(func(*callShard[T], uint32, *T) { n++ })
+	return n
+}
+
+// Waiting reports whether any call waits, without taking a lock. A call
+// added before this is seen: its count is stored before Add returns.
+func (t *Calls[T]) Waiting() bool {
+	for i := range t.shards {
+		if t.shards[i].n.Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Close closes the table and returns the calls that were waiting, by id.
+// A call added concurrently is either among them or refused.
+func (t *Calls[T]) Close() map[uint32]*T {
+	t.closed.Store(true)
+	all := make(map[uint32]*T)
+	t.each(func(s *callShard[T], id uint32, c *T) {
+		all[id] = c
+		t.remove(s, id, c)
+	})
+	return all
+}

@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/compression"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// Header checks a call this end makes against lim and builds its frame
+// header and metadata: the metadata of ctx (handler.WithMetadata), with
+// the trace context and baggage ctx carries or passes on (Metadata), and
+// the Deadline field from ctx's deadline. A call it refuses is never sent:
+// its error is Unprocessed.
+func Header(ctx context.Context, kind proto.Kind, codec proto.Codec, route string, payload []byte, lim *proto.Limits) (proto.Header, proto.Metadata, error) {
+	h := proto.Header{Kind: kind, Codec: codec}
+	if err := handler.ValidRoute(route); err != nil || len(route) > lim.MaxRoute {
+		return h, nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad route " + route, Unprocessed: true}
+	}
+	md := Metadata(ctx)
+	if len(md) > lim.MaxMetadata {
+		return h, nil, &handler.Error{Code: proto.CodeResourceExhausted, Message: "metadata exceeds the limit", Unprocessed: true}
+	}
+	if n := proto.HeaderSize + len(route) + len(md) + len(payload); n > lim.MaxFrameSize {
+		return h, nil, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
+			Message: fmt.Sprintf("request of %d bytes exceeds the frame limit of %d", n, lim.MaxFrameSize)}
+	}
+	var ok bool
+	if h.Deadline, ok = DeadlineField(ctx); !ok {
+		return h, nil, &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "deadline passed before " + route + " was sent", Unprocessed: true}
+	}
+	return h, md, nil
+}
+
+// DeadlineField returns the milliseconds left before ctx's deadline,
+// rounded up, for a frame's Deadline field: 0 when ctx has none, and false
+// when it has passed.
+func DeadlineField(ctx context.Context) (uint32, bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, true
+	}
+	left := time.Until(dl)
+	if left <= 0 {
+		return 0, false
+	}
+	ms := (left + time.Millisecond - 1) / time.Millisecond
+	return uint32(min(int64(ms), math.MaxUint32)), true
+}
+
+// ContextError is the error of a call to route whose caller's context
+// ended (err is ctx.Err()) before its answer came: DeadlineExceeded or
+// Canceled. The call may have run.
+func ContextError(err error, route string) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "call " + route + ": deadline exceeded"}
+	}
+	return &handler.Error{Code: proto.CodeCanceled, Message: "call " + route + ": canceled"}
+}
+
+// Answer is the outcome of a call that the Response or Error frame f
+// answers: a Response's payload appended to reply (expanded, if it came
+// compressed, within maxFrame), or an Error's code and message as a
+// *handler.Error, Unprocessed if f says so. f is a view of the input:
+// nothing of it is kept. A Response that does not expand is DataLoss: the
+// call ran, and what it answered is lost.
+func Answer(f *proto.Frame, reply []byte, maxFrame int) ([]byte, error) {
+	if f.Kind != proto.KindResponse {
+		code, msg := f.ErrorBody()
+		return reply, &handler.Error{Code: code, Message: string(msg), Unprocessed: f.Flags&proto.FlagUnprocessed != 0}
+	}
+	if z := f.Flags.Compression(); z != proto.CompressionNone {
+		return Expand(reply, f.Payload, &f.Header, maxFrame)
+	}
+	return append(reply, f.Payload...), nil
+}
+
+// Expand appends the compressed payload z of the Response whose header is
+// h, expanded within maxFrame, to reply, as Answer does: for a reader
+// that takes a large reply's payload apart from its frame.
+func Expand(reply, z []byte, h *proto.Header, maxFrame int) ([]byte, error) {
+	reply, err := compression.Expand(reply, z, h.Flags.Compression(), h.PayloadRoom(maxFrame))
+	if err != nil {
+		return reply, &handler.Error{Code: proto.CodeDataLoss, Message: "the peer's reply: " + strings.TrimPrefix(err.Error(), "rpcd: ")}
+	}
+	return reply, nil
+}
