@@ -21,6 +21,7 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzJSONString -fuzztime $(FUZZTIME) ./handler
 	go test -run '^$$' -fuzz FuzzJSONFloat -fuzztime $(FUZZTIME) ./handler
 	go test -run '^$$' -fuzz FuzzTypedArgs -fuzztime $(FUZZTIME) ./handler
+	go test -run '^$$' -fuzz FuzzStreams -fuzztime $(FUZZTIME) ./internal/engine
 	go test -run '^$$' -fuzz FuzzLiveServer -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./reactor
 	go test -run '^$$' -fuzz FuzzClientFromServer -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./client
 
