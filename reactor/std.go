@@ -14,6 +14,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/linger"
 	"github.com/rpcd/rpcd/internal/readbuf"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -247,7 +248,7 @@ func (c *conn) runStd(l *stdLink, ending bool) {
 			for _, done := range l.end() { // nothing more to do for those who wait
 				done()
 			}
-			linger(l.nc, lingerTime)
+			linger.Drain(l.nc, s.opts.LingerTime, s.opts.LingerBytes)
 			return
 		case c.peerDone:
 			if !c.owes() {
@@ -320,36 +321,17 @@ func (c *conn) peerClosed() {
 	c.mu.Unlock()
 }
 
-// The linger after a GoAway: how long, and how many bytes, a connection
-// ending on a GoAway goes on reading and discarding what its peer sends;
-// a connection refused at once (past MaxConns, while draining) lingers for
-// refuseLinger, and at most lingerMax of those at a time.
+// The defaults of the lingering close (linger.Drain): a connection that
+// ends on a GoAway reads and discards what its peer still sends for up to
+// Options.LingerTime and LingerBytes; one refused at once (past MaxConns,
+// while draining) for Options.RefuseLinger, at most MaxRefuseLinger of
+// them at a time.
 const (
-	lingerTime   = 2 * time.Second
-	lingerBytes  = 4 << 20
-	refuseLinger = 250 * time.Millisecond
-	lingerMax    = 1024
+	DefaultLingerTime      = linger.DefaultTime
+	DefaultLingerBytes     = linger.DefaultBytes
+	DefaultRefuseLinger    = 250 * time.Millisecond
+	DefaultMaxRefuseLinger = 1024
 )
-
-// linger ends a connection whose last output, a GoAway, is written: it
-// shuts down its write side, so that the peer reads the GoAway and then
-// the end, and reads and discards what the peer still sends until the
-// peer closes, for at most d and lingerBytes. Closing with bytes unread
-// would reset the connection, and a reset destroys what the peer has not
-// read yet: the GoAway. The caller closes nc.
-func linger(nc net.Conn, d time.Duration) {
-	if tc, ok := nc.(*tls.Conn); ok {
-		_ = tc.SetWriteDeadline(time.Now().Add(time.Second))
-		_ = tc.CloseWrite() // a close_notify
-		nc = tc.NetConn()
-	}
-	cw, ok := nc.(interface{ CloseWrite() error })
-	if !ok || cw.CloseWrite() != nil {
-		return
-	}
-	_ = nc.SetReadDeadline(time.Now().Add(d))
-	_, _ = io.CopyN(io.Discard, nc, lingerBytes)
-}
 
 // writeChunk is the most a connection's goroutine writes under one
 // deadline: the peer must take each chunk within Options.WriteTimeout.
