@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
@@ -292,31 +291,11 @@ func (k *Cluster) redirect(route string, err error, s *sending) bool {
 	return s.redirects < len(t.nodes)-1 && t.another(route, s.last)
 }
 
-// retryable is Client.retryable for the cluster's options.
+// retryable reports whether a call to route whose attempt failed with err
+// may be sent again: the rule of a Client's retries (retryRule), under
+// the cluster's options.
 func (k *Cluster) retryable(route string, err error, torn bool) bool {
-	var e *handler.Error
-	if torn || k.closed.Load() || !errors.As(err, &e) {
-		return false
-	}
-	switch e.Code {
-	case proto.CodeUnavailable:
-		return e.Unprocessed || (k.opts.Idempotent != nil && k.opts.Idempotent(route))
-	case proto.CodeResourceExhausted:
-		return e.Unprocessed
-	}
-	return false
-}
-
-// retryResult is retrier.result: the last attempt's error, without the
-// Unprocessed flag if an attempt may have run.
-func retryResult(ran bool, err error) error {
-	var e *handler.Error
-	if ran && errors.As(err, &e) && e.Unprocessed {
-		cp := *e
-		cp.Unprocessed = false
-		return &cp
-	}
-	return err
+	return retryRule(&k.opts.Options, k.closed.Load(), route, err, torn)
 }
 
 // backoff waits before retry n (from 1), as Client's retries do.

@@ -13,6 +13,7 @@ import (
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/internal/engine"
+	"github.com/rpcd/rpcd/internal/readbuf"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -40,10 +41,6 @@ import (
 // for it to hand the connection over.
 
 const (
-	// readBufSize is the most a connection's read buffer grows to
-	// (readbuf.go), and the largest frame read whole.
-	readBufSize = 64 << 10
-
 	// lingerIdle is how long the token may stay unused, at the least,
 	// before the listener takes it: a sequential caller's next call within
 	// it reads its own reply again.
@@ -64,7 +61,7 @@ const (
 
 // reading is a wire's read side.
 type reading struct {
-	br   *readBuf
+	br   *readbuf.Buf  // 4 to 64 KiB: frames up to its Size are read whole
 	tok  atomic.Bool   // held by whoever reads br
 	kick chan struct{} // asks the listener to take the token
 
@@ -94,7 +91,7 @@ var longAgo = time.Unix(1, 0)
 func (r *reading) init(src io.Reader, idle *idleWires, watch *lingerWatch) {
 	r.idle = idle
 	r.watch = watch
-	r.br = newReadBuf(src)
+	r.br = readbuf.New(src)
 	r.kick = make(chan struct{}, 1)
 	r.sparse = true // until two calls come close together
 }

@@ -56,11 +56,11 @@ func (r *retrier) again(ctx context.Context, err error, torn bool) (uint32, erro
 	}
 	if err == c.noConn && c.opts.WaitForReady {
 		if _, werr := c.awaitConn(ctx, r.route, err); werr != nil {
-			return 0, r.result(werr)
+			return 0, retryResult(r.ran, werr)
 		}
 	} else {
 		if r.n >= c.opts.MaxRetries || !c.retryable(r.route, err, torn) {
-			return 0, r.result(err)
+			return 0, retryResult(r.ran, err)
 		}
 		r.n++
 		c.retries.Add(1)
@@ -69,23 +69,24 @@ func (r *retrier) again(ctx context.Context, err error, torn bool) (uint32, erro
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return 0, r.result(waitError(ctx, r.route, err))
+			return 0, retryResult(r.ran, waitError(ctx, r.route, err))
 		case <-c.ctx.Done():
 			return 0, ErrClosed
 		}
 	}
 	dl, ok := engine.DeadlineField(ctx)
 	if !ok {
-		return 0, r.result(waitError(ctx, r.route, err))
+		return 0, retryResult(r.ran, waitError(ctx, r.route, err))
 	}
 	return dl, nil
 }
 
-// result is the error to give the caller for the last attempt's err: it
-// keeps the Unprocessed flag only if no attempt may have run.
-func (r *retrier) result(err error) error {
+// retryResult is the error to give the caller of a call whose last attempt
+// failed with err: it keeps the Unprocessed flag only if no attempt may
+// have run (ran false). A Client's calls and a Cluster's both end here.
+func retryResult(ran bool, err error) error {
 	var e *handler.Error
-	if r.ran && errors.As(err, &e) && e.Unprocessed {
+	if ran && errors.As(err, &e) && e.Unprocessed {
 		cp := *e // e may be shared (a wire's failure); do not change it
 		cp.Unprocessed = false
 		return &cp
@@ -94,18 +95,26 @@ func (r *retrier) result(err error) error {
 }
 
 // retryable reports whether a call to route whose attempt failed with err
-// may be sent again: it provably did not run and a later attempt can
-// succeed (Unavailable or ResourceExhausted, Unprocessed), or its route is
-// idempotent and the failure is Unavailable. A call whose reply had begun
-// to arrive (torn) ran, and part of its reply is in its buffer: never.
+// may be sent again (retryRule).
 func (c *Client) retryable(route string, err error, torn bool) bool {
+	return retryRule(&c.opts, c.closed.Load(), route, err, torn)
+}
+
+// retryRule is the retry rule, for a Client and a Cluster alike, under
+// their options o: a call to route whose attempt failed with err may be
+// sent again if it provably did not run and a later attempt can succeed
+// (Unavailable or ResourceExhausted, Unprocessed), or if its route is
+// idempotent and the failure is Unavailable. A call whose reply had begun
+// to arrive (torn) ran, and part of its reply is in its buffer: never; nor
+// once the client or cluster is closed.
+func retryRule(o *Options, closed bool, route string, err error, torn bool) bool {
 	var e *handler.Error
-	if torn || c.closed.Load() || !errors.As(err, &e) {
+	if torn || closed || !errors.As(err, &e) {
 		return false
 	}
 	switch e.Code {
 	case proto.CodeUnavailable:
-		return e.Unprocessed || (c.opts.Idempotent != nil && c.opts.Idempotent(route))
+		return e.Unprocessed || (o.Idempotent != nil && o.Idempotent(route))
 	case proto.CodeResourceExhausted:
 		return e.Unprocessed
 	}
@@ -141,7 +150,7 @@ func (c *Client) awaitConn(ctx context.Context, route string, last error) (*wire
 
 // waitError is the error of a call whose context ended (or whose deadline
 // passed) while it waited to be sent, after an attempt that failed with
-// last. It is marked Unprocessed; retrier.result clears that if an earlier
+// last. It is marked Unprocessed; retryResult clears that if an earlier
 // attempt may have run.
 func waitError(ctx context.Context, route string, last error) error {
 	code, what := proto.CodeDeadlineExceeded, "deadline exceeded"

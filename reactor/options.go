@@ -185,6 +185,23 @@ type Options struct {
 
 	// Logger receives the server's logs and gnet's; default slog.Default().
 	Logger *slog.Logger
+
+	// LingerTime and LingerBytes bound the lingering close of a connection
+	// that ends on a GoAway: it shuts down its write side and reads and
+	// discards what its peer still sends, until the peer closes, for at
+	// most that long and that many bytes, so that closing with bytes
+	// unread does not reset the connection and destroy the GoAway.
+	// Defaults DefaultLingerTime (2s) and DefaultLingerBytes (4 MiB).
+	LingerTime  time.Duration
+	LingerBytes int
+
+	// RefuseLinger is how long a connection refused at once (past
+	// MaxConns, while draining) lingers after its GoAway, each on a
+	// goroutine of its own, and MaxRefuseLinger how many may linger at a
+	// time: past it, one is closed at once. Defaults DefaultRefuseLinger
+	// (250ms) and DefaultMaxRefuseLinger (1024).
+	RefuseLinger    time.Duration
+	MaxRefuseLinger int
 }
 
 // DefaultLoops is the number of event loops a Server runs when
@@ -262,6 +279,18 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.LingerTime <= 0 {
+		o.LingerTime = DefaultLingerTime
+	}
+	if o.LingerBytes <= 0 {
+		o.LingerBytes = DefaultLingerBytes
+	}
+	if o.RefuseLinger <= 0 {
+		o.RefuseLinger = DefaultRefuseLinger
+	}
+	if o.MaxRefuseLinger <= 0 {
+		o.MaxRefuseLinger = DefaultMaxRefuseLinger
 	}
 	return o
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/engine"
+	"github.com/rpcd/rpcd/internal/linger"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -289,20 +290,20 @@ func (s *Server) accept(ln net.Listener) error {
 }
 
 // refuse tells a connection it will not be served and closes it, after a
-// linger (linger, refuseLinger) on a goroutine of its own unless
-// lingerMax of them linger already.
+// linger (linger.Drain, Options.RefuseLinger) on a goroutine of its own
+// unless Options.MaxRefuseLinger of them linger already.
 func (s *Server) refuse(nc net.Conn, code proto.Code, msg string) {
 	s.stats.connsRefused.Add(1)
 	s.log.Debug("rpcd: connection refused", "remote", nc.RemoteAddr(), "reason", msg)
 	_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	if _, err := nc.Write(proto.AppendGoAway(nil, 0, code, msg)); err != nil || s.lingering.Add(1) > lingerMax {
+	if _, err := nc.Write(proto.AppendGoAway(nil, 0, code, msg)); err != nil || s.lingering.Add(1) > int64(s.opts.MaxRefuseLinger) {
 		s.lingering.Add(-1)
 		_ = nc.Close()
 		return
 	}
 	go func() {
 		defer s.lingering.Add(-1)
-		linger(nc, refuseLinger)
+		linger.Drain(nc, s.opts.RefuseLinger, s.opts.LingerBytes)
 		_ = nc.Close()
 	}()
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/linger"
+	"github.com/rpcd/rpcd/internal/readbuf"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -31,10 +33,8 @@ import (
 // stdLink is a connection's input buffer and its hand-offs, for the
 // transport's goroutine.
 type stdLink struct {
-	nc  net.Conn
-	buf []byte
-	r   int // read position in buf
-	w   int // write position in buf
+	nc net.Conn
+	in *readbuf.Buf // what is read of nc; at least 64 KiB (newStdLink)
 
 	kick chan struct{} // a poke, for a goroutine that is not reading (half-closed)
 	shut atomic.Bool   // the server has stopped: the goroutine returns
@@ -45,57 +45,38 @@ type stdLink struct {
 	ended bool // the goroutine has returned: nothing will call acks
 }
 
+// Frames under bigFrame are read whole in a link's buffer; larger ones are
+// gathered apart (startBig), so the buffer never needs more than its
+// largest size.
+const _ = uint(readbuf.MaxSize - (bigFrame - 1))
+
 // newStdLink returns a link reading nc, its buffer holding carry (what an
-// event loop had read and not run) first.
+// event loop had read and not run) first. The buffer is readbuf.MaxSize,
+// 64 KiB, and no smaller: one read takes in a burst of calls.
 func newStdLink(nc net.Conn, carry []byte) *stdLink {
-	l := &stdLink{nc: nc, buf: make([]byte, max(64<<10, len(carry))), kick: make(chan struct{}, 1)}
-	l.w = copy(l.buf, carry)
-	return l
+	return &stdLink{nc: nc, in: readbuf.NewWith(nc, readbuf.MaxSize, carry), kick: make(chan struct{}, 1)}
 }
 
-// Peek implements inbound.
+// Peek implements inbound: with n <= 0, all that is buffered. It never
+// reads: runStd does, with Fill.
 func (l *stdLink) Peek(n int) ([]byte, error) {
+	b := l.in.Bytes()
 	if n <= 0 {
-		return l.buf[l.r:l.w], nil
+		return b, nil
 	}
-	if l.w-l.r < n {
+	if len(b) < n {
 		return nil, io.ErrShortBuffer
 	}
-	return l.buf[l.r : l.r+n], nil
+	return b[:n], nil
 }
 
-// Discard implements inbound.
+// Discard implements inbound: it discards what is buffered, and no more.
 func (l *stdLink) Discard(n int) (int, error) {
-	n = min(n, l.w-l.r)
-	l.r += n
-	if l.r == l.w {
-		l.r, l.w = 0, 0
-	}
-	return n, nil
+	return l.in.Discard(min(n, l.in.Buffered()))
 }
 
 // InboundBuffered implements inbound.
-func (l *stdLink) InboundBuffered() int { return l.w - l.r }
-
-// fill reads more bytes into the buffer, making room first: it moves what
-// is left to the front, and grows the buffer up to max when the frame
-// waiting needs more.
-func (l *stdLink) fill(max int) (int, error) {
-	if l.w == len(l.buf) {
-		if l.r > 0 {
-			l.w = copy(l.buf, l.buf[l.r:l.w])
-			l.r = 0
-		} else if len(l.buf) < max {
-			grown := make([]byte, min(2*len(l.buf), max))
-			copy(grown, l.buf[:l.w])
-			l.buf = grown
-		}
-	}
-	if l.w == len(l.buf) { // cannot happen: frames past 64 KiB are gathered apart
-		return 0, errors.New("rpcd: input buffer full")
-	}
-	return l.nc.Read(l.buf[l.w:])
-}
+func (l *stdLink) InboundBuffered() int { return l.in.Buffered() }
 
 // poke interrupts the goroutine's read so that it does a wake-up's work,
 // then calls done. Once the goroutine has ended, it calls done at once:
@@ -267,7 +248,7 @@ func (c *conn) runStd(l *stdLink, ending bool) {
 			for _, done := range l.end() { // nothing more to do for those who wait
 				done()
 			}
-			linger(l.nc, lingerTime)
+			linger.Drain(l.nc, s.opts.LingerTime, s.opts.LingerBytes)
 			return
 		case c.peerDone:
 			if !c.owes() {
@@ -303,8 +284,7 @@ func (c *conn) runStd(l *stdLink, ending bool) {
 		if cap(out) > 2*maxBuf {
 			out = nil // let a huge reply's buffer go
 		}
-		n, err := l.fill(maxBuf)
-		l.w += n
+		n, err := l.in.Fill() // its error as it comes: a poke's deadline, the peer's end
 		c.bytesIn.Add(uint64(n))
 		if n > 0 {
 			c.lastRead.Store(s.clock.Load())
@@ -341,36 +321,17 @@ func (c *conn) peerClosed() {
 	c.mu.Unlock()
 }
 
-// The linger after a GoAway: how long, and how many bytes, a connection
-// ending on a GoAway goes on reading and discarding what its peer sends;
-// a connection refused at once (past MaxConns, while draining) lingers for
-// refuseLinger, and at most lingerMax of those at a time.
+// The defaults of the lingering close (linger.Drain): a connection that
+// ends on a GoAway reads and discards what its peer still sends for up to
+// Options.LingerTime and LingerBytes; one refused at once (past MaxConns,
+// while draining) for Options.RefuseLinger, at most MaxRefuseLinger of
+// them at a time.
 const (
-	lingerTime   = 2 * time.Second
-	lingerBytes  = 4 << 20
-	refuseLinger = 250 * time.Millisecond
-	lingerMax    = 1024
+	DefaultLingerTime      = linger.DefaultTime
+	DefaultLingerBytes     = linger.DefaultBytes
+	DefaultRefuseLinger    = 250 * time.Millisecond
+	DefaultMaxRefuseLinger = 1024
 )
-
-// linger ends a connection whose last output, a GoAway, is written: it
-// shuts down its write side, so that the peer reads the GoAway and then
-// the end, and reads and discards what the peer still sends until the
-// peer closes, for at most d and lingerBytes. Closing with bytes unread
-// would reset the connection, and a reset destroys what the peer has not
-// read yet: the GoAway. The caller closes nc.
-func linger(nc net.Conn, d time.Duration) {
-	if tc, ok := nc.(*tls.Conn); ok {
-		_ = tc.SetWriteDeadline(time.Now().Add(time.Second))
-		_ = tc.CloseWrite() // a close_notify
-		nc = tc.NetConn()
-	}
-	cw, ok := nc.(interface{ CloseWrite() error })
-	if !ok || cw.CloseWrite() != nil {
-		return
-	}
-	_ = nc.SetReadDeadline(time.Now().Add(d))
-	_, _ = io.CopyN(io.Discard, nc, lingerBytes)
-}
 
 // writeChunk is the most a connection's goroutine writes under one
 // deadline: the peer must take each chunk within Options.WriteTimeout.

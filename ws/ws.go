@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/rpcd/rpcd/internal/linger"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -50,7 +51,23 @@ type Options struct {
 
 	// Logger receives failed upgrades, at Debug; default slog.Default().
 	Logger *slog.Logger
+
+	// LingerTime and LingerBytes bound the lingering close after a
+	// message past MaxFrameSize: the server shuts down the connection's
+	// write side and reads and discards what the peer still sends, for at
+	// most that long and that many bytes, so that the rest of the message,
+	// unread, does not reset the connection and destroy the close message
+	// that says why (1009). Defaults DefaultLingerTime (2s) and
+	// DefaultLingerBytes (4 MiB).
+	LingerTime  time.Duration
+	LingerBytes int
 }
+
+// The defaults of Options.LingerTime and LingerBytes.
+const (
+	DefaultLingerTime  = linger.DefaultTime
+	DefaultLingerBytes = linger.DefaultBytes
+)
 
 // Handler returns an http.Handler that upgrades a GET request asking for
 // the rpcd subprotocol to a WebSocket connection and has srv serve it,
@@ -64,6 +81,12 @@ func Handler(srv ConnServer, opts Options) http.Handler {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.LingerTime <= 0 {
+		opts.LingerTime = DefaultLingerTime
+	}
+	if opts.LingerBytes <= 0 {
+		opts.LingerBytes = DefaultLingerBytes
 	}
 	up := &websocket.Upgrader{
 		Subprotocols:    []string{Subprotocol},
@@ -82,7 +105,9 @@ func Handler(srv ConnServer, opts Options) http.Handler {
 			return
 		}
 		wc.SetReadLimit(int64(opts.MaxFrameSize))
-		srv.ServeConn(newConn(wc))
+		c := newConn(wc)
+		c.lingerTime, c.lingerBytes = opts.LingerTime, opts.LingerBytes
+		srv.ServeConn(c)
 	})
 }
 
@@ -130,6 +155,9 @@ type Conn struct {
 
 	peerClosed atomic.Bool // the peer's close message came: Read returns io.EOF
 	tooLarge   atomic.Bool // a message passed the read limit: the rest of it is unread
+
+	lingerTime  time.Duration // a Handler's Options (Dial sets no read limit: none lingers)
+	lingerBytes int
 
 	dmu   sync.Mutex
 	rdl   time.Time     // the read deadline
@@ -284,24 +312,14 @@ func (c *Conn) Close() error {
 		close(c.closed)
 		_ = c.wc.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
 		if c.tooLarge.Load() {
-			c.linger()
+			// Closed with the rest of that message unread, the connection
+			// would be reset, and the peer would lose the close message
+			// that says why (1009).
+			linger.Drain(c.wc.NetConn(), c.lingerTime, c.lingerBytes)
 		}
 		err = c.wc.Close()
 	})
 	return err
-}
-
-// linger ends the connection's write side and drops what the peer still
-// sends, for up to 2 s or 4 MiB, after a message past the read limit:
-// closed with the rest of that message unread, the connection would be
-// reset, and the peer would lose the close message that says why (1009).
-func (c *Conn) linger() {
-	nc := c.wc.NetConn()
-	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	_ = nc.SetReadDeadline(time.Now().Add(2 * time.Second))
-	_, _ = io.CopyN(io.Discard, nc, 4<<20)
 }
 
 // PeerClosed reports whether the peer has closed the WebSocket: its close

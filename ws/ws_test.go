@@ -216,3 +216,28 @@ func TestMessageTooLarge(t *testing.T) {
 		t.Fatalf("after a message past the limit: %v, want close 1009", err)
 	}
 }
+
+// TestLingerFromOptions: the lingering close after a message past the
+// frame limit reads as much as Options.LingerBytes says, past its default:
+// with 64 MiB, a message of 16 MiB (four times the default) is read to its
+// end and the peer gets the close message; with the default, it would be
+// cut off by a reset.
+func TestLingerFromOptions(t *testing.T) {
+	reg := handler.NewRegistry()
+	builtin.Register(reg)
+	s := servertest.Start(t, reg, reactor.Options{})
+	mux := http.NewServeMux()
+	mux.Handle(ws.Path, ws.Handler(s, ws.Options{MaxFrameSize: 64 << 10, LingerBytes: 64 << 20, LingerTime: time.Minute}))
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	wc := rawDial(t, "ws"+strings.TrimPrefix(hs.URL, "http")+ws.Path, ws.Subprotocol)
+	big := proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, ID: 1}, builtin.EchoPacket, nil, make([]byte, 4*ws.DefaultLingerBytes))
+	wc.SetWriteDeadline(time.Now().Add(20 * time.Second))
+	if err := wc.WriteMessage(websocket.BinaryMessage, big); err != nil {
+		t.Fatalf("writing 16 MiB to a server with a 64 KiB limit that lingers for 64 MiB: %v", err)
+	}
+	wc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, _, err := wc.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseMessageTooBig) {
+		t.Fatalf("after a message past the limit: %v, want close 1009", err)
+	}
+}
