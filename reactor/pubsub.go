@@ -369,8 +369,8 @@ func (c *conn) deliver(frames []byte, n int) {
 		return
 	}
 	c.replies = append(c.replies, frames...)
+	s.pubsub.delivered.Add(uint64(n)) // before the wake: a subscriber that has them finds them counted
 	c.unlockAndWake()
-	s.pubsub.delivered.Add(uint64(n))
 }
 
 // subscribe acts on a Subscribe frame, on the connection's own goroutine.
