@@ -173,7 +173,9 @@ func (k *Cluster) resume(ctx context.Context, h proto.Header, route string, md p
 			// Another node is tried at once; the same node, or none, after
 			// the backoff, as a single client would.
 			if !k.tab.Load().another(route, s.last) {
-				if werr := k.backoff(ctx, route, s.retries, err); werr != nil {
+				if werr := k.backoff(ctx, route, s.retries, err); werr == ErrClosed {
+					return closedDuringRetry(s.ran, err)
+				} else if werr != nil {
 					return retryResult(s.ran, werr)
 				}
 			}

@@ -313,6 +313,38 @@ func TestGoAwayRetries(t *testing.T) {
 	}
 }
 
+// TestCloseDuringRetry: a call whose first attempt may have run (an
+// idempotent route's Unavailable) and whose client closes while it waits
+// to be sent again fails with that attempt's error, not Unprocessed: not
+// with ErrClosed, which says the call never ran.
+func TestCloseDuringRetry(t *testing.T) {
+	var attempts atomic.Int32
+	addr := answerServer(t, func(f proto.Frame) []byte {
+		attempts.Add(1)
+		return errorFrame(f, false, proto.CodeUnavailable)
+	})
+	c, err := client.Dial(ctxFor(t, 5*time.Second), addr, client.Options{
+		Idempotent: client.RouteSet("Store/Get"), MinBackoff: time.Minute, MaxBackoff: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.CallRaw(ctxFor(t, 20*time.Second), "Store/Get", []byte("req"), nil)
+		done <- err
+	}()
+	for attempts.Load() == 0 {
+		time.Sleep(time.Millisecond) // until the first attempt is answered and the retry waits
+	}
+	time.Sleep(20 * time.Millisecond)
+	c.Close()
+	err = <-done
+	if err == client.ErrClosed || handler.IsUnprocessed(err) || handler.CodeOf(err) != proto.CodeUnavailable {
+		t.Fatalf("call closed while waiting to be sent again: %v; want its attempt's Unavailable, not Unprocessed", err)
+	}
+}
+
 // TestRetryAcrossRestart: a real server is shut down while 50 callers keep
 // calls in flight, then started again on the same port. Every call ends
 // with its reply: those the draining server refused, or that found no

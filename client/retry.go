@@ -71,7 +71,7 @@ func (r *retrier) again(ctx context.Context, err error, torn bool) (uint32, erro
 		case <-ctx.Done():
 			return 0, retryResult(r.ran, waitError(ctx, r.route, err))
 		case <-c.ctx.Done():
-			return 0, ErrClosed
+			return 0, closedDuringRetry(r.ran, err)
 		}
 	}
 	dl, ok := engine.DeadlineField(ctx)
@@ -92,6 +92,17 @@ func retryResult(ran bool, err error) error {
 		return &cp
 	}
 	return err
+}
+
+// closedDuringRetry is the error of a call whose client (or cluster)
+// closed while it waited to be sent again after its attempt failed with
+// err: ErrClosed if no attempt may have run, else err, without
+// Unprocessed: ErrClosed is Unprocessed, and the call may have run.
+func closedDuringRetry(ran bool, err error) error {
+	if ran {
+		return retryResult(ran, err)
+	}
+	return ErrClosed
 }
 
 // retryable reports whether a call to route whose attempt failed with err
