@@ -1,15 +1,10 @@
 package handler
 
 import (
-	"errors"
 	"reflect"
-	"sync"
 	"sync/atomic"
-	"unsafe"
 
-	"github.com/bytedance/sonic/decoder"
-	"github.com/bytedance/sonic/encoder"
-
+	"github.com/rpcd/rpcd/internal/jsoncodec"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -29,64 +24,14 @@ type Codec interface {
 // request bytes.
 var JSON Codec = jsonCodec{}
 
+// jsonCodec is JSON; its machinery is internal/jsoncodec's.
 type jsonCodec struct{}
 
 func (jsonCodec) ID() proto.Codec { return proto.CodecJSON }
 
-func (jsonCodec) Append(dst []byte, v any) ([]byte, error) {
-	if out, ok := appendScalar(dst, v); ok {
-		return out, nil
-	}
-	return encodeSonic(dst, v)
-}
+func (jsonCodec) Append(dst []byte, v any) ([]byte, error) { return jsoncodec.Append(dst, v) }
 
-// encodeSonic is apart from Append because the slice header it hands sonic
-// escapes to the heap: the scalar paths must not pay for that allocation.
-func encodeSonic(dst []byte, v any) ([]byte, error) {
-	err := encoder.EncodeInto(&dst, v, encoder.ValidateString)
-	return dst, err
-}
-
-// decoders reuses sonic's decoders, which are made per call otherwise.
-var decoders = sync.Pool{New: func() any { return decoder.NewDecoder("") }}
-
-func (jsonCodec) Unmarshal(data []byte, v any) error {
-	if ok, err := unmarshalScalar(data, v); ok {
-		return err
-	}
-	// A view of data, not a copy: CopyString makes every decoded string a
-	// copy, and the decoder drops the view before going back to the pool.
-	// ValidateString refuses control characters and bad escapes in any
-	// string, skipped or kept (sonic lets them through otherwise), and
-	// replaces invalid UTF-8 with U+FFFD, as encoding/json does.
-	d := decoders.Get().(*decoder.Decoder)
-	d.Reset(unsafe.String(unsafe.SliceData(data), len(data)))
-	d.SetOptions(decoder.OptionCopyString | decoder.OptionValidateString)
-	err := d.Decode(v)
-	if err == nil {
-		err = d.CheckTrailings()
-	}
-	d.Reset("")
-	decoders.Put(d)
-	if err != nil {
-		// sonic's errors quote the input around the error: this one says
-		// what is wrong and where, in rpcd's words (jsonerr.go).
-		return errors.New(describeJSON(data, err, v))
-	}
-	return nil
-}
-
-// errorText returns err's message. sonic v1.15.5 panics formatting some of
-// its syntax errors (an index out of range on a negative error code;
-// FuzzTypedArgs found it): the message then says less.
-func errorText(err error) (msg string) {
-	defer func() {
-		if recover() != nil {
-			msg = "invalid JSON"
-		}
-	}()
-	return err.Error()
-}
+func (jsonCodec) Unmarshal(data []byte, v any) error { return jsoncodec.Unmarshal(data, v) }
 
 // userCodecs are the codecs RegisterCodec added, by id less CodecUser.
 var userCodecs [256 - int(proto.CodecUser)]atomic.Pointer[codecBox]

@@ -6,8 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/bytedance/sonic"
-
+	"github.com/rpcd/rpcd/internal/jsoncodec"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -23,8 +22,8 @@ import (
 //	}))
 func Func[Req, Resp any](fn func(ctx context.Context, in Req) (Resp, error)) Handler {
 	// Compile sonic's codecs for both types now, not on the first call.
-	_ = sonic.Pretouch(reflect.TypeFor[Req]())
-	_ = sonic.Pretouch(reflect.TypeFor[Resp]())
+	jsoncodec.Prepare(reflect.TypeFor[Req]())
+	jsoncodec.Prepare(reflect.TypeFor[Resp]())
 	return &typed[Req, Resp]{fn: fn, states: sync.Pool{New: func() any { return new(typedState[Req, Resp]) }}}
 }
 
