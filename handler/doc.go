@@ -20,10 +20,10 @@
 // to a buffer the transport owns: on the reactor's inline path the payload is
 // a view into the connection's input buffer and nothing is copied or
 // allocated. Typed handlers, built with Func, take and return Go values
-// encoded with the call's codec (JSON, by sonic). Registry.Describe says what
-// a route takes and answers: its kind and, for a typed route, the JSON
-// Schemas of its argument and its reply, derived from its Go types on the
-// first description (ArgumentSchema, ReplySchema).
+// encoded with the call's codec (JSON, by sonic). Package handler/schema
+// says what a route takes and answers: its kind and, for a typed route,
+// the JSON Schemas of its argument and its reply, derived from its Go
+// types on the first description.
 //
 // # For transports
 //

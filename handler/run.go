@@ -2,6 +2,7 @@ package handler
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -250,7 +251,7 @@ type Watch struct {
 func (r *Runner) timeInline(j *Job, out []byte, large int) ([]byte, []byte, error) {
 	j.Watch.calls = 0
 	rt := j.Route
-	if r.Budget < 0 || rt.pinned || rt.state.moved.Load() {
+	if r.Budget < 0 || rt.state.Pinned || rt.state.Moved.Load() {
 		return rt.serveInline(j.Call, j.Req, out, large)
 	}
 	began := time.Now()
@@ -286,12 +287,12 @@ func (r *Runner) Check(w *Watch, now time.Time, threshold time.Duration, remote 
 	}
 	w.told = true
 	st := rt.state
-	if st.logged.CompareAndSwap(false, true) { // before the count, so that whoever sees the count can read the log
+	if st.Logged.CompareAndSwap(false, true) { // before the count, so that whoever sees the count can read the log
 		r.log().Warn("rpcd: an inline handler holds its event loop past the watchdog's threshold; every connection on the loop waits",
 			"route", rt.name, "running", now.Sub(w.since).Round(time.Millisecond), "threshold", threshold, "remote", remote,
 			"remedy", "register the route with handler.Blocking()", "stack", inlineStacks())
 	}
-	st.overruns.Add(1)
+	st.Overruns.Add(1)
 	r.ran(rt, true)
 }
 
@@ -299,7 +300,7 @@ func (r *Runner) Check(w *Watch, now time.Time, threshold time.Duration, remote 
 // to the blocking pool once moveAfter of its last window runs were over.
 func (r *Runner) ran(rt *Route, over bool) {
 	st := rt.state
-	if r.Budget < 0 || rt.pinned || st.moved.Load() {
+	if r.Budget < 0 || rt.state.Pinned || st.Moved.Load() {
 		return
 	}
 	var b uint32
@@ -307,15 +308,15 @@ func (r *Runner) ran(rt *Route, over bool) {
 		b = 1
 	}
 	for {
-		old := st.runs.Load()
+		old := st.Runs.Load()
 		if old == 0 && !over {
 			return // the common case: nothing over budget to remember
 		}
 		runs := old<<1&(1<<window-1) | b
-		if !st.runs.CompareAndSwap(old, runs) {
+		if !st.Runs.CompareAndSwap(old, runs) {
 			continue
 		}
-		if n := bits.OnesCount32(runs); over && n >= moveAfter && st.moved.CompareAndSwap(false, true) {
+		if n := bits.OnesCount32(runs); over && n >= moveAfter && st.Moved.CompareAndSwap(false, true) {
 			r.log().Warn("rpcd: route moved from the event loop to the blocking pool: its inline runs keep passing their budget",
 				"route", rt.name, "budget", r.budget(), "over", fmt.Sprintf("%d of its last %d timed runs", n, window),
 				"remedy", "register it with handler.Blocking(), or with handler.Inline() to keep it on the loop")
@@ -352,4 +353,18 @@ func inlineStacks() string {
 		return "(the handler returned before its stack was taken)"
 	}
 	return out.String()
+}
+
+// serveInline is ServeOwn for a call run inline on an event loop: a
+// function of its own, so that a goroutine's stack tells a watchdog which
+// goroutine is an event loop held by a handler (Runner.Check).
+func (rt *Route) serveInline(ctx context.Context, req, buf []byte, large int) (out, own []byte, err error) {
+	start := len(buf)
+	defer func() {
+		if p := recover(); p != nil {
+			out, own, err = buf[:start], nil, rt.panicked(p)
+		}
+	}()
+	reply, err := rt.handler.ServeRPC(ctx, req, buf[start:start])
+	return placeReply(buf, start, reply, large, err)
 }

@@ -267,12 +267,12 @@ func TestInlineSampling(t *testing.T) {
 	for range int(sampleEvery) - 1 {
 		r.Run(&Job{Route: rt, Call: &Call{}, Watch: w}, nil)
 	}
-	if rt.state.runs.Load() != 0 {
+	if rt.state.Runs.Load() != 0 {
 		t.Fatalf("a run was timed before the %dth", sampleEvery)
 	}
 	r.Run(&Job{Route: rt, Call: &Call{}, Watch: w}, nil)
-	if rt.state.runs.Load() != 1 {
-		t.Fatalf("the %dth run: runs %b", sampleEvery, rt.state.runs.Load())
+	if rt.state.Runs.Load() != 1 {
+		t.Fatalf("the %dth run: runs %b", sampleEvery, rt.state.Runs.Load())
 	}
 }
 
@@ -308,12 +308,12 @@ func TestCheck(t *testing.T) {
 		base := t0.Add(time.Duration(run) * time.Hour)
 		r.Check(w, base, threshold, remote)                                // first seen
 		r.Check(w, base.Add(threshold-time.Nanosecond), threshold, remote) // not yet
-		if got := rt.state.overruns.Load(); got != uint64(run-1) {
+		if got := rt.state.Overruns.Load(); got != uint64(run-1) {
 			t.Fatalf("run %d: %d overruns before the threshold", run, got)
 		}
 		r.Check(w, base.Add(threshold), threshold, remote)
 		r.Check(w, base.Add(10*threshold), threshold, remote) // the same run: told once
-		if got := rt.state.overruns.Load(); got != uint64(run) {
+		if got := rt.state.Overruns.Load(); got != uint64(run) {
 			t.Fatalf("run %d: %d overruns", run, got)
 		}
 		release <- struct{}{}
