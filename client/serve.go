@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -35,7 +36,7 @@ type serving struct {
 	subs    *subTable         // the client's subscriptions, for Message frames
 	pubs    *publishRefusals  // the server's refusals of the client's publishes
 	window  int               // the window granted to each stream (Options.StreamWindow)
-	run     handler.Runner    // runs the server's calls and streams
+	run     transport.Runner  // runs the server's calls and streams
 }
 
 // serverCalls are the handlers a wire is running for the server.
@@ -120,7 +121,7 @@ func (w *wire) serve(f *proto.Frame) {
 func (w *wire) runHandler(rt *handler.Route, call *handler.Call, req []byte, oneWay bool) {
 	sc := &w.calls
 	defer sc.wg.Done()
-	out, _ := w.srv.run.Run(&handler.Job{Route: rt, Call: call, Req: req, OneWay: oneWay}, nil)
+	out, _ := w.srv.run.Run(&transport.Job{Route: rt, Call: call, Req: req, OneWay: oneWay}, nil)
 	sc.mu.Lock()
 	delete(sc.running, call)
 	sc.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/stream"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -41,11 +42,11 @@ type streamTable struct {
 // connection, OpenStream itself fails Unavailable, Unprocessed.
 func (c *Client) OpenStream(ctx context.Context, route string) (handler.Stream, error) {
 	s, err := c.openStream(ctx, route)
-	return s, handler.Received(err)
+	return s, transport.Received(err)
 }
 
 func (c *Client) openStream(ctx context.Context, route string) (handler.Stream, error) {
-	if err := handler.RefuseWait(ctx, "opening stream", route); err != nil {
+	if err := transport.RefuseWait(ctx, "opening stream", route); err != nil {
 		return nil, err // its Read and Write wait
 	}
 	if err := ctx.Err(); err != nil {
@@ -192,7 +193,7 @@ func (w *wire) acceptStream(f *proto.Frame) error {
 	if f.Deadline > 0 {
 		deadline = time.Now().Add(time.Duration(f.Deadline) * time.Millisecond)
 	}
-	call.Start(handler.WithStream(context.Background(), st), deadline)
+	call.Start(transport.WithStream(context.Background(), st), deadline)
 	if t.m == nil {
 		t.m = make(map[uint32]*stream.Stream)
 	}

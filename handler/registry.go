@@ -53,9 +53,9 @@ type RouteOption func(*Route)
 // A route registered without Blocking runs inline, on the event loop that
 // read its call, and must not block: calls it makes through a Client, a
 // Cluster or its Peer that would wait for a reply are refused at once
-// (RefuseWait). A route whose inline runs keep passing their budget moves
-// itself to the pool (see transport.Runner), unless it is registered with
-// Inline.
+// (transport.RefuseWait). A route whose inline runs keep passing their
+// budget moves itself to the pool (see transport.Runner), unless it is
+// registered with Inline.
 func Blocking() RouteOption { return func(r *Route) { r.blocking = true } }
 
 // Inline pins a route to the event loop: it runs inline even if its runs

@@ -15,6 +15,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -33,7 +34,7 @@ type Server struct {
 	reg  *handler.Registry
 	opts Options
 	log  *slog.Logger
-	run  handler.Runner // runs every call (handler/run.go)
+	run  transport.Runner // runs every call (handler/transport/run.go)
 
 	started  atomic.Bool
 	ready    chan struct{} // closed once serving, or when start-up failed
@@ -87,7 +88,7 @@ func New(reg *handler.Registry, opts Options) *Server {
 		conns:    make(map[*conn]struct{}),
 		refusals: newTopicRefusals(),
 	}
-	s.run = handler.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger, Failed: s.stats.callFailed,
+	s.run = transport.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger, Failed: s.stats.callFailed,
 		Compress: s.compressReply, Budget: opts.InlineBudget}
 	s.ev.Server = s
 	return s

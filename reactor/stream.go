@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/internal/stream"
 	"github.com/rpcd/rpcd/proto"
@@ -156,7 +157,7 @@ func (c *conn) acceptStream(f *proto.Frame, out []byte) ([]byte, *ending) {
 	if f.Deadline > 0 {
 		deadline = time.Now().Add(time.Duration(f.Deadline) * time.Millisecond)
 	}
-	call.Start(handler.WithStream(c.s.opts.BaseContext, st), deadline)
+	call.Start(transport.WithStream(c.s.opts.BaseContext, st), deadline)
 	if t.m == nil {
 		t.m = make(map[uint32]*stream.Stream)
 	}
@@ -221,12 +222,12 @@ func (c *conn) closeStreams() {
 // never from an inline handler.
 func (p *Peer) OpenStream(ctx context.Context, route string) (handler.Stream, error) {
 	s, err := p.openStream(ctx, route)
-	return s, handler.Received(err)
+	return s, transport.Received(err)
 }
 
 func (p *Peer) openStream(ctx context.Context, route string) (handler.Stream, error) {
 	c := p.c
-	if err := handler.RefuseWait(ctx, "opening the peer's stream", route); err != nil {
+	if err := transport.RefuseWait(ctx, "opening the peer's stream", route); err != nil {
 		return nil, err // its Read and Write wait
 	}
 	if err := ctx.Err(); err != nil {
