@@ -1,9 +1,11 @@
 // Package handlerstate is what package handler keeps of each route, and of
 // each error, that handler's own subpackages reach without handler
-// exporting it: handler/transport runs a route's calls and moves a route
-// whose inline runs keep passing their budget to the blocking pool;
-// handler/schema describes a typed route from its Go types; both mark and
-// read the errors that a call of a handler's own returned.
+// exporting it: handler/transport runs a route's calls, moves a route
+// whose inline runs keep passing their budget to the blocking pool, and
+// marks the errors a caller returns (transport.Received); handler/schema
+// describes a typed route from its Go types. A stream travels in a
+// context under StreamKey, from transport.WithStream to
+// handler.StreamFrom.
 //
 // Package handler makes a Route for each route it registers and sets the
 // accessors in its init, the way grpc-go reaches the unexported state of
