@@ -18,8 +18,8 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzMatch -fuzztime $(FUZZTIME) ./proto
 	go test -run '^$$' -fuzz FuzzTopicContainment -fuzztime $(FUZZTIME) ./auth
 	go test -run '^$$' -fuzz FuzzExpand -fuzztime $(FUZZTIME) ./internal/compression
-	go test -run '^$$' -fuzz FuzzJSONString -fuzztime $(FUZZTIME) ./handler
-	go test -run '^$$' -fuzz FuzzJSONFloat -fuzztime $(FUZZTIME) ./handler
+	go test -run '^$$' -fuzz FuzzJSONString -fuzztime $(FUZZTIME) ./internal/jsoncodec
+	go test -run '^$$' -fuzz FuzzJSONFloat -fuzztime $(FUZZTIME) ./internal/jsoncodec
 	go test -run '^$$' -fuzz FuzzTypedArgs -fuzztime $(FUZZTIME) ./handler
 	go test -run '^$$' -fuzz FuzzStreams -fuzztime $(FUZZTIME) ./internal/engine
 	go test -run '^$$' -fuzz FuzzLiveServer -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./reactor

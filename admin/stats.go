@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/reactor"
 )
@@ -15,14 +15,14 @@ import (
 type sample struct {
 	at       time.Time
 	server   reactor.Stats
-	gwErrors [handler.CodeSlots]uint64 // the gateway's calls answered with an error
-	overruns uint64                    // inline overruns, all routes
+	gwErrors [transport.CodeSlots]uint64 // the gateway's calls answered with an error
+	overruns uint64                      // inline overruns, all routes
 	routes   []metrics.RouteStats
 }
 
 // errors returns the calls answered with an error by code, on the RPC
 // port and through the gateway, and their total.
-func (s *sample) errors() (byCode [handler.CodeSlots]uint64, total uint64) {
+func (s *sample) errors() (byCode [transport.CodeSlots]uint64, total uint64) {
 	for slot := range byCode {
 		byCode[slot] = s.server.Errors[slot] + s.gwErrors[slot]
 		total += byCode[slot]

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -73,7 +74,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.pubs.fn = opts.PublishRefused
 	c.srv = &serving{reg: opts.Handler, pushes: opts.Pushes, max: opts.MaxHandlers, peer: c, dropped: func() { c.dropped.Add(1) }, subs: &c.subs, pubs: &c.pubs,
-		run: handler.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger}}
+		run: transport.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger}}
 	c.srv.streams = streamConfig(&opts, c.srv)
 	if opts.Conns > 1 {
 		c.idle = &idleWires{max: opts.Conns}
@@ -354,7 +355,7 @@ func (c *Client) Close() error {
 // for no argument. A call that fails is sent again when Options.MaxRetries
 // allows it; the error returned is the last attempt's.
 func (c *Client) Call(ctx context.Context, route string, in, out any) error {
-	return handler.Received(callTyped(ctx, c, route, in, out))
+	return transport.Received(callTyped(ctx, c, route, in, out))
 }
 
 // CallRaw calls route with req as a raw payload and appends the reply to
@@ -362,7 +363,7 @@ func (c *Client) Call(ctx context.Context, route string, in, out any) error {
 // capacity, a call allocates nothing. It is retried as Call is.
 func (c *Client) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
 	reply, err := callRaw(ctx, c, route, req, reply)
-	return reply, handler.Received(err)
+	return reply, transport.Received(err)
 }
 
 // Notify sends a one-way call to route with in encoded as JSON (or
@@ -371,12 +372,12 @@ func (c *Client) CallRaw(ctx context.Context, route string, req, reply []byte) (
 // twice: with no usable connection it fails with Unavailable, or, under
 // Options.WaitForReady, waits for one first.
 func (c *Client) Notify(ctx context.Context, route string, in any) error {
-	return handler.Received(notifyTyped(ctx, c, route, in))
+	return transport.Received(notifyTyped(ctx, c, route, in))
 }
 
 // NotifyRaw sends a one-way call with a raw payload; see Notify.
 func (c *Client) NotifyRaw(ctx context.Context, route string, req []byte) error {
-	return handler.Received(notifyRaw(ctx, c, route, req))
+	return transport.Received(notifyRaw(ctx, c, route, req))
 }
 
 // sender is what a Client and a Cluster send calls through: do sends a
@@ -398,12 +399,12 @@ func (c *Client) interceptor() Interceptor { return c.icpt }
 
 // callTyped is Call for either sender.
 func callTyped(ctx context.Context, s sender, route string, in, out any) error {
-	if err := handler.RefuseWait(ctx, "calling", route); err != nil {
+	if err := transport.RefuseWait(ctx, "calling", route); err != nil {
 		return err
 	}
 	codec := s.codec()
 	if s.interceptor() != nil {
-		payload, err := handler.AppendArgWith(codec, nil, in)
+		payload, err := transport.AppendArgWith(codec, nil, in)
 		if err != nil {
 			return err
 		}
@@ -411,11 +412,11 @@ func callTyped(ctx context.Context, s sender, route string, in, out any) error {
 		if err != nil {
 			return err
 		}
-		return handler.DecodeReplyWith(codec, route, reply, out)
+		return transport.DecodeReplyWith(codec, route, reply, out)
 	}
 	cl := getCall()
 	defer putCall(cl)
-	payload, err := handler.AppendArgWith(codec, cl.buf[:0], in)
+	payload, err := transport.AppendArgWith(codec, cl.buf[:0], in)
 	if err != nil {
 		return err
 	}
@@ -428,12 +429,12 @@ func callTyped(ctx context.Context, s sender, route string, in, out any) error {
 	if err != nil {
 		return err
 	}
-	return handler.DecodeReplyWith(codec, route, cl.reply, out)
+	return transport.DecodeReplyWith(codec, route, cl.reply, out)
 }
 
 // callRaw is CallRaw for either sender.
 func callRaw(ctx context.Context, s sender, route string, req, reply []byte) ([]byte, error) {
-	if err := handler.RefuseWait(ctx, "calling", route); err != nil {
+	if err := transport.RefuseWait(ctx, "calling", route); err != nil {
 		return reply, err
 	}
 	if s.interceptor() != nil {
@@ -453,7 +454,7 @@ func notifyTyped(ctx context.Context, s sender, route string, in any) error {
 	cl := getCall()
 	defer putCall(cl)
 	codec := s.codec()
-	payload, err := handler.AppendArgWith(codec, cl.buf[:0], in)
+	payload, err := transport.AppendArgWith(codec, cl.buf[:0], in)
 	if err != nil {
 		return err
 	}
@@ -479,7 +480,7 @@ func (c *Client) notify(ctx context.Context, codec proto.Codec, route string, pa
 	}
 	w, err := c.pick()
 	if err == c.noConn && c.opts.WaitForReady {
-		if werr := handler.RefuseWait(ctx, "waiting for a connection to notify", route); werr != nil {
+		if werr := transport.RefuseWait(ctx, "waiting for a connection to notify", route); werr != nil {
 			return werr
 		}
 		w, err = c.awaitConn(ctx, route, err)

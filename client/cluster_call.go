@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -14,7 +15,7 @@ import (
 // is sent again by the rules of Options.MaxRetries, to another node when
 // there is one.
 func (k *Cluster) Call(ctx context.Context, route string, in, out any) error {
-	return handler.Received(callTyped(ctx, k, route, in, out))
+	return transport.Received(callTyped(ctx, k, route, in, out))
 }
 
 // CallRaw calls route on a node with req as a raw payload and appends the
@@ -22,26 +23,26 @@ func (k *Cluster) Call(ctx context.Context, route string, in, out any) error {
 // capacity it allocates nothing.
 func (k *Cluster) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
 	reply, err := callRaw(ctx, k, route, req, reply)
-	return reply, handler.Received(err)
+	return reply, transport.Received(err)
 }
 
 // Notify sends a one-way call to one node, as Client.Notify does: never
 // twice; with no usable node it fails with Unavailable, or, under
 // Options.WaitForReady, waits for one.
 func (k *Cluster) Notify(ctx context.Context, route string, in any) error {
-	return handler.Received(notifyTyped(ctx, k, route, in))
+	return transport.Received(notifyTyped(ctx, k, route, in))
 }
 
 // NotifyRaw sends a one-way call with a raw payload; see Notify.
 func (k *Cluster) NotifyRaw(ctx context.Context, route string, req []byte) error {
-	return handler.Received(notifyRaw(ctx, k, route, req))
+	return transport.Received(notifyRaw(ctx, k, route, req))
 }
 
 func (k *Cluster) notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error {
 	for {
 		n, err := k.pick(ctx, route, payload, nil)
 		if err == k.noNode && k.opts.WaitForReady {
-			if werr := handler.RefuseWait(ctx, "waiting for a node to notify", route); werr != nil {
+			if werr := transport.RefuseWait(ctx, "waiting for a node to notify", route); werr != nil {
 				return werr
 			}
 			err = k.awaitNode(ctx, route, err)

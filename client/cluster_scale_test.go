@@ -16,6 +16,7 @@ import (
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/reactor"
 )
@@ -83,7 +84,7 @@ func newRouteNode(t *testing.T, routes ...string) *routeNode {
 
 // refused returns how many calls n answered NotFound.
 func (n *routeNode) refused() uint64 {
-	return n.srv.Stats().Errors[handler.CodeSlot(proto.CodeNotFound)]
+	return n.srv.Stats().Errors[transport.CodeSlot(proto.CodeNotFound)]
 }
 
 // spread returns the smallest and largest of counts.

@@ -5,6 +5,7 @@ import (
 	"context"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -53,11 +54,11 @@ func (c *Client) GoRaw(ctx context.Context, route string, req []byte) *Future {
 // goTyped is Go for either sender.
 func goTyped(ctx context.Context, s sender, route string, in, out any) *Future {
 	f := &Future{done: make(chan struct{}), out: out, route: route, codec: s.codec()}
-	if err := handler.RefuseWait(ctx, "calling", route); err != nil {
+	if err := transport.RefuseWait(ctx, "calling", route); err != nil {
 		f.complete(err) // its Wait would stall the loop, and the call ends with the handler
 		return f
 	}
-	payload, err := handler.AppendArgWith(f.codec, nil, in)
+	payload, err := transport.AppendArgWith(f.codec, nil, in)
 	if err != nil {
 		f.complete(err)
 		return f
@@ -73,7 +74,7 @@ func goTyped(ctx context.Context, s sender, route string, in, out any) *Future {
 // goRaw is GoRaw for either sender.
 func goRaw(ctx context.Context, s sender, route string, req []byte) *Future {
 	f := &Future{done: make(chan struct{}), route: route}
-	if err := handler.RefuseWait(ctx, "calling", route); err != nil {
+	if err := transport.RefuseWait(ctx, "calling", route); err != nil {
 		f.complete(err)
 		return f
 	}
@@ -163,9 +164,9 @@ func (f *Future) Wait() error {
 		f.stop()
 	}
 	if f.err != nil {
-		return handler.Received(f.err)
+		return transport.Received(f.err)
 	}
-	return handler.DecodeReplyWith(f.codec, f.route, f.reply, f.out)
+	return transport.DecodeReplyWith(f.codec, f.route, f.reply, f.out)
 }
 
 // Reply returns the reply payload once the call has completed without error.

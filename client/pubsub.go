@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
@@ -56,7 +57,7 @@ type subTable struct {
 // its refusal.
 func (c *Client) Subscribe(ctx context.Context, pattern string, ch chan<- Message) (*Subscription, error) {
 	sub, err := c.subscribe(ctx, &Subscription{c: c, pattern: pattern, ch: ch, done: make(chan struct{})})
-	return sub, handler.Received(err)
+	return sub, transport.Received(err)
 }
 
 // SubscribeFunc is Subscribe with a function called for each message, on
@@ -66,12 +67,12 @@ func (c *Client) Subscribe(ctx context.Context, pattern string, ch chan<- Messag
 // until fn returns.
 func (c *Client) SubscribeFunc(ctx context.Context, pattern string, fn func(m Message)) (*Subscription, error) {
 	sub, err := c.subscribe(ctx, &Subscription{c: c, pattern: pattern, fn: fn, done: make(chan struct{})})
-	return sub, handler.Received(err)
+	return sub, transport.Received(err)
 }
 
 func (c *Client) subscribe(ctx context.Context, sub *Subscription) (*Subscription, error) {
 	pattern := sub.pattern
-	if err := handler.RefuseWait(ctx, "subscribing to", pattern); err != nil {
+	if err := transport.RefuseWait(ctx, "subscribing to", pattern); err != nil {
 		return nil, err // it waits for the server to take the subscription in
 	}
 	if err := proto.ValidPattern([]byte(pattern)); err != nil || len(pattern) > c.opts.Limits.MaxRoute {
@@ -309,16 +310,16 @@ func (t *subTable) ended(f *proto.Frame) {
 // it: nothing is delivered, and the refusal comes back later, to
 // Options.PublishRefused and RefusedPublishes; Flush waits for it.
 func (c *Client) Publish(ctx context.Context, topic string, in any) error {
-	payload, err := handler.AppendArgWith(c.opts.Codec, nil, in)
+	payload, err := transport.AppendArgWith(c.opts.Codec, nil, in)
 	if err != nil {
 		return err
 	}
-	return handler.Received(c.publish(ctx, topic, c.opts.Codec.ID(), payload))
+	return transport.Received(c.publish(ctx, topic, c.opts.Codec.ID(), payload))
 }
 
 // PublishRaw publishes payload, as raw bytes, to topic.
 func (c *Client) PublishRaw(ctx context.Context, topic string, payload []byte) error {
-	return handler.Received(c.publish(ctx, topic, proto.CodecRaw, payload))
+	return transport.Received(c.publish(ctx, topic, proto.CodecRaw, payload))
 }
 
 func (c *Client) publish(ctx context.Context, topic string, codec proto.Codec, payload []byte) error {
@@ -332,7 +333,7 @@ func (c *Client) publish(ctx context.Context, topic string, codec proto.Codec, p
 	h.Deadline = 0 // a publish carries none
 	w, err := c.pick()
 	if err == c.noConn && c.opts.WaitForReady {
-		if werr := handler.RefuseWait(ctx, "waiting for a connection to publish to", topic); werr != nil {
+		if werr := transport.RefuseWait(ctx, "waiting for a connection to publish to", topic); werr != nil {
 			return werr
 		}
 		w, err = c.awaitConn(ctx, topic, err)

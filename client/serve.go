@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -34,7 +35,7 @@ type serving struct {
 	dropped func()            // counts a push Pushes had no room for
 	subs    *subTable         // the client's subscriptions, for Message frames
 	pubs    *publishRefusals  // the server's refusals of the client's publishes
-	run     handler.Runner    // runs the server's calls and streams
+	run     transport.Runner  // runs the server's calls and streams
 	streams engine.StreamConfig
 }
 
@@ -103,7 +104,7 @@ func (w *wire) serve(f *proto.Frame) {
 func (w *wire) runHandler(rt *handler.Route, call *handler.Call, req []byte, oneWay bool) {
 	sc := &w.calls
 	defer sc.wg.Done()
-	out, _ := w.srv.run.Run(&handler.Job{Route: rt, Call: call, Req: req, OneWay: oneWay}, nil)
+	out, _ := w.srv.run.Run(&transport.Job{Route: rt, Call: call, Req: req, OneWay: oneWay}, nil)
 	sc.mu.Lock()
 	sc.running.Remove(call.ID)
 	sc.mu.Unlock()

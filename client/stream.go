@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/internal/stream"
 	"github.com/rpcd/rpcd/proto"
@@ -48,11 +49,11 @@ func streamConfig(o *Options, srv *serving) engine.StreamConfig {
 // connection, OpenStream itself fails Unavailable, Unprocessed.
 func (c *Client) OpenStream(ctx context.Context, route string) (handler.Stream, error) {
 	s, err := c.openStream(ctx, route)
-	return s, handler.Received(err)
+	return s, transport.Received(err)
 }
 
 func (c *Client) openStream(ctx context.Context, route string) (handler.Stream, error) {
-	if err := handler.RefuseWait(ctx, "opening stream", route); err != nil {
+	if err := transport.RefuseWait(ctx, "opening stream", route); err != nil {
 		return nil, err // its Read and Write wait
 	}
 	if err := ctx.Err(); err != nil {

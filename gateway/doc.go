@@ -32,7 +32,7 @@
 //
 // OpenAPI serves an OpenAPI 3.1 document of the routes (OpenAPIPath,
 // /openapi.json): each call route's path, a typed route's argument and reply
-// as the JSON Schemas handler.Registry.Describe derives from its Go types,
+// as the JSON Schemas package handler/schema derives from its Go types,
 // the error statuses with the error body, the headers, and a bearer scheme
 // with an Authenticator.
 //

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -87,7 +88,7 @@ type Gateway struct {
 	reg      *handler.Registry
 	opts     Options
 	log      *slog.Logger
-	run      handler.Runner // runs the calls (handler/run.go)
+	run      transport.Runner // runs the calls (handler/transport/run.go)
 	ids      atomic.Uint32
 	draining atomic.Bool
 	counts   counters // Stats
@@ -109,7 +110,7 @@ func New(reg *handler.Registry, opts Options) *Gateway {
 		opts.CompressMin = 1 << 10
 	}
 	return &Gateway{reg: reg, opts: opts, log: opts.Logger,
-		run: handler.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger}}
+		run: transport.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger}}
 }
 
 // Drain makes the gateway refuse new calls with Unavailable (503), marked
@@ -346,7 +347,7 @@ func (g *Gateway) fail(w http.ResponseWriter, tl tally, status int, err error) {
 	if tl.call {
 		g.counts.failed(code)
 	}
-	body, _ := json.Marshal(errorBody{Code: CodeName(code), Message: handler.MessageOf(err), Unprocessed: handler.AnswersUnprocessed(err)})
+	body, _ := json.Marshal(errorBody{Code: CodeName(code), Message: handler.MessageOf(err), Unprocessed: transport.AnswersUnprocessed(err)})
 	h := w.Header()
 	h.Set("Content-Type", ContentJSON)
 	h.Set("X-Content-Type-Options", "nosniff")

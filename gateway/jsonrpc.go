@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -285,11 +286,11 @@ func refused(code int, msg string) *jsonrpcError {
 func errorObject(err error) *jsonrpcError {
 	code := handler.CodeOf(err)
 	e := &jsonrpcError{Code: JSONRPCServerError, Message: handler.MessageOf(err),
-		Data: &jsonrpcRPCD{Code: int(code), Name: CodeName(code), Unprocessed: handler.AnswersUnprocessed(err)}}
+		Data: &jsonrpcRPCD{Code: int(code), Name: CodeName(code), Unprocessed: transport.AnswersUnprocessed(err)}}
 	switch {
-	case code == proto.CodeNotFound && handler.AnswersUnprocessed(err):
+	case code == proto.CodeNotFound && transport.AnswersUnprocessed(err):
 		e.Code = JSONRPCMethodNotFound
-	case code == proto.CodeInvalidArgument && handler.AnswersUnprocessed(err):
+	case code == proto.CodeInvalidArgument && transport.AnswersUnprocessed(err):
 		e.Code = JSONRPCInvalidParams
 	case code == proto.CodeInternal:
 		e.Code = JSONRPCInternalError

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/schema"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -106,7 +107,7 @@ type obj = map[string]any
 // routes, as JSON: a path POST PREFIX+ROUTE for each call route (stream
 // routes are not called over HTTP), a typed route's body and 200 reply in
 // application/json with its argument's and reply's JSON Schemas (from
-// handler.Registry.Describe), a raw route's in application/octet-stream
+// schema.Descriptions), a raw route's in application/octet-stream
 // or application/json, any bytes; each error status with the error body
 // {"code", "message", "unprocessed"}; the Rpcd-Timeout, traceparent,
 // tracestate and baggage headers as optional parameters; with an
@@ -120,7 +121,7 @@ func (g *Gateway) OpenAPIDocument(opts OpenAPIOptions) []byte {
 		opts.Version = "1"
 	}
 	auth := g.opts.Authenticator != nil
-	hoist := &hoister{components: map[string]*handler.Schema{}, byKey: map[string]map[string]string{}}
+	hoist := &hoister{components: map[string]*schema.Schema{}, byKey: map[string]map[string]string{}}
 
 	params := []any{ref("parameters", "Rpcd-Timeout"), ref("parameters", "traceparent"), ref("parameters", "tracestate"), ref("parameters", "baggage")}
 	if auth {
@@ -140,14 +141,14 @@ func (g *Gateway) OpenAPIDocument(opts OpenAPIOptions) []byte {
 
 	paths := obj{}
 	var methods []string
-	for _, d := range g.reg.Descriptions() {
-		if d.Kind == handler.KindStream {
+	for _, d := range schema.Descriptions(g.reg) {
+		if d.Kind == schema.KindStream {
 			continue
 		}
 		methods = append(methods, d.Name)
 		var body, reply obj
 		summary := d.Kind + " route " + d.Name
-		if d.Kind == handler.KindTyped {
+		if d.Kind == schema.KindTyped {
 			body = obj{ContentJSON: obj{"schema": hoist.schema(d.Argument)}}
 			reply = obj{ContentJSON: obj{"schema": hoist.schema(d.Reply)}}
 		} else {
@@ -276,10 +277,10 @@ func ref(kind, name string) obj { return obj{"$ref": "#/components/" + kind + "/
 func errorName(status int) string { return "Error" + strconv.Itoa(status) }
 
 // routeText describes a route for people.
-func routeText(d handler.Description) string {
+func routeText(d schema.Description) string {
 	var b strings.Builder
 	switch d.Kind {
-	case handler.KindTyped:
+	case schema.KindTyped:
 		b.WriteString("A typed route: the body is its argument in JSON (an empty body is the zero value), the reply its result in JSON.")
 	default:
 		b.WriteString("A raw route: the body is its payload, any bytes, sent as application/octet-stream (or as application/json); the reply is its bytes, in the request's Content-Type.")
@@ -306,14 +307,14 @@ func escapeRoute(route string) string {
 // there: in an OpenAPI document, "#/$defs/..." would name the document's
 // root.
 type hoister struct {
-	components map[string]*handler.Schema
+	components map[string]*schema.Schema
 	byKey      map[string]map[string]string // a schema's $defs, as JSON → its names → their component names
 }
 
 // schema returns s as the document holds it: s itself if it has no $defs
 // (it is shared, and not changed), else a copy whose $refs point to
 // components.
-func (h *hoister) schema(s *handler.Schema) *handler.Schema {
+func (h *hoister) schema(s *schema.Schema) *schema.Schema {
 	if s == nil || len(s.Defs) == 0 {
 		return s
 	}
@@ -332,7 +333,7 @@ func (h *hoister) schema(s *handler.Schema) *handler.Schema {
 				name = local + "_" + strconv.Itoa(i)
 			}
 			names[local] = name
-			h.components[name] = &handler.Schema{} // taken; filled below
+			h.components[name] = &schema.Schema{} // taken; filled below
 		}
 		for _, local := range locals {
 			h.components[names[local]] = repoint(copySchema(s.Defs[local]), names)
@@ -345,9 +346,9 @@ func (h *hoister) schema(s *handler.Schema) *handler.Schema {
 }
 
 // copySchema returns a deep copy of s.
-func copySchema(s *handler.Schema) *handler.Schema {
+func copySchema(s *schema.Schema) *schema.Schema {
 	b, err := json.Marshal(s)
-	var c handler.Schema
+	var c schema.Schema
 	if err == nil {
 		err = json.Unmarshal(b, &c)
 	}
@@ -358,7 +359,7 @@ func copySchema(s *handler.Schema) *handler.Schema {
 }
 
 // repoint points the $refs of s, a copy, to the components names gives.
-func repoint(s *handler.Schema, names map[string]string) *handler.Schema {
+func repoint(s *schema.Schema, names map[string]string) *schema.Schema {
 	if s == nil {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/gateway"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/schema"
 )
 
 // oaNode is a recursive type, whose schema the document keeps in its
@@ -102,8 +103,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	for p := range paths {
 		got = append(got, p)
 	}
-	for _, d := range reg.Descriptions() {
-		if d.Kind != handler.KindStream {
+	for _, d := range schema.Descriptions(reg) {
+		if d.Kind != schema.KindStream {
 			want = append(want, "/rpc/"+d.Name)
 		}
 	}
@@ -111,8 +112,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("paths %v\nwant  %v (every call route, no stream route, no JSON-RPC unless asked)", got, want)
 	}
-	for _, d := range reg.Descriptions() {
-		if d.Kind == handler.KindStream {
+	for _, d := range schema.Descriptions(reg) {
+		if d.Kind == schema.KindStream {
 			continue
 		}
 		op := at(paths, "/rpc/"+d.Name, "post")
@@ -125,7 +126,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		}
 		body := at(op, "requestBody", "content")
 		ok := at(op, "responses", "200", "content")
-		if d.Kind == handler.KindRaw {
+		if d.Kind == schema.KindRaw {
 			if at(body, gateway.ContentRaw) == nil || at(ok, gateway.ContentRaw) == nil {
 				t.Errorf("%s: a raw route without %s: %v, %v", d.Name, gateway.ContentRaw, body, ok)
 			}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -41,7 +41,7 @@ type Stats struct {
 	Responses []ResponseCount
 
 	// Errors counts the calls answered with an error, by code (index with
-	// handler.CodeSlot), as reactor.Stats.Errors counts the Error frames of the
+	// transport.CodeSlot), as reactor.Stats.Errors counts the Error frames of the
 	// RPC port: a request under the prefix answered with an error body
 	// (refusals before any handler included: no such route, a method, a
 	// content type, credentials, a body too large), and each JSON-RPC
@@ -49,7 +49,7 @@ type Stats struct {
 	// request object, as InvalidArgument) or refused whole by an error
 	// body. A path outside the prefix is no call, and JSON-RPC
 	// notifications get no answer: neither is counted here.
-	Errors [handler.CodeSlots]uint64
+	Errors [transport.CodeSlots]uint64
 }
 
 // ResponseCount is the number of responses of one route label with one
@@ -67,7 +67,7 @@ type ResponseCount struct {
 type counters struct {
 	mu        sync.Mutex
 	responses map[responseKey]uint64
-	errors    [handler.CodeSlots]atomic.Uint64
+	errors    [transport.CodeSlots]atomic.Uint64
 }
 
 type responseKey struct {
@@ -86,7 +86,7 @@ func (c *counters) response(route string, status int) {
 }
 
 // failed counts a call answered with an error of code.
-func (c *counters) failed(code proto.Code) { c.errors[handler.CodeSlot(code)].Add(1) }
+func (c *counters) failed(code proto.Code) { c.errors[transport.CodeSlot(code)].Add(1) }
 
 // Stats returns the gateway's counters now.
 func (g *Gateway) Stats() Stats {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/gateway"
-	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -142,7 +142,7 @@ func TestStats(t *testing.T) {
 		proto.CodeUnimplemented:     1 + 1,     // GET of a route and of /jsonrpc
 		proto.CodeResourceExhausted: 1,         // too large
 	}
-	for code := range handler.CodeSlots {
+	for code := range transport.CodeSlots {
 		if got, want := st.Errors[code], wantErrors[proto.Code(code)]; got != want {
 			t.Errorf("Errors[%s] = %d, want %d", gateway.CodeName(proto.Code(code)), got, want)
 		}

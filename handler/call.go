@@ -30,7 +30,7 @@ type Call struct {
 	Peer Peer
 	// Inline is set while the handler runs on a server's event loop, which
 	// it must not block: calls through a Client, a Cluster or Peer that
-	// would wait for a reply refuse to there (RefuseWait).
+	// would wait for a reply refuse to there (transport.RefuseWait).
 	Inline bool
 
 	parent   context.Context
@@ -72,25 +72,6 @@ func CallFrom(ctx context.Context) *Call {
 	}
 	c, _ := ctx.Value(callKey{}).(*Call)
 	return c
-}
-
-// RefuseWait returns nil if ctx may wait for a reply from the network, as
-// any context may that is not an inline handler's. Under the Call of a
-// handler running inline on an event loop (Inline), or a context derived
-// from it, it returns a FailedPrecondition *Error, marked Unprocessed,
-// saying that doing to target (as "calling", "Math/Sum") would stall the
-// loop and how to avoid it: the reply could only be read by the loop the
-// handler holds, or by no loop that could run meanwhile. A client's and a
-// server's calls that wait check it before anything else; it allocates
-// nothing unless it refuses.
-func RefuseWait(ctx context.Context, doing, target string) error {
-	c := CallFrom(ctx)
-	if c == nil || !c.Inline {
-		return nil
-	}
-	return &Error{Code: proto.CodeFailedPrecondition, Unprocessed: true,
-		Message: doing + " " + target + " from the inline handler of " + c.Route + " would stall its event loop: " +
-			"register " + c.Route + " with handler.Blocking() to run it on the goroutine pool"}
 }
 
 // Start readies c for a call whose fields the transport has just set. parent

@@ -1,15 +1,10 @@
 package handler
 
 import (
-	"errors"
 	"reflect"
-	"sync"
 	"sync/atomic"
-	"unsafe"
 
-	"github.com/bytedance/sonic/decoder"
-	"github.com/bytedance/sonic/encoder"
-
+	"github.com/rpcd/rpcd/internal/jsoncodec"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -29,64 +24,14 @@ type Codec interface {
 // request bytes.
 var JSON Codec = jsonCodec{}
 
+// jsonCodec is JSON; its machinery is internal/jsoncodec's.
 type jsonCodec struct{}
 
 func (jsonCodec) ID() proto.Codec { return proto.CodecJSON }
 
-func (jsonCodec) Append(dst []byte, v any) ([]byte, error) {
-	if out, ok := appendScalar(dst, v); ok {
-		return out, nil
-	}
-	return encodeSonic(dst, v)
-}
+func (jsonCodec) Append(dst []byte, v any) ([]byte, error) { return jsoncodec.Append(dst, v) }
 
-// encodeSonic is apart from Append because the slice header it hands sonic
-// escapes to the heap: the scalar paths must not pay for that allocation.
-func encodeSonic(dst []byte, v any) ([]byte, error) {
-	err := encoder.EncodeInto(&dst, v, encoder.ValidateString)
-	return dst, err
-}
-
-// decoders reuses sonic's decoders, which are made per call otherwise.
-var decoders = sync.Pool{New: func() any { return decoder.NewDecoder("") }}
-
-func (jsonCodec) Unmarshal(data []byte, v any) error {
-	if ok, err := unmarshalScalar(data, v); ok {
-		return err
-	}
-	// A view of data, not a copy: CopyString makes every decoded string a
-	// copy, and the decoder drops the view before going back to the pool.
-	// ValidateString refuses control characters and bad escapes in any
-	// string, skipped or kept (sonic lets them through otherwise), and
-	// replaces invalid UTF-8 with U+FFFD, as encoding/json does.
-	d := decoders.Get().(*decoder.Decoder)
-	d.Reset(unsafe.String(unsafe.SliceData(data), len(data)))
-	d.SetOptions(decoder.OptionCopyString | decoder.OptionValidateString)
-	err := d.Decode(v)
-	if err == nil {
-		err = d.CheckTrailings()
-	}
-	d.Reset("")
-	decoders.Put(d)
-	if err != nil {
-		// sonic's errors quote the input around the error: this one says
-		// what is wrong and where, in rpcd's words (jsonerr.go).
-		return errors.New(describeJSON(data, err, v))
-	}
-	return nil
-}
-
-// errorText returns err's message. sonic v1.15.5 panics formatting some of
-// its syntax errors (an index out of range on a negative error code;
-// FuzzTypedArgs found it): the message then says less.
-func errorText(err error) (msg string) {
-	defer func() {
-		if recover() != nil {
-			msg = "invalid JSON"
-		}
-	}()
-	return err.Error()
-}
+func (jsonCodec) Unmarshal(data []byte, v any) error { return jsoncodec.Unmarshal(data, v) }
 
 // userCodecs are the codecs RegisterCodec added, by id less CodecUser.
 var userCodecs [256 - int(proto.CodecUser)]atomic.Pointer[codecBox]
@@ -126,44 +71,6 @@ func codecFor(id proto.Codec) Codec {
 		if b := userCodecs[id-proto.CodecUser].Load(); b != nil {
 			return b.c
 		}
-	}
-	return nil
-}
-
-// AppendArg appends in, a call's argument, to dst encoded as JSON: it is
-// AppendArgWith(JSON, dst, in).
-func AppendArg(dst []byte, in any) ([]byte, error) { return AppendArgWith(JSON, dst, in) }
-
-// AppendArgWith appends in, a call's argument, to dst encoded with c; a
-// nil in is no payload. A value c cannot encode is an InvalidArgument
-// error marked Unprocessed: the call was never sent. Callers on either
-// side of a connection (client.Client, a server's Peer) encode arguments
-// with it.
-func AppendArgWith(c Codec, dst []byte, in any) ([]byte, error) {
-	if in == nil {
-		return dst, nil
-	}
-	out, err := c.Append(dst, in)
-	if err != nil {
-		return dst, &Error{Code: proto.CodeInvalidArgument, Message: "encoding the argument: " + err.Error(), Unprocessed: true}
-	}
-	return out, nil
-}
-
-// DecodeReply decodes the JSON reply of a call to route into out: it is
-// DecodeReplyWith(JSON, route, reply, out).
-func DecodeReply(route string, reply []byte, out any) error {
-	return DecodeReplyWith(JSON, route, reply, out)
-}
-
-// DecodeReplyWith decodes the reply of a call to route, encoded with c,
-// into out, a pointer; a nil out or an empty reply decodes nothing.
-func DecodeReplyWith(c Codec, route string, reply []byte, out any) error {
-	if out == nil || len(reply) == 0 {
-		return nil
-	}
-	if err := c.Unmarshal(reply, out); err != nil {
-		return &Error{Code: proto.CodeInvalidArgument, Message: "decoding the reply of " + route + ": " + err.Error()}
 	}
 	return nil
 }

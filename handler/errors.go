@@ -20,11 +20,12 @@ type Error struct {
 	// flag on the wire), so it is safe to send again. The server sets it
 	// when it refuses a call; a handler sets it on an error it returns
 	// before doing anything. On an error that a call of the handler's own
-	// returned (see Received) it speaks of that call: the server answers
-	// the handler's call without it.
+	// returned (a client's or a Peer's, which mark their errors so: see
+	// transport.Received) it speaks of that call: the server answers the
+	// handler's call without it.
 	Unprocessed bool
 
-	received bool // returned by a call or stream that a client or a Peer made (Received)
+	received bool // returned by a call or stream that a client or a Peer made (transport.Received)
 }
 
 // Errorf returns an *Error with the code and a formatted message.
@@ -129,39 +130,3 @@ func IsUnprocessed(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Unprocessed
 }
-
-// Received returns err, the outcome of a call, stream or publish that a
-// client or a reactor.Peer made, marked as such; the client and Peer
-// return every error so. Its Unprocessed flag still tells the caller that
-// its call was not acted on, but a handler that returns it (or wraps it)
-// has run, whatever its callee did: the server answers the handler's own
-// call without the flag, so that its caller does not send it again. A
-// handler that knows it did nothing may return an *Error of its own
-// marked Unprocessed. Errors that are not an *Error marked Unprocessed
-// come back as they are.
-func Received(err error) error {
-	e, ok := err.(*Error)
-	if !ok || !e.Unprocessed || e.received {
-		return err
-	}
-	cp := *e
-	cp.received = true
-	return &cp
-}
-
-// AnswersUnprocessed reports whether a handler's error answers its call
-// with the Unprocessed flag: an *Error marked Unprocessed that no call of
-// the handler's returned (Received).
-func AnswersUnprocessed(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Unprocessed && !e.received
-}
-
-// CodeSlots is the length of an array that counts by error code (the
-// servers' error counters, the metrics by route): a slot for each code
-// docs/protocol.md defines (0 to 16), and a last one that counts every code
-// above them together (reserved by the protocol, or an application's own).
-const CodeSlots = int(proto.CodeUnauthenticated) + 2
-
-// CodeSlot returns the index that counts code in such an array.
-func CodeSlot(code proto.Code) int { return min(int(code), CodeSlots-1) }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/rpcd/rpcd/internal/handlerstate"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -35,17 +36,11 @@ type Route struct {
 	base     Handler // as registered
 	handler  Handler // base wrapped by the registry's middleware
 	blocking bool    // registered with Blocking
-	pinned   bool    // registered with Inline: never moved to the pool
-	state    *routeState
-}
-
-// routeState is what a route measures of its inline runs and where that
-// has made it run; the copies of a Route that Use makes share it.
-type routeState struct {
-	moved    atomic.Bool   // runs on the blocking pool: its inline runs kept passing their budget (run.go)
-	runs     atomic.Uint32 // its last timed inline runs, the newest in bit 0: 1 for a run over budget
-	overruns atomic.Uint64 // inline runs a watchdog saw pass its threshold
-	logged   atomic.Bool   // the first overrun has been logged, with a stack
+	// state is what handler/transport and handler/schema reach of the
+	// route (internal/handlerstate): registered with Inline, its Go types
+	// if typed, what it measures of its inline runs. The copies of a Route
+	// that Use makes share it.
+	state *handlerstate.Route
 }
 
 // RouteOption configures a route at registration.
@@ -58,15 +53,16 @@ type RouteOption func(*Route)
 // A route registered without Blocking runs inline, on the event loop that
 // read its call, and must not block: calls it makes through a Client, a
 // Cluster or its Peer that would wait for a reply are refused at once
-// (RefuseWait). A route whose inline runs keep passing their budget moves
-// itself to the pool (see Runner), unless it is registered with Inline.
+// (transport.RefuseWait). A route whose inline runs keep passing their
+// budget moves itself to the pool (see transport.Runner), unless it is
+// registered with Inline.
 func Blocking() RouteOption { return func(r *Route) { r.blocking = true } }
 
 // Inline pins a route to the event loop: it runs inline even if its runs
 // keep passing the inline budget, which would otherwise move it to the
-// blocking pool (see Runner). The watchdog still reports its overruns. A
-// route cannot be both Blocking and Inline.
-func Inline() RouteOption { return func(r *Route) { r.pinned = true } }
+// blocking pool (see transport.Runner). The watchdog still reports its
+// overruns. A route cannot be both Blocking and Inline.
+func Inline() RouteOption { return func(r *Route) { r.state.Pinned = true } }
 
 // Handle registers h for route. A route is 1 to proto.DefaultMaxRoute bytes
 // of printable ASCII, by convention "Controller/Action". Handle panics if the
@@ -78,12 +74,15 @@ func (r *Registry) Handle(route string, h Handler, opts ...RouteOption) {
 	if h == nil {
 		panic("rpcd: nil handler for route " + route)
 	}
-	rt := &Route{name: route, base: h, state: new(routeState)}
+	rt := &Route{name: route, base: h, state: new(handlerstate.Route)}
 	for _, o := range opts {
 		o(rt)
 	}
-	if rt.blocking && rt.pinned {
+	if rt.blocking && rt.state.Pinned {
 		panic("rpcd: route " + route + " registered both Blocking and Inline")
+	}
+	if t, ok := h.(typer); ok { // Func's: handler/schema describes its types
+		rt.state.Arg, rt.state.Reply = t.types()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -164,9 +163,9 @@ func (r *Registry) Routes() []RouteInfo {
 	m := *r.routes.Load()
 	out := make([]RouteInfo, 0, len(m))
 	for _, rt := range m {
-		moved := rt.state.moved.Load()
+		moved := rt.state.Moved.Load()
 		out = append(out, RouteInfo{Name: rt.name, Blocking: rt.blocking || moved, Moved: moved,
-			Inline: rt.pinned, Overruns: rt.state.overruns.Load()})
+			Inline: rt.state.Pinned, Overruns: rt.state.Overruns.Load()})
 	}
 	for _, name := range r.StreamRoutes() {
 		out = append(out, RouteInfo{Name: name, Stream: true})
@@ -182,7 +181,7 @@ func (rt *Route) Name() string { return rt.name }
 // registered with Blocking, or its inline runs kept passing their budget
 // and it moved itself there. A transport asks at every call: a route that
 // moves runs on the pool from its next call on.
-func (rt *Route) IsBlocking() bool { return rt.blocking || rt.state.moved.Load() }
+func (rt *Route) IsBlocking() bool { return rt.blocking || rt.state.Moved.Load() }
 
 // Serve runs the route's handler (with middleware) on req and appends the
 // reply to buf, returning the extended buf. The handler gets an empty slice
@@ -201,20 +200,6 @@ func (rt *Route) Serve(ctx context.Context, req, buf []byte) ([]byte, error) {
 // handler's: the transport writes it before it reuses req, and the handler
 // does not change it once returned.
 func (rt *Route) ServeOwn(ctx context.Context, req, buf []byte, large int) (out, own []byte, err error) {
-	start := len(buf)
-	defer func() {
-		if p := recover(); p != nil {
-			out, own, err = buf[:start], nil, rt.panicked(p)
-		}
-	}()
-	reply, err := rt.handler.ServeRPC(ctx, req, buf[start:start])
-	return placeReply(buf, start, reply, large, err)
-}
-
-// serveInline is ServeOwn for a call run inline on an event loop: a
-// function of its own, so that a goroutine's stack tells a watchdog which
-// goroutine is an event loop held by a handler (Runner.Check).
-func (rt *Route) serveInline(ctx context.Context, req, buf []byte, large int) (out, own []byte, err error) {
 	start := len(buf)
 	defer func() {
 		if p := recover(); p != nil {

@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"sort"
 
+	"github.com/rpcd/rpcd/internal/handlerstate"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -123,24 +124,18 @@ func (r *Registry) StreamRoutes() []string {
 // Name returns the stream route's name.
 func (rt *StreamRoute) Name() string { return rt.name }
 
-type streamKey struct{}
-
-// WithStream returns a context carrying s, for the transport to start the
-// handler's Call with (Call.Start(WithStream(base, s), deadline)):
-// ServeStream finds the stream there, under any middleware.
-func WithStream(parent context.Context, s Stream) context.Context {
-	return context.WithValue(parent, streamKey{}, s)
-}
-
-// StreamFrom returns the stream ctx carries (see WithStream), or nil.
+// StreamFrom returns the stream ctx carries, or nil: under a stream
+// route's handler, and the middleware around it, the stream being served
+// (a transport puts it there, transport.WithStream).
 func StreamFrom(ctx context.Context) Stream {
-	s, _ := ctx.Value(streamKey{}).(Stream)
+	s, _ := ctx.Value(handlerstate.StreamKey{}).(Stream)
 	return s
 }
 
 // ServeStream runs the route's handler on s under the registry's
-// middleware, with ctx (a *Call whose parent came from WithStream). A
-// panic in the handler is returned as a *PanicError.
+// middleware, with ctx (a *Call whose parent came from
+// transport.WithStream). A panic in the handler is returned as a
+// *PanicError.
 func (rt *StreamRoute) ServeStream(ctx context.Context) (err error) {
 	defer func() {
 		if p := recover(); p != nil {

@@ -1,4 +1,4 @@
-package handler
+package handler_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -13,61 +15,61 @@ import (
 // with them, take the registry's middleware, and turn a panic into a
 // PanicError; a stream route serves no call.
 func TestHandleStream(t *testing.T) {
-	r := NewRegistry()
+	r := handler.NewRegistry()
 	r.HandleFunc("A/Call", func(_ context.Context, req, reply []byte) ([]byte, error) { return reply, nil })
 	ran := 0
-	r.HandleStream("B/Stream", func(ctx context.Context, s Stream) error {
+	r.HandleStream("B/Stream", func(ctx context.Context, s handler.Stream) error {
 		ran++
-		if StreamFrom(ctx) != s {
+		if handler.StreamFrom(ctx) != s {
 			t.Error("the handler's context does not carry its stream")
 		}
 		return nil
 	})
-	r.HandleStream("C/Panic", func(context.Context, Stream) error { panic("boom") })
+	r.HandleStream("C/Panic", func(context.Context, handler.Stream) error { panic("boom") })
 	if r.Lookup([]byte("B/Stream")) != nil || r.LookupStream([]byte("A/Call")) != nil {
 		t.Fatal("stream and call routes are not apart")
 	}
 	got := r.Routes()
-	if len(got) != 3 || got[0] != (RouteInfo{Name: "A/Call"}) || got[1] != (RouteInfo{Name: "B/Stream", Stream: true}) {
+	if len(got) != 3 || got[0] != (handler.RouteInfo{Name: "A/Call"}) || got[1] != (handler.RouteInfo{Name: "B/Stream", Stream: true}) {
 		t.Fatalf("Routes() = %+v", got)
 	}
 	var seen []string
-	r.Use(func(next Handler) Handler {
-		return HandlerFunc(func(ctx context.Context, req, reply []byte) ([]byte, error) {
-			seen = append(seen, CallFrom(ctx).Route)
-			if CallFrom(ctx).Route == "C/Panic" {
-				return reply, &Error{Code: proto.CodePermissionDenied, Unprocessed: true}
+	r.Use(func(next handler.Handler) handler.Handler {
+		return handler.HandlerFunc(func(ctx context.Context, req, reply []byte) ([]byte, error) {
+			seen = append(seen, handler.CallFrom(ctx).Route)
+			if handler.CallFrom(ctx).Route == "C/Panic" {
+				return reply, &handler.Error{Code: proto.CodePermissionDenied, Unprocessed: true}
 			}
 			return next.ServeRPC(ctx, req, reply)
 		})
 	})
-	var s Stream = (*nopStream)(nil)
-	call := &Call{Route: "B/Stream"}
-	call.Start(WithStream(context.Background(), s), noDeadline)
+	var s handler.Stream = (*nopStream)(nil)
+	call := &handler.Call{Route: "B/Stream"}
+	call.Start(transport.WithStream(context.Background(), s), noDeadline)
 	if err := r.LookupStream([]byte("B/Stream")).ServeStream(call); err != nil || ran != 1 {
 		t.Fatalf("ServeStream: %v, ran %d", err, ran)
 	}
-	call = &Call{Route: "C/Panic"}
-	call.Start(WithStream(context.Background(), s), noDeadline)
-	if err := r.LookupStream([]byte("C/Panic")).ServeStream(call); !errors.Is(err, ErrPermissionDenied) {
+	call = &handler.Call{Route: "C/Panic"}
+	call.Start(transport.WithStream(context.Background(), s), noDeadline)
+	if err := r.LookupStream([]byte("C/Panic")).ServeStream(call); !errors.Is(err, handler.ErrPermissionDenied) {
 		t.Fatalf("the middleware's refusal: %v", err)
 	}
 	if len(seen) != 2 {
 		t.Fatalf("the middleware saw %v", seen)
 	}
-	r2 := NewRegistry()
-	r2.HandleStream("C/Panic", func(context.Context, Stream) error { panic("boom") })
-	call = &Call{Route: "C/Panic"}
-	call.Start(WithStream(context.Background(), s), noDeadline)
-	var pe *PanicError
+	r2 := handler.NewRegistry()
+	r2.HandleStream("C/Panic", func(context.Context, handler.Stream) error { panic("boom") })
+	call = &handler.Call{Route: "C/Panic"}
+	call.Start(transport.WithStream(context.Background(), s), noDeadline)
+	var pe *handler.PanicError
 	if err := r2.LookupStream([]byte("C/Panic")).ServeStream(call); !errors.As(err, &pe) {
 		t.Fatalf("a panic: %v, want a PanicError", err)
 	}
 	// Without a stream in its context (a transport's mistake), a stream
 	// route refuses to run.
-	call = &Call{Route: "B/Stream"}
+	call = &handler.Call{Route: "B/Stream"}
 	call.Start(context.Background(), noDeadline)
-	if err := r.LookupStream([]byte("B/Stream")).ServeStream(call); CodeOf(err) != proto.CodeUnimplemented {
+	if err := r.LookupStream([]byte("B/Stream")).ServeStream(call); handler.CodeOf(err) != proto.CodeUnimplemented {
 		t.Fatalf("no stream: %v", err)
 	}
 	for _, bad := range []string{"", "B/Stream"} {
@@ -77,7 +79,7 @@ func TestHandleStream(t *testing.T) {
 					t.Errorf("HandleStream(%q) did not panic", bad)
 				}
 			}()
-			r.HandleStream(bad, func(context.Context, Stream) error { return nil })
+			r.HandleStream(bad, func(context.Context, handler.Stream) error { return nil })
 		}()
 	}
 }

@@ -6,8 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/bytedance/sonic"
-
+	"github.com/rpcd/rpcd/internal/jsoncodec"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -23,26 +22,27 @@ import (
 //	}))
 func Func[Req, Resp any](fn func(ctx context.Context, in Req) (Resp, error)) Handler {
 	// Compile sonic's codecs for both types now, not on the first call.
-	_ = sonic.Pretouch(reflect.TypeFor[Req]())
-	_ = sonic.Pretouch(reflect.TypeFor[Resp]())
+	jsoncodec.Prepare(reflect.TypeFor[Req]())
+	jsoncodec.Prepare(reflect.TypeFor[Resp]())
 	return &typed[Req, Resp]{fn: fn, states: sync.Pool{New: func() any { return new(typedState[Req, Resp]) }}}
 }
 
 type typed[Req, Resp any] struct {
 	fn     func(ctx context.Context, in Req) (Resp, error)
 	states sync.Pool // of *typedState: the values live there, not on the heap per call
-
-	describe   sync.Once // the schemas, derived on the first Describe, not at registration
-	arg, reply *Schema
 }
 
-// shapes returns the schemas of the argument and the reply (describe.go).
-func (h *typed[Req, Resp]) shapes() (arg, reply *Schema) {
-	h.describe.Do(func() {
-		h.arg = ArgumentSchema(reflect.TypeFor[Req]())
-		h.reply = ReplySchema(reflect.TypeFor[Resp]())
-	})
-	return h.arg, h.reply
+// typer is a handler that knows the Go types of its argument and reply:
+// Func's. Registry.Handle keeps them for handler/schema, which describes
+// the route (a handler of its own around a Func hides them: the route is
+// raw).
+type typer interface {
+	types() (arg, reply reflect.Type)
+}
+
+// types returns Req and Resp.
+func (h *typed[Req, Resp]) types() (arg, reply reflect.Type) {
+	return reflect.TypeFor[Req](), reflect.TypeFor[Resp]()
 }
 
 // typedState holds one call's decoded argument and result.

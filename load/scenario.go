@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	"github.com/rpcd/rpcd/handler"
+
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/handler/transport"
 )
 
 // Caller is what a scenario calls through: a *client.Client to one server,
@@ -91,7 +93,7 @@ func typedScenario(name, route string, size int, mk func(worker int) *typedCall)
 					if tc.next != nil {
 						tc.next()
 					}
-					b, err := handler.AppendArgWith(handler.JSON, dst, tc.in)
+					b, err := transport.AppendArgWith(handler.JSON, dst, tc.in)
 					if err != nil {
 						panic("rpcd: load: a scenario's argument does not encode: " + err.Error())
 					}
@@ -99,7 +101,7 @@ func typedScenario(name, route string, size int, mk func(worker int) *typedCall)
 				},
 				check: func(reply []byte) (int, error) {
 					tc.reset()
-					if err := handler.DecodeReplyWith(handler.JSON, route, reply, tc.outp); err != nil {
+					if err := transport.DecodeReplyWith(handler.JSON, route, reply, tc.outp); err != nil {
 						return 0, err
 					}
 					return tc.check()
@@ -308,7 +310,7 @@ func JSONRoute(route string, payload []byte, echo bool) Scenario {
 				request: func(dst []byte) []byte { return append(dst, payload...) },
 				check: func(reply []byte) (int, error) {
 					out = out[:0]
-					if err := handler.DecodeReplyWith(handler.JSON, route, reply, &out); err != nil {
+					if err := transport.DecodeReplyWith(handler.JSON, route, reply, &out); err != nil {
 						return 0, err
 					}
 					return check(out)

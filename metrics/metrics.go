@@ -11,12 +11,13 @@ import (
 	_ "unsafe" // for go:linkname
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/proto"
 )
 
 // codeNames are the label values of the codes, as docs/protocol.md names
 // them.
-var codeNames = [handler.CodeSlots]string{
+var codeNames = [transport.CodeSlots]string{
 	"OK", "Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
 	"AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
 	"Aborted", "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss",
@@ -25,7 +26,7 @@ var codeNames = [handler.CodeSlots]string{
 
 // CodeName returns the name of the outcome counted at slot: "OK",
 // "NotFound", ..., or "Other" for the codes above 16.
-func CodeName(slot int) string { return codeNames[min(max(slot, 0), handler.CodeSlots-1)] }
+func CodeName(slot int) string { return codeNames[min(max(slot, 0), transport.CodeSlots-1)] }
 
 // Metrics holds the counters of every route it has seen. The zero Metrics
 // is not usable; call New.
@@ -71,7 +72,7 @@ const maxShards = 16
 type shard struct {
 	started atomic.Uint64
 	sum     atomic.Int64 // nanoseconds
-	codes   [handler.CodeSlots]atomic.Uint64
+	codes   [transport.CodeSlots]atomic.Uint64
 	buckets [NumBuckets]atomic.Uint64
 	_       [shardPad]byte
 }
@@ -80,7 +81,7 @@ type shard struct {
 // and the one the CPU fetches with it) with at least 128 bytes after the
 // counters, so that neighbouring shards share no line however the slice
 // is aligned.
-const shardPad = 128 + (128-(2+handler.CodeSlots+NumBuckets)*8%128)%128
+const shardPad = 128 + (128-(2+transport.CodeSlots+NumBuckets)*8%128)%128
 
 // route returns the counters of the route named name, making them the
 // first time.
@@ -110,7 +111,7 @@ func (r *route) start() { r.here().started.Add(1) }
 // done counts a call ended with code after d.
 func (r *route) done(code proto.Code, d time.Duration) {
 	s := r.here()
-	s.codes[handler.CodeSlot(code)].Add(1)
+	s.codes[transport.CodeSlot(code)].Add(1)
 	s.buckets[bucketOf(int64(d))].Add(1)
 	s.sum.Add(int64(d))
 }
@@ -214,9 +215,9 @@ func procUnpin()
 // RouteStats is a snapshot of one route's counters.
 type RouteStats struct {
 	Route    string
-	InFlight uint64                    // calls begun and not ended
-	Calls    [handler.CodeSlots]uint64 // ended calls by outcome; index with handler.CodeSlot
-	Latency  Histogram                 // of the ended calls
+	InFlight uint64                      // calls begun and not ended
+	Calls    [transport.CodeSlots]uint64 // ended calls by outcome; index with transport.CodeSlot
+	Latency  Histogram                   // of the ended calls
 }
 
 // Total returns the number of calls ended, whatever their outcome.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/promtest"
 	"github.com/rpcd/rpcd/metrics"
 	"github.com/rpcd/rpcd/proto"
@@ -140,7 +141,7 @@ func TestMiddlewareCounts(t *testing.T) {
 	// Use again: the routes are wrapped anew and keep counting where they were.
 	reg.Use(func(next handler.Handler) handler.Handler { return next })
 	serve(t, reg, "T/Denied", nil)
-	if n := byRoute(m)["T/Denied"].Calls[handler.CodeSlot(proto.CodePermissionDenied)]; n != 4 {
+	if n := byRoute(m)["T/Denied"].Calls[transport.CodeSlot(proto.CodePermissionDenied)]; n != 4 {
 		t.Fatalf("after Use: %d denied calls, want 4", n)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -32,11 +32,11 @@ func TestShardsAddUp(t *testing.T) {
 	}
 	r.shards = make([]shard, 4) // whatever this machine's Ps: four to add up
 	r.shards[0].started.Add(2)
-	r.shards[3].codes[handler.CodeSlot(proto.CodeOK)].Add(1) // begun on shard 0, ended on 3
+	r.shards[3].codes[transport.CodeSlot(proto.CodeOK)].Add(1) // begun on shard 0, ended on 3
 	r.shards[3].buckets[bucketOf(1000)].Add(1)
 	r.shards[3].sum.Add(1000)
 	r.shards[1].started.Add(1)
-	r.shards[1].codes[handler.CodeSlot(proto.CodeNotFound)].Add(1)
+	r.shards[1].codes[transport.CodeSlot(proto.CodeNotFound)].Add(1)
 	r.shards[1].buckets[bucketOf(3000)].Add(1)
 	r.shards[1].sum.Add(3000)
 	s := m.Snapshot()[0]

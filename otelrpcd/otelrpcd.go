@@ -16,7 +16,7 @@
 // baggage its call carried (baggage.FromContext), and its calls carry it on.
 // Such a handler waits for the call, so its route is registered with
 // handler.Blocking(): an inline handler's calls that wait are refused
-// (handler.RefuseWait).
+// (handler/transport.RefuseWait).
 //
 // Only this package and its subpackages import OpenTelemetry: a program
 // that does not use them pays nothing for it, and Middleware(nil) leaves
@@ -36,6 +36,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rpcd/rpcd/handler"
+
 	"github.com/rpcd/rpcd/proto"
 )
 

@@ -31,7 +31,7 @@ func (c *conn) welcome(out []byte, hello *proto.Frame, identity string) []byte {
 // compressReply compresses the payload of the Response begun at
 // out[start:], with own's bytes after it, with zip if it is large enough
 // and shrinks; it returns out and what is left of own to write after it.
-// It is the runner's Compress (handler.Runner): an inline call's Job
+// It is the runner's Compress (transport.Runner): an inline call's Job
 // carries the connection's zip, a pooled call's the zip its task was
 // given (the pool never reads conn.zip, which is the loop's).
 func (s *Server) compressReply(out []byte, start int, own []byte, zip proto.Compression) ([]byte, []byte) {

@@ -10,6 +10,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
@@ -73,7 +74,7 @@ type conn struct {
 
 	peer *Peer // the connection for handlers and server push; set once
 
-	inline handler.Watch // the inline handler the loop runs, for the watchdog (watchdog.go)
+	inline transport.Watch // the inline handler the loop runs, for the watchdog (watchdog.go)
 
 	streams engine.Streams // open streams (stream.go)
 
@@ -215,7 +216,7 @@ func (c *conn) beforeAuth(f *proto.Frame, out []byte) ([]byte, *ending) {
 }
 
 // handleCall answers a Request or one-way call: refused, queued for the
-// blocking pool, or run inline by the server's runner (handler.Runner),
+// blocking pool, or run inline by the server's runner (transport.Runner),
 // which the watchdog watches through c.inline.
 func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	oneWay := f.Kind == proto.KindOneWay
@@ -251,7 +252,7 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	// Field by field: a composite literal of a variable whose address is
 	// taken is built in a temporary and copied, a copy that stalls on the
 	// stores just made to the temporary (BenchmarkDirect: 10 % of a call).
-	var j handler.Job
+	var j transport.Job
 	j.Route, j.Call, j.Req, j.OneWay, j.Zip, j.Large, j.Watch = rt, call, payload, oneWay, c.zip, bigFrame, &c.inline
 	out, own := c.s.run.Run(&j, out)
 	if !call.End() {

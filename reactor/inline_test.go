@@ -203,7 +203,7 @@ func TestWatchdog(t *testing.T) {
 	if n := strings.Count(log, "holds its event loop past the watchdog's threshold"); n != 1 {
 		t.Fatalf("%d overrun logs, want 1:\n%s", n, log)
 	}
-	for _, want := range []string{"level=WARN", "route=Inline/Stuck", "threshold=50ms", "remote=127.0.0.1:", "TestWatchdog.func1", "handler.(*Route).serveInline"} {
+	for _, want := range []string{"level=WARN", "route=Inline/Stuck", "threshold=50ms", "remote=127.0.0.1:", "TestWatchdog.func1", "handler/transport.serveInline"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the overrun log lacks %q:\n%s", want, log)
 		}

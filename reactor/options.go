@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -60,7 +61,7 @@ type Options struct {
 	// inline runs (one call in 64 per connection, and every run the
 	// watchdog reports) keep taking longer, 8 of its last 16, moves itself
 	// to the blocking pool, unless registered with handler.Inline. Default
-	// handler.DefaultInlineBudget (1ms); a negative value moves no route.
+	// transport.DefaultInlineBudget (1ms); a negative value moves no route.
 	InlineBudget time.Duration
 
 	// BlockingQueue bounds the Blocking calls, server-wide, waiting for a
@@ -229,7 +230,7 @@ func (o Options) withDefaults() Options {
 		o.InlineThreshold = 100 * time.Millisecond
 	}
 	if o.InlineBudget == 0 {
-		o.InlineBudget = handler.DefaultInlineBudget
+		o.InlineBudget = transport.DefaultInlineBudget
 	}
 	if o.MaxConns <= 0 {
 		o.MaxConns = 10000

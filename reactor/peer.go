@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -49,21 +50,21 @@ func (p *Peer) Identity() *handler.Identity { return p.identity.Load() }
 // the client and decodes its reply into out; see handler.Peer.
 func (p *Peer) Call(ctx context.Context, route string, in, out any) error {
 	codec := p.c.s.opts.Codec
-	payload, err := handler.AppendArgWith(codec, nil, in)
+	payload, err := transport.AppendArgWith(codec, nil, in)
 	if err != nil {
 		return err
 	}
 	reply, err := p.call(ctx, route, codec.ID(), payload, nil)
 	if err != nil {
-		return handler.Received(err)
+		return transport.Received(err)
 	}
-	return handler.DecodeReplyWith(codec, route, reply, out)
+	return transport.DecodeReplyWith(codec, route, reply, out)
 }
 
 // CallRaw sends req to route on the client and appends its reply to reply.
 func (p *Peer) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
 	reply, err := p.call(ctx, route, proto.CodecRaw, req, reply)
-	return reply, handler.Received(err)
+	return reply, transport.Received(err)
 }
 
 // Notify sends in, encoded by Options.Codec (JSON by default), to route on
@@ -71,16 +72,16 @@ func (p *Peer) CallRaw(ctx context.Context, route string, req, reply []byte) ([]
 // connection.
 func (p *Peer) Notify(ctx context.Context, route string, in any) error {
 	codec := p.c.s.opts.Codec
-	payload, err := handler.AppendArgWith(codec, nil, in)
+	payload, err := transport.AppendArgWith(codec, nil, in)
 	if err != nil {
 		return err
 	}
-	return handler.Received(p.notify(ctx, route, codec.ID(), payload))
+	return transport.Received(p.notify(ctx, route, codec.ID(), payload))
 }
 
 // NotifyRaw sends req to route on the client, one way.
 func (p *Peer) NotifyRaw(ctx context.Context, route string, req []byte) error {
-	return handler.Received(p.notify(ctx, route, proto.CodecRaw, req))
+	return transport.Received(p.notify(ctx, route, proto.CodecRaw, req))
 }
 
 func (p *Peer) notify(ctx context.Context, route string, codec proto.Codec, payload []byte) error {
@@ -92,7 +93,7 @@ func (p *Peer) notify(ctx context.Context, route string, codec proto.Codec, payl
 }
 
 func (p *Peer) call(ctx context.Context, route string, codec proto.Codec, payload, reply []byte) ([]byte, error) {
-	if err := handler.RefuseWait(ctx, "calling the peer's", route); err != nil {
+	if err := transport.RefuseWait(ctx, "calling the peer's", route); err != nil {
 		return reply, err // Notify, which does not wait, works inline
 	}
 	c := p.c

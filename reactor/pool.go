@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/bytebufferpool"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
@@ -72,7 +73,7 @@ func (t *task) run() {
 	c, s := t.c, t.c.s
 	buf := bytebufferpool.Get()
 	id := t.call.ID
-	j := handler.Job{Route: t.rt, Call: &t.call, Req: t.frame.B[t.payload:], OneWay: t.oneWay, Zip: t.replyIn}
+	j := transport.Job{Route: t.rt, Call: &t.call, Req: t.frame.B[t.payload:], OneWay: t.oneWay, Zip: t.replyIn}
 	var zbuf *[]byte
 	if err := t.call.Err(); err != nil { // cancelled, or past its deadline, while queued: never run
 		j.Err = &handler.Error{Code: handler.CodeOf(err), Message: "call " + t.call.Route + " ended before it ran: " + err.Error(), Unprocessed: true}

@@ -15,6 +15,7 @@ import (
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/gateway"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/reactor"
 )
@@ -67,7 +68,7 @@ func readStream(ctx context.Context, o handler.StreamOpener, route string) error
 // TestRunnerEveryPath: the six paths a call can take (the event loop, the
 // blocking pool, a server's stream, the HTTP gateway, a client serving its
 // server's calls, and its streams) answer a panic, a reply over the frame
-// limit and an error with its code alike, as handler.Runner does for them
+// limit and an error with its code alike, as transport.Runner does for them
 // all: the same code, message and unprocessed mark, a panic logged once
 // with its route and stack at the end that ran it, and the server's
 // failures counted in its Stats.
@@ -203,7 +204,7 @@ func TestRunnerEveryPath(t *testing.T) {
 	} {
 		st := sc.s.Stats()
 		for code, n := range sc.want {
-			if got := st.Errors[handler.CodeSlot(code)]; got != n {
+			if got := st.Errors[transport.CodeSlot(code)]; got != n {
 				t.Errorf("%s counted %d %v errors, want %d", sc.name, got, code, n)
 			}
 		}

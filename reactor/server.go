@@ -15,6 +15,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/internal/linger"
 	"github.com/rpcd/rpcd/proto"
@@ -35,7 +36,7 @@ type Server struct {
 	reg  *handler.Registry
 	opts Options
 	log  *slog.Logger
-	run  handler.Runner // runs every call (handler/run.go)
+	run  transport.Runner // runs every call (handler/transport/run.go)
 
 	streamCfg *engine.StreamConfig // what every connection's streams share (stream.go)
 
@@ -91,7 +92,7 @@ func New(reg *handler.Registry, opts Options) *Server {
 		conns:    make(map[*conn]struct{}),
 		refusals: newTopicRefusals(),
 	}
-	s.run = handler.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger, Failed: s.stats.callFailed,
+	s.run = transport.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger, Failed: s.stats.callFailed,
 		Compress: s.compressReply, Budget: opts.InlineBudget}
 	s.streamCfg = s.streamConfig()
 	s.ev.Server = s

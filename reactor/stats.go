@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -22,9 +23,9 @@ type Stats struct {
 	Draining      bool   // Shutdown has begun: the server takes no new connection or call
 
 	// Errors counts the Error frames that answered calls, by code (index
-	// with handler.CodeSlot): calls whose handler failed, and calls refused before
+	// with transport.CodeSlot): calls whose handler failed, and calls refused before
 	// any handler ran (no such route, draining, over a limit).
-	Errors [handler.CodeSlots]uint64
+	Errors [transport.CodeSlots]uint64
 }
 
 // serverStats are the counters behind Stats. The loops add to them per
@@ -39,14 +40,14 @@ type serverStats struct {
 	bytesOut      atomic.Uint64
 	slowConsumers atomic.Uint64
 	handedOff     atomic.Uint64
-	errors        [handler.CodeSlots]atomic.Uint64
+	errors        [transport.CodeSlots]atomic.Uint64
 }
 
 // callFailed counts an Error frame that answers a call with err.
 func (st *serverStats) callFailed(err error) { st.callRefused(handler.CodeOf(err)) }
 
 // callRefused counts an Error frame that answers a call with code.
-func (st *serverStats) callRefused(code proto.Code) { st.errors[handler.CodeSlot(code)].Add(1) }
+func (st *serverStats) callRefused(code proto.Code) { st.errors[transport.CodeSlot(code)].Add(1) }
 
 // Stats returns the server's counters now. It adds up the bytes of every
 // open connection, so it costs a look at each.

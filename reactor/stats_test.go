@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/reactor"
 )
@@ -78,8 +78,8 @@ func TestStatsCounts(t *testing.T) {
 	}
 	st := waitStats(t, s, "bytes out", func(st reactor.Stats) bool { return st.BytesOut == uint64(received) })
 	want := reactor.Stats{Conns: 1, ConnsOpened: 1, BytesIn: uint64(len(sent)), BytesOut: uint64(received)}
-	want.Errors[handler.CodeSlot(proto.CodeNotFound)] = 2
-	want.Errors[handler.CodeSlot(proto.CodeInvalidArgument)] = 1
+	want.Errors[transport.CodeSlot(proto.CodeNotFound)] = 2
+	want.Errors[transport.CodeSlot(proto.CodeInvalidArgument)] = 1
 	if st != want {
 		t.Fatalf("stats\n got %+v\nwant %+v", st, want)
 	}

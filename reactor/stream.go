@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/internal/stream"
@@ -63,12 +64,12 @@ func (ss *serverStreams) waitChan() <-chan struct{} {
 // never from an inline handler.
 func (p *Peer) OpenStream(ctx context.Context, route string) (handler.Stream, error) {
 	s, err := p.openStream(ctx, route)
-	return s, handler.Received(err)
+	return s, transport.Received(err)
 }
 
 func (p *Peer) openStream(ctx context.Context, route string) (handler.Stream, error) {
 	c := p.c
-	if err := handler.RefuseWait(ctx, "opening the peer's stream", route); err != nil {
+	if err := transport.RefuseWait(ctx, "opening the peer's stream", route); err != nil {
 		return nil, err // its Read and Write wait
 	}
 	if err := ctx.Err(); err != nil {

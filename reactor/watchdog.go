@@ -8,7 +8,7 @@ import (
 
 // The watchdog looks, every InlineThreshold/2, at what each connection's
 // loop runs inline: the runner marks every inline call on the
-// connection's handler.Watch (two atomic adds), and the runner's Check
+// connection's transport.Watch (two atomic adds), and the runner's Check
 // tells a handler that has held its loop past InlineThreshold, a handler
 // that never returns among them, since it needs nothing from the handler
 // but the mark it left going in. The loops never wait for the watchdog

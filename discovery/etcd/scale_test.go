@@ -16,6 +16,7 @@ import (
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/discovery/etcd"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/etcdtest"
 	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/reactor"
@@ -341,7 +342,7 @@ func TestRoutesEtcd(t *testing.T) {
 	l := startLoad(k, "Count/Hit", 4)
 	time.Sleep(time.Second)
 	l.end()
-	refused := other.Stats().Errors[handler.CodeSlot(proto.CodeNotFound)]
+	refused := other.Stats().Errors[transport.CodeSlot(proto.CodeNotFound)]
 	hits := []int64{ns[0].hits.Load(), ns[1].hits.Load(), ns[2].hits.Load()}
 	t.Logf("%d calls succeeded, %d failed; per node with the route %v; the node without it refused %d", l.ok.Load(), l.failed.Load(), hits, refused)
 	if l.failed.Load() != 0 || refused != 0 {

@@ -7,11 +7,12 @@ import (
 	"errors"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/schema"
 	"github.com/rpcd/rpcd/proto"
 )
 
 // Describe is the route HandleDescribe registers: it answers the
-// descriptions of the server's routes (handler.Description), as `rpcd
+// descriptions of the server's routes (schema.Description), as `rpcd
 // describe` prints them.
 const Describe = "Sys/Describe"
 
@@ -42,12 +43,12 @@ func (a *DescribeArg) UnmarshalJSON(b []byte) error {
 }
 
 // JSONSchema is DescribeArg's schema: an object with "route", or a string.
-func (DescribeArg) JSONSchema() *handler.Schema {
-	str := &handler.Schema{Type: handler.Types{"string"}}
-	return &handler.Schema{AnyOf: []*handler.Schema{
-		{Type: handler.Types{"object"}, Properties: handler.Properties{{Name: "route", Schema: str}}},
+func (DescribeArg) JSONSchema() *schema.Schema {
+	str := &schema.Schema{Type: schema.Types{"string"}}
+	return &schema.Schema{AnyOf: []*schema.Schema{
+		{Type: schema.Types{"object"}, Properties: schema.Properties{{Name: "route", Schema: str}}},
 		str,
-		{Type: handler.Types{"null"}},
+		{Type: schema.Types{"null"}},
 	}}
 }
 
@@ -56,14 +57,14 @@ func (DescribeArg) JSONSchema() *handler.Schema {
 // given none, the descriptions of all of reg's routes, stream routes among
 // them, sorted by name.
 func HandleDescribe(reg *handler.Registry) {
-	reg.Handle(Describe, handler.Func(func(_ context.Context, in DescribeArg) ([]handler.Description, error) {
+	reg.Handle(Describe, handler.Func(func(_ context.Context, in DescribeArg) ([]schema.Description, error) {
 		if in.Route == "" {
-			return reg.Descriptions(), nil
+			return schema.Descriptions(reg), nil
 		}
-		d, ok := reg.Describe(in.Route)
+		d, ok := schema.Describe(reg, in.Route)
 		if !ok {
 			return nil, &handler.Error{Code: proto.CodeNotFound, Message: "no route " + in.Route}
 		}
-		return []handler.Description{d}, nil
+		return []schema.Description{d}, nil
 	}))
 }

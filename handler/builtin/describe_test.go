@@ -9,11 +9,12 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/handler/schema"
 	"github.com/rpcd/rpcd/proto"
 )
 
 // describe calls Sys/Describe on reg with the JSON argument arg.
-func describe(t *testing.T, reg *handler.Registry, arg string) ([]handler.Description, error) {
+func describe(t *testing.T, reg *handler.Registry, arg string) ([]schema.Description, error) {
 	t.Helper()
 	call := &handler.Call{Route: builtin.Describe, Codec: proto.CodecJSON}
 	call.Start(context.Background(), time.Time{})
@@ -22,7 +23,7 @@ func describe(t *testing.T, reg *handler.Registry, arg string) ([]handler.Descri
 	if err != nil {
 		return nil, err
 	}
-	var ds []handler.Description
+	var ds []schema.Description
 	if err := json.Unmarshal(reply, &ds); err != nil {
 		t.Fatalf("reply %s: %v", reply, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/stream"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -35,7 +36,7 @@ type StreamConfig struct {
 	// Registry has the stream routes the peer may open; nil for none.
 	Registry *handler.Registry
 	// Runner runs their handlers.
-	Runner *handler.Runner
+	Runner *transport.Runner
 	// Base supplies the values (Value) a stream handler's context carries.
 	Base context.Context
 
@@ -254,7 +255,7 @@ func (t *Streams) accept(f *proto.Frame, out []byte) ([]byte, error) {
 		takes = t.cfg.Takes
 	}
 	md := proto.Metadata(append([]byte(nil), f.Metadata...)) // f is a view of the input
-	Start(call, rt.Name(), &f.Header, md, handler.WithStream(t.cfg.Base, st), time.Now())
+	Start(call, rt.Name(), &f.Header, md, transport.WithStream(t.cfg.Base, st), time.Now())
 	run := func() {
 		err := t.cfg.Runner.Stream(rt, call)
 		st.Finish(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/stream"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -87,7 +88,7 @@ func serverConfig(maxAccepted int) *StreamConfig {
 	reg.HandleStream("S/Echo", func(ctx context.Context, s handler.Stream) error { return nil })
 	return &StreamConfig{
 		MaxOpened: 2, MaxAccepted: maxAccepted, Limits: proto.Limits{}.WithDefaults(),
-		Registry: reg, Runner: &handler.Runner{}, Base: context.Background(),
+		Registry: reg, Runner: &transport.Runner{}, Base: context.Background(),
 		Takes: []proto.Compression{proto.CompressionZstd, proto.CompressionGzip}, ZipMin: 16,
 	}
 }

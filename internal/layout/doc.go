@@ -7,8 +7,11 @@
 //   - only reactor imports gnet, in its code or its tests;
 //   - proto imports no package of the module, and no package that does
 //     I/O (net, os, syscall);
-//   - handler and handler/builtin import none of reactor, client, gateway,
-//     ws and net, but for the type net.Addr;
+//   - handler, handler/builtin, handler/schema and handler/transport
+//     import none of reactor, client, gateway, ws and net, but for the
+//     type net.Addr;
+//   - only handler, handler/schema and handler/transport import
+//     internal/handlerstate, in their code or their tests;
 //   - the server middleware packages (metrics, otelrpcd, ratelimit, auth)
 //     do not import client, and client does not import reactor;
 //   - reactor and gateway do not import auth.

@@ -202,7 +202,7 @@ func TestImportRules(t *testing.T) {
 	})
 
 	t.Run("handler knows no transport", func(t *testing.T) {
-		for _, rel := range []string{"handler", "handler/builtin"} {
+		for _, rel := range []string{"handler", "handler/builtin", "handler/schema", "handler/transport"} {
 			p := m.pkg(t, rel)
 			for imp, files := range p.code {
 				if dep, ok := m.inModule(imp); ok && slices.Contains([]string{"reactor", "client", "gateway", "ws"}, dep) {
@@ -215,6 +215,23 @@ func TestImportRules(t *testing.T) {
 			for _, file := range p.code["net"] {
 				for _, use := range netUses(t, m.root, file) {
 					t.Errorf("package %s uses %s (%s): %s knows no transport; of package net it may use the type net.Addr alone", rel, use.name, use.pos, rel)
+				}
+			}
+		}
+	})
+
+	t.Run("handler's state is reached by its subpackages alone", func(t *testing.T) {
+		const state = "internal/handlerstate"
+		m.pkg(t, state)
+		for _, p := range m.pkgs {
+			if slices.Contains([]string{"handler", "handler/schema", "handler/transport", state}, p.path) {
+				continue
+			}
+			for _, imports := range []map[string][]string{p.code, p.test} {
+				for imp, files := range imports {
+					if dep, ok := m.inModule(imp); ok && dep == state {
+						t.Errorf("package %s imports %s (%s): only handler, handler/schema and handler/transport reach handler's state", p.path, dep, strings.Join(files, ", "))
+					}
 				}
 			}
 		}

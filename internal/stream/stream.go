@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -260,14 +261,14 @@ func (s *Stream) OnEnd() error {
 func (s *Stream) OnReset(code proto.Code, msg []byte, unprocessed bool) {
 	var err error
 	if code != proto.CodeOK {
-		err = handler.Received(&handler.Error{Code: code, Message: string(msg), Unprocessed: unprocessed})
+		err = transport.Received(&handler.Error{Code: code, Message: string(msg), Unprocessed: unprocessed})
 	}
 	s.finish(err, false)
 }
 
 // Fail finishes the stream with err, sending nothing: the connection is
 // gone.
-func (s *Stream) Fail(err error) { s.finish(handler.Received(err), false) }
+func (s *Stream) Fail(err error) { s.finish(transport.Received(err), false) }
 
 // ErrConnLost is the error of a stream whose connection closed.
 var ErrConnLost = &handler.Error{Code: proto.CodeUnavailable, Message: "stream: connection lost"}
@@ -469,7 +470,7 @@ func (s *Stream) Finish(err error) {
 		return
 	}
 	var flags proto.Flags
-	if handler.AnswersUnprocessed(err) {
+	if transport.AnswersUnprocessed(err) {
 		flags = proto.FlagUnprocessed
 	}
 	if s.finish(err, true) {

@@ -1,10 +1,9 @@
-package handler
+package transport
 
 import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -37,20 +37,30 @@ func (l *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+func echo(_ context.Context, req, reply []byte) ([]byte, error) { return append(reply, req...), nil }
+
+type nopStream struct{}
+
+func (*nopStream) Context() context.Context    { return context.Background() }
+func (*nopStream) Read([]byte) (int, error)    { return 0, nil }
+func (*nopStream) Write(p []byte) (int, error) { return len(p), nil }
+func (*nopStream) CloseSend() error            { return nil }
+func (*nopStream) Close() error                { return nil }
+
 // runnerRoutes registers the outcomes every transport must give alike.
-func runnerRoutes(reg *Registry) {
+func runnerRoutes(reg *handler.Registry) {
 	reg.HandleFunc("Run/OK", echo)
 	reg.HandleFunc("Run/Panic", func(context.Context, []byte, []byte) ([]byte, error) { panic("boom") })
 	reg.HandleFunc("Run/Big", func(_ context.Context, _, reply []byte) ([]byte, error) {
 		return append(reply, make([]byte, 1000)...), nil
 	})
 	reg.HandleFunc("Run/Fail", func(context.Context, []byte, []byte) ([]byte, error) {
-		return nil, &Error{Code: proto.CodePermissionDenied, Message: "not you", Unprocessed: true}
+		return nil, &handler.Error{Code: proto.CodePermissionDenied, Message: "not you", Unprocessed: true}
 	})
 	reg.HandleFunc("Run/Plain", func(context.Context, []byte, []byte) ([]byte, error) { return nil, errors.New("plain") })
 	// A callee's refusal passed on: the handler ran.
 	reg.HandleFunc("Run/Passed", func(context.Context, []byte, []byte) ([]byte, error) {
-		return nil, Received(&Error{Code: proto.CodeUnavailable, Message: "backend draining", Unprocessed: true})
+		return nil, Received(&handler.Error{Code: proto.CodeUnavailable, Message: "backend draining", Unprocessed: true})
 	})
 }
 
@@ -58,11 +68,11 @@ func runnerRoutes(reg *Registry) {
 // every Error it sends and logs a panic with its stack; Outcome gives the
 // same errors for the gateway; a one-way call's failure is only logged.
 func TestRunnerOutcomes(t *testing.T) {
-	reg := NewRegistry()
+	reg := handler.NewRegistry()
 	runnerRoutes(reg)
 	var logs logBuffer
 	var failed []proto.Code
-	r := &Runner{MaxFrame: 512, Logger: logs.logger(), Failed: func(err error) { failed = append(failed, CodeOf(err)) }}
+	r := &Runner{MaxFrame: 512, Logger: logs.logger(), Failed: func(err error) { failed = append(failed, handler.CodeOf(err)) }}
 	for _, tc := range []struct {
 		route string
 		code  proto.Code
@@ -77,7 +87,7 @@ func TestRunnerOutcomes(t *testing.T) {
 		{"Run/Passed", proto.CodeUnavailable, "backend draining", 0},
 	} {
 		for _, inline := range []bool{false, true} {
-			call := &Call{Route: tc.route, ID: 7, Remote: &net.TCPAddr{Port: 1}}
+			call := &handler.Call{Route: tc.route, ID: 7, Remote: &net.TCPAddr{Port: 1}}
 			j := Job{Route: reg.Lookup([]byte(tc.route)), Call: call, Req: []byte("hi")}
 			if inline {
 				j.Watch = new(Watch)
@@ -100,7 +110,7 @@ func TestRunnerOutcomes(t *testing.T) {
 			if f.Kind != proto.KindError || code != tc.code || string(msg) != tc.msg || f.Flags != tc.flags {
 				t.Errorf("%s (inline %v): %v %v %q flags %v; want %v %q flags %v", tc.route, inline, f.Kind, code, msg, f.Flags, tc.code, tc.msg, tc.flags)
 			}
-			if _, err := r.Outcome(reg.Lookup([]byte(tc.route)), &Call{Route: tc.route, Remote: call.Remote}, []byte("hi"), nil); CodeOf(err) != tc.code || MessageOf(err) != tc.msg || AnswersUnprocessed(err) != (tc.flags != 0) {
+			if _, err := r.Outcome(reg.Lookup([]byte(tc.route)), &handler.Call{Route: tc.route, Remote: call.Remote}, []byte("hi"), nil); handler.CodeOf(err) != tc.code || handler.MessageOf(err) != tc.msg || AnswersUnprocessed(err) != (tc.flags != 0) {
 				t.Errorf("%s: Outcome %v; want %v %q", tc.route, err, tc.code, tc.msg)
 			}
 		}
@@ -116,7 +126,7 @@ func TestRunnerOutcomes(t *testing.T) {
 	// One way: no frame, a failure logged at Debug, nothing counted.
 	failed = nil
 	for _, route := range []string{"Run/OK", "Run/Fail", "Run/Big"} {
-		j := Job{Route: reg.Lookup([]byte(route)), Call: &Call{Route: route}, OneWay: true}
+		j := Job{Route: reg.Lookup([]byte(route)), Call: &handler.Call{Route: route}, OneWay: true}
 		if out, own := r.Run(&j, nil); len(out) != 0 || own != nil {
 			t.Errorf("one-way %s answered %q %q", route, out, own)
 		}
@@ -126,7 +136,7 @@ func TestRunnerOutcomes(t *testing.T) {
 	}
 
 	// Job.Err answers without running the handler.
-	j := Job{Route: reg.Lookup([]byte("Run/Panic")), Call: &Call{ID: 9}, Err: &Error{Code: proto.CodeCanceled, Message: "gone", Unprocessed: true}}
+	j := Job{Route: reg.Lookup([]byte("Run/Panic")), Call: &handler.Call{ID: 9}, Err: &handler.Error{Code: proto.CodeCanceled, Message: "gone", Unprocessed: true}}
 	out, _ := r.Run(&j, nil)
 	if f, _, _ := proto.Decode(out, nil); f.Kind != proto.KindError || f.Flags != proto.FlagUnprocessed {
 		t.Errorf("Job.Err: %+v", f.Header)
@@ -136,13 +146,13 @@ func TestRunnerOutcomes(t *testing.T) {
 // TestRunnerCompress: Compress sees a reply before the frame limit does,
 // and only for a Job with a Zip.
 func TestRunnerCompress(t *testing.T) {
-	reg := NewRegistry()
+	reg := handler.NewRegistry()
 	runnerRoutes(reg)
 	r := &Runner{MaxFrame: 512, Compress: func(out []byte, start int, own []byte, zip proto.Compression) ([]byte, []byte) {
 		return out[:start+proto.HeaderSize+10], own // "compressed" to 10 bytes
 	}}
 	for _, zip := range []proto.Compression{proto.CompressionNone, proto.CompressionZstd} {
-		out, _ := r.Run(&Job{Route: reg.Lookup([]byte("Run/Big")), Call: &Call{ID: 1}, Zip: zip}, nil)
+		out, _ := r.Run(&Job{Route: reg.Lookup([]byte("Run/Big")), Call: &handler.Call{ID: 1}, Zip: zip}, nil)
 		f, _, _ := proto.Decode(out, nil)
 		if want := map[proto.Compression]proto.Kind{proto.CompressionNone: proto.KindError, proto.CompressionZstd: proto.KindResponse}[zip]; f.Kind != want {
 			t.Errorf("zip %v: %v, want %v", zip, f.Kind, want)
@@ -153,15 +163,15 @@ func TestRunnerCompress(t *testing.T) {
 // TestRunnerStream: a stream handler's panic is logged and counted, its
 // error returned.
 func TestRunnerStream(t *testing.T) {
-	reg := NewRegistry()
-	reg.HandleStream("S/Panic", func(context.Context, Stream) error { panic("stream boom") })
+	reg := handler.NewRegistry()
+	reg.HandleStream("S/Panic", func(context.Context, handler.Stream) error { panic("stream boom") })
 	var logs logBuffer
 	var failed int
 	r := &Runner{Logger: logs.logger(), Failed: func(error) { failed++ }}
-	call := &Call{Route: "S/Panic"}
+	call := &handler.Call{Route: "S/Panic"}
 	call.Start(WithStream(context.Background(), &nopStream{}), time.Time{})
 	err := r.Stream(reg.LookupStream([]byte("S/Panic")), call)
-	if CodeOf(err) != proto.CodeInternal || MessageOf(err) != "handler for S/Panic panicked: stream boom" || failed != 1 {
+	if handler.CodeOf(err) != proto.CodeInternal || handler.MessageOf(err) != "handler for S/Panic panicked: stream boom" || failed != 1 {
 		t.Fatalf("%v, counted %d", err, failed)
 	}
 	if !strings.Contains(logs.String(), `msg="rpcd: handler panicked" route=S/Panic`) {
@@ -175,10 +185,10 @@ func TestRunInlineAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts do not hold under the race detector")
 	}
-	reg := NewRegistry()
+	reg := handler.NewRegistry()
 	reg.HandleFunc("Run/OK", echo)
 	r := &Runner{}
-	j := Job{Route: reg.Lookup([]byte("Run/OK")), Call: &Call{Inline: true}, Req: []byte("hello"), Watch: new(Watch)}
+	j := Job{Route: reg.Lookup([]byte("Run/OK")), Call: &handler.Call{Inline: true}, Req: []byte("hello"), Watch: new(Watch)}
 	buf := make([]byte, 0, 256)
 	if n := testing.AllocsPerRun(1000, func() { buf, _ = r.Run(&j, buf[:0]) }); n != 0 {
 		t.Fatalf("Run allocates %v times per inline call", n)
@@ -196,16 +206,16 @@ func TestInlineBudget(t *testing.T) {
 		time.Sleep(3 * time.Millisecond)
 		return nil, nil
 	}
-	reg := NewRegistry()
+	reg := handler.NewRegistry()
 	reg.HandleFunc("Slow/Moves", slow)
-	reg.HandleFunc("Slow/Pinned", slow, Inline())
+	reg.HandleFunc("Slow/Pinned", slow, handler.Inline())
 	reg.HandleFunc("Fast/Stays", echo)
 	reg.HandleFunc("Slow/NoBudget", slow)
 
 	var logs logBuffer
 	r := &Runner{Logger: logs.logger()}
 	run := func(r *Runner, route string) {
-		j := Job{Route: reg.Lookup([]byte(route)), Call: &Call{Route: route, Inline: true}, Watch: new(Watch)}
+		j := Job{Route: reg.Lookup([]byte(route)), Call: &handler.Call{Route: route, Inline: true}, Watch: new(Watch)}
 		r.Run(&j, nil)
 	}
 	for i := 1; i <= 2*moveAfter; i++ {
@@ -218,7 +228,7 @@ func TestInlineBudget(t *testing.T) {
 		run(&Runner{Logger: r.Logger, Budget: -1}, "Slow/NoBudget")
 	}
 	for _, info := range reg.Routes() {
-		want := RouteInfo{Name: info.Name}
+		want := handler.RouteInfo{Name: info.Name}
 		switch info.Name {
 		case "Slow/Moves":
 			want.Blocking, want.Moved = true, true
@@ -242,7 +252,7 @@ func TestInlineBudget(t *testing.T) {
 		return nil, nil
 	})
 	for i := range 4 * window {
-		j := Job{Route: reg.Lookup([]byte("Mixed/Stays")), Call: &Call{Inline: true}, Watch: new(Watch)}
+		j := Job{Route: reg.Lookup([]byte("Mixed/Stays")), Call: &handler.Call{Inline: true}, Watch: new(Watch)}
 		if i%3 == 0 {
 			j.Req = []byte("slow") // a third of the runs over budget
 		}
@@ -256,7 +266,7 @@ func TestInlineBudget(t *testing.T) {
 // TestInlineSampling: with the default sampling, one inline call in
 // sampleEvery per Watch is timed.
 func TestInlineSampling(t *testing.T) {
-	reg := NewRegistry()
+	reg := handler.NewRegistry()
 	reg.HandleFunc("Slow/Sampled", func(context.Context, []byte, []byte) ([]byte, error) {
 		time.Sleep(1100 * time.Microsecond)
 		return nil, nil
@@ -265,14 +275,14 @@ func TestInlineSampling(t *testing.T) {
 	r := &Runner{Logger: slog.New(slog.DiscardHandler)}
 	w := new(Watch)
 	for range int(sampleEvery) - 1 {
-		r.Run(&Job{Route: rt, Call: &Call{}, Watch: w}, nil)
+		r.Run(&Job{Route: rt, Call: &handler.Call{}, Watch: w}, nil)
 	}
-	if rt.state.runs.Load() != 0 {
+	if routeState(rt).Runs.Load() != 0 {
 		t.Fatalf("a run was timed before the %dth", sampleEvery)
 	}
-	r.Run(&Job{Route: rt, Call: &Call{}, Watch: w}, nil)
-	if rt.state.runs.Load() != 1 {
-		t.Fatalf("the %dth run: runs %b", sampleEvery, rt.state.runs.Load())
+	r.Run(&Job{Route: rt, Call: &handler.Call{}, Watch: w}, nil)
+	if routeState(rt).Runs.Load() != 1 {
+		t.Fatalf("the %dth run: runs %b", sampleEvery, routeState(rt).Runs.Load())
 	}
 }
 
@@ -281,14 +291,14 @@ func TestInlineSampling(t *testing.T) {
 // of the handler; the route's overruns count each run; the first alone is
 // logged; an idle Watch or a short run is never reported.
 func TestCheck(t *testing.T) {
-	reg := NewRegistry()
+	reg := handler.NewRegistry()
 	release := make(chan struct{})
 	running := make(chan struct{})
 	reg.HandleFunc("Stuck/Route", func(context.Context, []byte, []byte) ([]byte, error) {
 		running <- struct{}{}
 		<-release
 		return nil, nil
-	}, Inline())
+	}, handler.Inline())
 	rt := reg.Lookup([]byte("Stuck/Route"))
 	var logs logBuffer
 	r := &Runner{Logger: logs.logger()}
@@ -302,18 +312,18 @@ func TestCheck(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			r.Run(&Job{Route: rt, Call: &Call{Route: "Stuck/Route", Inline: true}, Watch: w}, nil)
+			r.Run(&Job{Route: rt, Call: &handler.Call{Route: "Stuck/Route", Inline: true}, Watch: w}, nil)
 		}()
 		<-running
 		base := t0.Add(time.Duration(run) * time.Hour)
 		r.Check(w, base, threshold, remote)                                // first seen
 		r.Check(w, base.Add(threshold-time.Nanosecond), threshold, remote) // not yet
-		if got := rt.state.overruns.Load(); got != uint64(run-1) {
+		if got := routeState(rt).Overruns.Load(); got != uint64(run-1) {
 			t.Fatalf("run %d: %d overruns before the threshold", run, got)
 		}
 		r.Check(w, base.Add(threshold), threshold, remote)
 		r.Check(w, base.Add(10*threshold), threshold, remote) // the same run: told once
-		if got := rt.state.overruns.Load(); got != uint64(run) {
+		if got := routeState(rt).Overruns.Load(); got != uint64(run) {
 			t.Fatalf("run %d: %d overruns", run, got)
 		}
 		release <- struct{}{}
@@ -325,36 +335,12 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("%d overrun logs; want 1:\n%s", n, log)
 	}
 	for _, want := range []string{"route=Stuck/Route", "running=100ms", "threshold=100ms", "remote=127.0.0.1:4242",
-		"handler.TestCheck.func1", inlineFrame} {
+		"transport.TestCheck.func1", inlineFrame} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the overrun log lacks %q:\n%s", want, log)
 		}
 	}
 	if info := reg.Routes()[0]; info.Overruns != 2 || info.Moved {
 		t.Errorf("%+v", info)
-	}
-}
-
-// TestReceived: Received marks a copy of an Unprocessed *Error, which
-// keeps its code, message and flag for its caller but no longer answers a
-// call Unprocessed, wrapped or not; it leaves other errors, and marked
-// ones, as they are.
-func TestReceived(t *testing.T) {
-	refused := &Error{Code: proto.CodeResourceExhausted, Message: "queue full", Unprocessed: true}
-	got := Received(refused)
-	var e *Error
-	if !errors.As(got, &e) || e == refused || e.Code != refused.Code || e.Message != refused.Message || !IsUnprocessed(got) {
-		t.Fatalf("Received(%v) = %#v", refused, got)
-	}
-	if !AnswersUnprocessed(refused) || AnswersUnprocessed(got) || AnswersUnprocessed(fmt.Errorf("placing: %w", got)) {
-		t.Errorf("AnswersUnprocessed: own %v, received %v, wrapped %v; want true, false, false",
-			AnswersUnprocessed(refused), AnswersUnprocessed(got), AnswersUnprocessed(fmt.Errorf("placing: %w", got)))
-	}
-	if again := Received(got); again != got {
-		t.Errorf("Received of a received error made another copy")
-	}
-	plain, processed := errors.New("plain"), &Error{Code: proto.CodeInternal}
-	if Received(plain) != plain || Received(processed) != processed || Received(nil) != nil {
-		t.Errorf("Received changed an error it has nothing to mark")
 	}
 }

@@ -1,7 +1,6 @@
-package handler
+package jsoncodec
 
 import (
-	"context"
 	"encoding/json"
 	"math"
 	"testing"
@@ -41,8 +40,8 @@ func FuzzJSONString(f *testing.F) {
 		// Through the codec either way, a string round-trips.
 		if utf8.ValidString(s) {
 			var got string
-			if err := JSON.Unmarshal(enc, &got); err != nil || got != s {
-				t.Fatalf("JSON.Unmarshal(%s) = %q, %v; want %q", enc, got, err, s)
+			if err := Unmarshal(enc, &got); err != nil || got != s {
+				t.Fatalf("Unmarshal(%s) = %q, %v; want %q", enc, got, err, s)
 			}
 		}
 	})
@@ -87,7 +86,7 @@ func TestJSONStrict(t *testing.T) {
 		"{\"s\":\"a\x01\"}", `{"s":"\q"}`, `{"raw":"\0"}`, "{\"raw\":\"\x01\"}", `{"unknown":"\x"}`, `{"unknown":"\u12zz"}`,
 	} {
 		var v args
-		if err := JSON.Unmarshal([]byte(in), &v); err == nil {
+		if err := Unmarshal([]byte(in), &v); err == nil {
 			t.Errorf("%q decoded without an error: %+v", in, v)
 		}
 		if json.Unmarshal([]byte(in), &v) == nil {
@@ -98,14 +97,14 @@ func TestJSONStrict(t *testing.T) {
 		"\"a\xffb\"": "a\ufffdb", "\"\xff\xfe\"": "\ufffd\ufffd", "\"é\"": "é",
 	} {
 		var v args
-		if err := JSON.Unmarshal([]byte(`{"s":`+in+`}`), &v); err != nil || v.S != want {
+		if err := Unmarshal([]byte(`{"s":`+in+`}`), &v); err != nil || v.S != want {
 			t.Errorf("%q in a struct: %q, %v; want %q", in, v.S, err, want)
 		}
 		var s string
-		if err := JSON.Unmarshal([]byte(in), &s); err != nil || s != want {
+		if err := Unmarshal([]byte(in), &s); err != nil || s != want {
 			t.Errorf("%q alone: %q, %v; want %q", in, s, err, want)
 		}
-		out, err := JSON.Append(nil, &args{S: in[1 : len(in)-1]})
+		out, err := Append(nil, &args{S: in[1 : len(in)-1]})
 		if err != nil || !json.Valid(out) || !utf8.Valid(out) {
 			t.Errorf("encoding %q: %s, %v", in, out, err)
 		}
@@ -123,7 +122,7 @@ func TestJSONScalars(t *testing.T) {
 		{ptr("hi"), `"hi"`},
 	}
 	for _, c := range cases {
-		got, err := JSON.Append(nil, c.v)
+		got, err := Append(nil, c.v)
 		if err != nil || string(got) != c.want {
 			t.Errorf("Append(%T) = %s, %v; want %s", c.v, got, err, c.want)
 		}
@@ -133,15 +132,15 @@ func TestJSONScalars(t *testing.T) {
 	// *int argument did).
 	for _, v := range []any{(*string)(nil), (*bool)(nil), (*int)(nil), (*int8)(nil), (*int16)(nil), (*int32)(nil), (*int64)(nil),
 		(*uint)(nil), (*uint8)(nil), (*uint16)(nil), (*uint32)(nil), (*uint64)(nil), (*float32)(nil), (*float64)(nil)} {
-		if got, err := JSON.Append(nil, v); err != nil || string(got) != "null" {
+		if got, err := Append(nil, v); err != nil || string(got) != "null" {
 			t.Errorf("Append(%T(nil)) = %s, %v; want null", v, got, err)
 		}
 	}
-	if err := JSON.Unmarshal([]byte(`"x"`), (*string)(nil)); err == nil {
+	if err := Unmarshal([]byte(`"x"`), (*string)(nil)); err == nil {
 		t.Error("Unmarshal into a nil *string: no error")
 	}
 	nan := math.NaN()
-	if _, err := JSON.Append(nil, &nan); err == nil {
+	if _, err := Append(nil, &nan); err == nil {
 		t.Error("NaN encoded without an error")
 	}
 }
@@ -159,7 +158,7 @@ func TestJSONNoAliasing(t *testing.T) {
 	}
 	req := []byte(`{"s":"plain","raw":{"k":"v"},"M":{"key":"val"},"any":"str"}`)
 	var d doc
-	if err := JSON.Unmarshal(req, &d); err != nil {
+	if err := Unmarshal(req, &d); err != nil {
 		t.Fatal(err)
 	}
 	for i := range req {
@@ -170,7 +169,7 @@ func TestJSONNoAliasing(t *testing.T) {
 	}
 	var s string
 	bad := []byte(`"unterminated`)
-	err := JSON.Unmarshal(bad, &s)
+	err := Unmarshal(bad, &s)
 	if err == nil {
 		t.Fatal("bad JSON decoded")
 	}
@@ -180,24 +179,5 @@ func TestJSONNoAliasing(t *testing.T) {
 	}
 	if err.Error() != msg {
 		t.Fatalf("the error's text changed with the request bytes: %q then %q", msg, err.Error())
-	}
-}
-
-func TestTypedAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("sync.Pool drops items at random under the race detector")
-	}
-	h := Func(func(_ context.Context, s string) (string, error) { return s, nil })
-	c := &Call{Codec: 1}
-	req := []byte(`"0123456789abcdef"`)
-	buf := make([]byte, 0, 64)
-	allocs := testing.AllocsPerRun(1000, func() {
-		var err error
-		if buf, err = h.ServeRPC(c, req, buf[:0]); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if allocs > 1 {
-		t.Fatalf("a typed string echo allocates %.1f times, want at most 1 (the decoded string)", allocs)
 	}
 }

@@ -1,7 +1,8 @@
-package handler
+package transport
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,11 +13,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/internal/handlerstate"
 	"github.com/rpcd/rpcd/proto"
 )
 
 // A call's lifecycle, once a transport has found its route and set up its
-// Call, is run here whatever carries it: the reactor's event loop, its
+// handler.Call, is run here whatever carries it: the reactor's event loop, its
 // blocking pool and its streams, the HTTP gateway, and a client serving
 // its server's calls and streams. The handler runs under the registry's
 // middleware; a panic becomes an Internal error and is logged with its
@@ -72,18 +75,19 @@ type Runner struct {
 
 	// Budget is the time an inline run may take: a route whose timed
 	// inline runs keep taking longer moves itself to the blocking pool
-	// (logged once; Route.IsBlocking then holds, and RouteInfo says Moved),
-	// unless it was registered with Inline. Default DefaultInlineBudget; a
-	// negative Budget moves no route.
+	// (logged once; Route.IsBlocking then holds, and handler.RouteInfo
+	// says Moved), unless it was registered with handler.Inline. Default
+	// DefaultInlineBudget; a negative Budget moves no route.
 	Budget time.Duration
 }
 
-// Job is one call for Runner.Run: its route, the Call its handler runs
-// under, set up and started by the transport (Call.Start), and the request
-// payload. The transport ends the Call (Call.End) once Run has returned.
+// Job is one call for Runner.Run: its route, the handler.Call its handler
+// runs under, set up and started by the transport (Call.Start), and the
+// request payload. The transport ends the Call (Call.End) once Run has
+// returned.
 type Job struct {
-	Route  *Route
-	Call   *Call
+	Route  *handler.Route
+	Call   *handler.Call
 	Req    []byte
 	OneWay bool              // no reply goes back: a failure is only logged, at Debug
 	Zip    proto.Compression // the reply's compression, through Runner.Compress; CompressionNone for none
@@ -93,12 +97,12 @@ type Job struct {
 }
 
 // Run runs j and appends what answers it to out: a Response, or an Error
-// (its code from CodeOf, flagged Unprocessed when AnswersUnprocessed holds),
-// or nothing for a one-way call. A reply of j.Large bytes or more that the
-// handler did not append in place comes back as own, to be written right
-// after out: the Response's length counts it. Calls with a Watch are run
-// as inline calls: the watchdog sees them (Check), and a sample of them is
-// timed against the budget.
+// (its code from handler.CodeOf, flagged Unprocessed when
+// AnswersUnprocessed holds), or nothing for a one-way call. A reply of
+// j.Large bytes or more that the handler did not append in place comes
+// back as own, to be written right after out: the Response's length counts
+// it. Calls with a Watch are run as inline calls: the watchdog sees them
+// (Check), and a sample of them is timed against the budget.
 func (r *Runner) Run(j *Job, out []byte) (_, own []byte) {
 	call := j.Call
 	out, start := proto.BeginResponse(out, call.ID, call.Codec)
@@ -118,7 +122,7 @@ func (r *Runner) Run(j *Job, out []byte) (_, own []byte) {
 		}
 		w.seq.Add(1) // running
 		if w.calls++; w.calls < sampleEvery {
-			out, own, err = j.Route.serveInline(call, j.Req, out, large)
+			out, own, err = serveInline(call, j.Route, j.Req, out, large)
 		} else {
 			out, own, err = r.timeInline(j, out, large)
 		}
@@ -150,7 +154,7 @@ func (r *Runner) Run(j *Job, out []byte) (_, own []byte) {
 	if AnswersUnprocessed(err) {
 		flags = proto.FlagUnprocessed
 	}
-	return proto.AppendError(out[:start], call.ID, flags, CodeOf(err), MessageOf(err)), nil
+	return proto.AppendError(out[:start], call.ID, flags, handler.CodeOf(err), handler.MessageOf(err)), nil
 }
 
 // Outcome runs a call whose answer is not a frame, the HTTP gateway's: it
@@ -158,7 +162,7 @@ func (r *Runner) Run(j *Job, out []byte) (_, own []byte) {
 // with instead, as Run would put it in an Error frame: the handler's, an
 // Internal error for a panic (logged with its stack), or ResourceExhausted
 // for a reply whose frame would pass MaxFrame.
-func (r *Runner) Outcome(rt *Route, call *Call, req, out []byte) ([]byte, error) {
+func (r *Runner) Outcome(rt *handler.Route, call *handler.Call, req, out []byte) ([]byte, error) {
 	out, err := rt.Serve(call, req, out)
 	if err == nil {
 		if n := proto.HeaderSize + len(out); n > r.maxFrame() { // a Response has no route or metadata
@@ -178,7 +182,7 @@ func (r *Runner) Outcome(rt *Route, call *Call, req, out []byte) ([]byte, error)
 // WithStream) and returns its outcome, for the transport to finish the
 // stream with: the handler's error, or an Internal error for a panic,
 // logged with its stack. A failure is counted by Failed.
-func (r *Runner) Stream(rt *StreamRoute, call *Call) error {
+func (r *Runner) Stream(rt *handler.StreamRoute, call *handler.Call) error {
 	err := rt.ServeStream(call)
 	if err != nil {
 		r.logFailure(call, err, false)
@@ -212,13 +216,13 @@ func (r *Runner) budget() time.Duration {
 
 // tooLarge is the error of a reply whose frame has n bytes, over the limit.
 func (r *Runner) tooLarge(n int) error {
-	return Errorf(proto.CodeResourceExhausted, "reply of %d bytes exceeds the frame limit of %d", n, r.maxFrame())
+	return handler.Errorf(proto.CodeResourceExhausted, "reply of %d bytes exceeds the frame limit of %d", n, r.maxFrame())
 }
 
 // logFailure logs a handler's panic with its stack, and a one-way call's
 // failure at Debug, as nobody else hears of it.
-func (r *Runner) logFailure(call *Call, err error, oneWay bool) {
-	var pe *PanicError
+func (r *Runner) logFailure(call *handler.Call, err error, oneWay bool) {
+	var pe *handler.PanicError
 	switch {
 	case errors.As(err, &pe):
 		r.log().Error("rpcd: handler panicked", "route", pe.Route, "remote", call.Remote, "panic", pe.Value, "stack", string(pe.Stack))
@@ -234,8 +238,8 @@ func (r *Runner) logFailure(call *Call, err error, oneWay bool) {
 // a Watch must not be copied once used.
 type Watch struct {
 	// Written by the loop at every inline call; read by Check.
-	seq   atomic.Uint64         // odd while a handler runs: advanced as one starts and as it returns
-	route atomic.Pointer[Route] // the route of the call running, or of the last one
+	seq   atomic.Uint64                 // odd while a handler runs: advanced as one starts and as it returns
+	route atomic.Pointer[handler.Route] // the route of the call running, or of the last one
 
 	calls uint32 // inline calls since the last timed one; the loop's own
 
@@ -250,22 +254,22 @@ type Watch struct {
 func (r *Runner) timeInline(j *Job, out []byte, large int) ([]byte, []byte, error) {
 	j.Watch.calls = 0
 	rt := j.Route
-	if r.Budget < 0 || rt.pinned || rt.state.moved.Load() {
-		return rt.serveInline(j.Call, j.Req, out, large)
+	if st := routeState(rt); r.Budget < 0 || st.Pinned || st.Moved.Load() {
+		return serveInline(j.Call, rt, j.Req, out, large)
 	}
 	began := time.Now()
-	out, own, err := rt.serveInline(j.Call, j.Req, out, large)
+	out, own, err := serveInline(j.Call, rt, j.Req, out, large)
 	r.ran(rt, time.Since(began) > r.budget())
 	return out, own, err
 }
 
 // Check is the watchdog's look at w at time now. An inline handler seen
 // running the same call for threshold or more has overrun: once per run,
-// it is counted on its route (RouteInfo.Overruns), counted as a run over
-// budget, and, the first time for the route, logged at Warn with the
-// stacks of the goroutines running inline handlers, the stuck one among
-// them. Looking every threshold/2, Check reports a handler that has run
-// between threshold and 1.5×threshold, never one that ran less than
+// it is counted on its route (handler.RouteInfo.Overruns), counted as a
+// run over budget, and, the first time for the route, logged at Warn with
+// the stacks of the goroutines running inline handlers, the stuck one
+// among them. Looking every threshold/2, Check reports a handler that has
+// run between threshold and 1.5×threshold, never one that ran less than
 // threshold. remote is the connection's, for the log. Only one goroutine
 // may call Check on a Watch.
 func (r *Runner) Check(w *Watch, now time.Time, threshold time.Duration, remote net.Addr) {
@@ -285,21 +289,21 @@ func (r *Runner) Check(w *Watch, now time.Time, threshold time.Duration, remote 
 		return
 	}
 	w.told = true
-	st := rt.state
-	if st.logged.CompareAndSwap(false, true) { // before the count, so that whoever sees the count can read the log
+	st := routeState(rt)
+	if st.Logged.CompareAndSwap(false, true) { // before the count, so that whoever sees the count can read the log
 		r.log().Warn("rpcd: an inline handler holds its event loop past the watchdog's threshold; every connection on the loop waits",
-			"route", rt.name, "running", now.Sub(w.since).Round(time.Millisecond), "threshold", threshold, "remote", remote,
+			"route", rt.Name(), "running", now.Sub(w.since).Round(time.Millisecond), "threshold", threshold, "remote", remote,
 			"remedy", "register the route with handler.Blocking()", "stack", inlineStacks())
 	}
-	st.overruns.Add(1)
+	st.Overruns.Add(1)
 	r.ran(rt, true)
 }
 
 // ran records a timed inline run of rt, over budget or not, and moves rt
 // to the blocking pool once moveAfter of its last window runs were over.
-func (r *Runner) ran(rt *Route, over bool) {
-	st := rt.state
-	if r.Budget < 0 || rt.pinned || st.moved.Load() {
+func (r *Runner) ran(rt *handler.Route, over bool) {
+	st := routeState(rt)
+	if r.Budget < 0 || st.Pinned || st.Moved.Load() {
 		return
 	}
 	var b uint32
@@ -307,25 +311,39 @@ func (r *Runner) ran(rt *Route, over bool) {
 		b = 1
 	}
 	for {
-		old := st.runs.Load()
+		old := st.Runs.Load()
 		if old == 0 && !over {
 			return // the common case: nothing over budget to remember
 		}
 		runs := old<<1&(1<<window-1) | b
-		if !st.runs.CompareAndSwap(old, runs) {
+		if !st.Runs.CompareAndSwap(old, runs) {
 			continue
 		}
-		if n := bits.OnesCount32(runs); over && n >= moveAfter && st.moved.CompareAndSwap(false, true) {
+		if n := bits.OnesCount32(runs); over && n >= moveAfter && st.Moved.CompareAndSwap(false, true) {
 			r.log().Warn("rpcd: route moved from the event loop to the blocking pool: its inline runs keep passing their budget",
-				"route", rt.name, "budget", r.budget(), "over", fmt.Sprintf("%d of its last %d timed runs", n, window),
+				"route", rt.Name(), "budget", r.budget(), "over", fmt.Sprintf("%d of its last %d timed runs", n, window),
 				"remedy", "register it with handler.Blocking(), or with handler.Inline() to keep it on the loop")
 		}
 		return
 	}
 }
 
-// inlineFrame is how Route.serveInline shows in a stack.
-const inlineFrame = "rpcd/handler.(*Route).serveInline("
+// serveInline is Route.ServeOwn for a call run inline on an event loop: a
+// function of its own, so that a goroutine's stack tells a watchdog which
+// goroutine is an event loop held by a handler (Check). The compiler may
+// inline it: a stack shows inlined calls as frames all the same.
+func serveInline(ctx context.Context, rt *handler.Route, req, buf []byte, large int) (out, own []byte, err error) {
+	return rt.ServeOwn(ctx, req, buf, large)
+}
+
+// inlineFrame is how serveInline shows in a stack.
+const inlineFrame = "rpcd/handler/transport.serveInline("
+
+// routeState returns what handler keeps of a route beside its handler:
+// its run state, reached through the accessor handler sets in its init.
+// It is asked on a timed run, one inline call in sampleEvery, and by the
+// watchdog, never on a call's common path.
+var routeState = handlerstate.RouteOf.(func(*handler.Route) *handlerstate.Route)
 
 // inlineStacks returns the stacks of the goroutines that are running an
 // inline handler now: the one the watchdog found stuck, and any other

@@ -1,4 +1,4 @@
-package handler
+package schema
 
 import (
 	"bytes"
@@ -149,15 +149,15 @@ func (ps Properties) Get(name string) *Schema {
 	return nil
 }
 
-// ArgumentSchema returns the schema of the JSON a typed route with an
-// argument of type t takes. Every property is optional: a missing one
-// leaves the field's zero value.
-func ArgumentSchema(t reflect.Type) *Schema { return schemaFor(t, false) }
+// Argument returns the schema of the JSON a typed route with an argument
+// of type t takes. Every property is optional: a missing one leaves the
+// field's zero value.
+func Argument(t reflect.Type) *Schema { return schemaFor(t, false) }
 
-// ReplySchema returns the schema of the JSON rpcd encodes a reply of type
-// t as. An object's fields without omitempty or omitzero are required:
-// they are always there.
-func ReplySchema(t reflect.Type) *Schema { return schemaFor(t, true) }
+// Reply returns the schema of the JSON rpcd encodes a reply of type t as.
+// An object's fields without omitempty or omitzero are required: they are
+// always there.
+func Reply(t reflect.Type) *Schema { return schemaFor(t, true) }
 
 func schemaFor(t reflect.Type, reply bool) *Schema {
 	g := &schemaGen{reply: reply, open: map[reflect.Type]*defState{}}
@@ -185,8 +185,8 @@ type defState struct {
 	name      string
 }
 
-// SchemaDialect is the JSON Schema dialect of Schema.
-const SchemaDialect = "https://json-schema.org/draft/2020-12/schema"
+// Dialect is the JSON Schema dialect of Schema.
+const Dialect = "https://json-schema.org/draft/2020-12/schema"
 
 var (
 	typeTime            = reflect.TypeFor[time.Time]()

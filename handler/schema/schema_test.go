@@ -1,4 +1,4 @@
-package handler_test
+package schema_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/schema"
 )
 
 // The types the schema tests derive schemas from.
@@ -76,12 +77,12 @@ type (
 	schemaOwnType struct{ v string }
 )
 
-func (schemaOwnType) JSONSchema() *handler.Schema {
-	return &handler.Schema{Type: handler.Types{"string"}, Description: "its own"}
+func (schemaOwnType) JSONSchema() *schema.Schema {
+	return &schema.Schema{Type: schema.Types{"string"}, Description: "its own"}
 }
 func (o schemaOwnType) MarshalJSON() ([]byte, error) { return json.Marshal(o.v) }
 
-func compact(t *testing.T, s *handler.Schema) string {
+func compact(t *testing.T, s *schema.Schema) string {
 	t.Helper()
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -115,18 +116,18 @@ func TestSchemaGolden(t *testing.T) {
 		{"empty struct reply", reflect.TypeFor[struct{}](), true, `{"type":"object"}`},
 		{"time", reflect.TypeFor[time.Time](), true, `{"title":"time.Time","type":"string","format":"date-time"}`},
 		{"duration", reflect.TypeFor[time.Duration](), true, `{"title":"time.Duration","type":"integer","format":"int64"}`},
-		{"own schema", reflect.TypeFor[schemaOwnType](), true, `{"title":"handler_test.schemaOwnType","description":"its own","type":"string"}`},
+		{"own schema", reflect.TypeFor[schemaOwnType](), true, `{"title":"schema_test.schemaOwnType","description":"its own","type":"string"}`},
 		{"func", reflect.TypeFor[func()](), true, `{"description":"not JSON: a Go func()"}`},
-		{"struct argument", reflect.TypeFor[schemaInner](), false, `{"title":"handler_test.schemaInner","type":"object","properties":{"x":{"type":"integer","format":"int64"}}}`},
-		{"struct reply", reflect.TypeFor[schemaInner](), true, `{"title":"handler_test.schemaInner","type":"object","properties":{"x":{"type":"integer","format":"int64"}},"required":["x"]}`},
-		{"struct pointer", reflect.TypeFor[*schemaInner](), true, `{"title":"handler_test.schemaInner","type":["object","null"],"properties":{"x":{"type":"integer","format":"int64"}},"required":["x"]}`},
+		{"struct argument", reflect.TypeFor[schemaInner](), false, `{"title":"schema_test.schemaInner","type":"object","properties":{"x":{"type":"integer","format":"int64"}}}`},
+		{"struct reply", reflect.TypeFor[schemaInner](), true, `{"title":"schema_test.schemaInner","type":"object","properties":{"x":{"type":"integer","format":"int64"}},"required":["x"]}`},
+		{"struct pointer", reflect.TypeFor[*schemaInner](), true, `{"title":"schema_test.schemaInner","type":["object","null"],"properties":{"x":{"type":"integer","format":"int64"}},"required":["x"]}`},
 		{"linked list", reflect.TypeFor[schemaLinked](), true,
-			`{"$ref":"#/$defs/schemaLinked","$defs":{"schemaLinked":{"title":"handler_test.schemaLinked","type":"object","properties":{"next":{"anyOf":[{"$ref":"#/$defs/schemaLinked"},{"type":"null"}]}},"required":["next"]}}}`},
+			`{"$ref":"#/$defs/schemaLinked","$defs":{"schemaLinked":{"title":"schema_test.schemaLinked","type":"object","properties":{"next":{"anyOf":[{"$ref":"#/$defs/schemaLinked"},{"type":"null"}]}},"required":["next"]}}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := handler.ArgumentSchema(tc.typ)
+			s := schema.Argument(tc.typ)
 			if tc.reply {
-				s = handler.ReplySchema(tc.typ)
+				s = schema.Reply(tc.typ)
 			}
 			if got := compact(t, s); got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
@@ -141,7 +142,7 @@ func TestSchemaGolden(t *testing.T) {
 // argument none is.
 func TestSchemaStructFields(t *testing.T) {
 	typ := reflect.TypeFor[schemaAll]()
-	s := handler.ReplySchema(typ)
+	s := schema.Reply(typ)
 	var names []string
 	for _, p := range s.Properties {
 		names = append(names, p.Name)
@@ -153,7 +154,7 @@ func TestSchemaStructFields(t *testing.T) {
 	if got, want := strings.Join(s.Required, " "), "name small u16 u64 f ok ptr list bytes pair map int_keys inner when took addr raw any quoted - Untagged Q p"; got != want {
 		t.Errorf("required %s\nwant     %s", got, want)
 	}
-	if a := handler.ArgumentSchema(typ); len(a.Required) != 0 {
+	if a := schema.Argument(typ); len(a.Required) != 0 {
 		t.Errorf("argument schema requires %v, want nothing", a.Required)
 	}
 	for name, want := range map[string]string{
@@ -230,7 +231,7 @@ func TestSchemaConforms(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%T: %v", v, err)
 		}
-		for _, s := range []*handler.Schema{handler.ReplySchema(typ), handler.ArgumentSchema(typ)} {
+		for _, s := range []*schema.Schema{schema.Reply(typ), schema.Argument(typ)} {
 			if err := validate(s, s, decodeJSON(t, enc)); err != nil {
 				t.Errorf("%T %s: %v\nschema %s", v, enc, err, compact(t, s))
 			}
@@ -254,7 +255,7 @@ func TestSchemaConforms(t *testing.T) {
 		{reflect.TypeFor[time.Time](), `"yesterday"`},
 		{reflect.TypeFor[[]byte](), `"!!"`},
 	} {
-		s := handler.ReplySchema(tc.typ)
+		s := schema.Reply(tc.typ)
 		if err := validate(s, s, decodeJSON(t, []byte(tc.json))); err == nil {
 			t.Errorf("%v: %s is valid, want refused by %s", tc.typ, tc.json, compact(t, s))
 		}
@@ -274,7 +275,7 @@ func decodeJSON(t *testing.T, b []byte) any {
 
 // validate checks v, decoded with UseNumber, against s, whose $refs point
 // into root's $defs: the keywords Schema has, as draft 2020-12 reads them.
-func validate(root, s *handler.Schema, v any) error {
+func validate(root, s *schema.Schema, v any) error {
 	if s.Ref != "" {
 		d := root.Defs[strings.TrimPrefix(s.Ref, "#/$defs/")]
 		if d == nil {
@@ -376,8 +377,8 @@ func jsonType(v any) string {
 // its properties' order and its types kept.
 func TestSchemaJSONRoundTrip(t *testing.T) {
 	for _, typ := range []reflect.Type{reflect.TypeFor[schemaAll](), reflect.TypeFor[schemaTree](), reflect.TypeFor[*int](), reflect.TypeFor[string]()} {
-		want := compact(t, handler.ReplySchema(typ))
-		var s handler.Schema
+		want := compact(t, schema.Reply(typ))
+		var s schema.Schema
 		if err := json.Unmarshal([]byte(want), &s); err != nil {
 			t.Fatalf("%v: %v", typ, err)
 		}

@@ -1,4 +1,4 @@
-package handler_test
+package schema_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/schema"
 )
 
 // countedArg counts how often its schema is asked for.
@@ -16,9 +17,9 @@ type countedArg struct{}
 
 var countedSchemas atomic.Int32
 
-func (countedArg) JSONSchema() *handler.Schema {
+func (countedArg) JSONSchema() *schema.Schema {
 	countedSchemas.Add(1)
-	return &handler.Schema{Type: handler.Types{"object"}}
+	return &schema.Schema{Type: schema.Types{"object"}}
 }
 
 // defA and defC are recursive: their schemas have $defs.
@@ -61,11 +62,11 @@ func TestDescribe(t *testing.T) {
 		"T/Count":   `{"name":"T/Count","kind":"typed","inline":true,"argument":{"type":["array","null"],"items":{"type":"string"}},"reply":{"type":["object","null"],"additionalProperties":{"type":"integer","format":"int64"}}}`,
 		"T/Raw":     `{"name":"T/Raw","kind":"raw"}`,
 		"T/Stream":  `{"name":"T/Stream","kind":"stream"}`,
-		"T/Sum":     `{"name":"T/Sum","kind":"typed","blocking":true,"argument":{"title":"handler_test.describeArgs","type":"object","properties":{"a":{"type":"integer","format":"int64"},"b":{"type":"integer","format":"int64"}}},"reply":{"type":"integer","format":"int64"}}`,
+		"T/Sum":     `{"name":"T/Sum","kind":"typed","blocking":true,"argument":{"title":"schema_test.describeArgs","type":"object","properties":{"a":{"type":"integer","format":"int64"},"b":{"type":"integer","format":"int64"}}},"reply":{"type":"integer","format":"int64"}}`,
 		"T/Wrapped": `{"name":"T/Wrapped","kind":"raw"}`,
 	}
 	var names []string
-	for _, d := range reg.Descriptions() {
+	for _, d := range schema.Descriptions(reg) {
 		names = append(names, d.Name)
 		b, err := json.Marshal(d)
 		if err != nil {
@@ -74,7 +75,7 @@ func TestDescribe(t *testing.T) {
 		if string(b) != want[d.Name] {
 			t.Errorf("Descriptions: %s\nwant %s", b, want[d.Name])
 		}
-		one, ok := reg.Describe(d.Name)
+		one, ok := schema.Describe(reg, d.Name)
 		if b1, _ := json.Marshal(one); !ok || string(b1) != string(b) {
 			t.Errorf("Describe(%s) = %s, %v; Descriptions has %s", d.Name, b1, ok, b)
 		}
@@ -82,12 +83,12 @@ func TestDescribe(t *testing.T) {
 	if got := strings.Join(names, " "); got != "T/Count T/Raw T/Stream T/Sum T/Wrapped" {
 		t.Errorf("Descriptions in the order %s, want by name", got)
 	}
-	if d, ok := reg.Describe("No/Such"); ok {
+	if d, ok := schema.Describe(reg, "No/Such"); ok {
 		t.Errorf("Describe(No/Such) = %+v, true", d)
 	}
 	// What rpcd's codec writes for a description is what encoding/json
 	// writes (Sys/Describe answers with the codec).
-	d, _ := reg.Describe("T/Sum")
+	d, _ := schema.Describe(reg, "T/Sum")
 	enc, err := handler.JSON.Append(nil, &d)
 	if err != nil || string(enc) != want["T/Sum"] {
 		t.Errorf("JSON.Append: %s, %v\nwant %s", enc, err, want["T/Sum"])
@@ -104,10 +105,10 @@ func TestDescribeLazy(t *testing.T) {
 	if n := countedSchemas.Load(); n != 0 {
 		t.Fatalf("registration derived %d schemas, want none", n)
 	}
-	d1, _ := reg.Describe("T/Counted")
+	d1, _ := schema.Describe(reg, "T/Counted")
 	reg.Use(func(next handler.Handler) handler.Handler { return next })
-	d2, _ := reg.Describe("T/Counted")
-	reg.Descriptions()
+	d2, _ := schema.Describe(reg, "T/Counted")
+	schema.Descriptions(reg)
 	if n := countedSchemas.Load(); n != 2 {
 		t.Errorf("three descriptions derived %d schemas, want 2 (argument and reply, once)", n)
 	}
@@ -116,9 +117,9 @@ func TestDescribeLazy(t *testing.T) {
 	}
 }
 
-// ExampleRegistry_Describe shows a typed route's description: its
+// ExampleDescribe shows a typed route's description: its
 // argument's and its reply's JSON Schemas, derived from its Go types.
-func ExampleRegistry_Describe() {
+func ExampleDescribe() {
 	type point struct {
 		X float64 `json:"x"`
 		Y float64 `json:"y"`
@@ -127,7 +128,7 @@ func ExampleRegistry_Describe() {
 	reg.Handle("Geo/Norm", handler.Func(func(_ context.Context, p point) (float64, error) {
 		return p.X*p.X + p.Y*p.Y, nil
 	}))
-	d, _ := reg.Describe("Geo/Norm")
+	d, _ := schema.Describe(reg, "Geo/Norm")
 	b, _ := json.MarshalIndent(d, "", "  ")
 	fmt.Println(string(b))
 	// Output:
@@ -135,7 +136,7 @@ func ExampleRegistry_Describe() {
 	//   "name": "Geo/Norm",
 	//   "kind": "typed",
 	//   "argument": {
-	//     "title": "handler_test.point",
+	//     "title": "schema_test.point",
 	//     "type": "object",
 	//     "properties": {
 	//       "x": {
@@ -161,7 +162,7 @@ func ExampleRegistry_Describe() {
 func TestDescribeStableJSON(t *testing.T) {
 	reg := handler.NewRegistry()
 	reg.Handle("T/Defs", handler.Func(func(context.Context, defA) (defA, error) { return defA{}, nil }))
-	d, _ := reg.Describe("T/Defs")
+	d, _ := schema.Describe(reg, "T/Defs")
 	if len(d.Argument.Defs) != 2 || len(d.Reply.Defs) != 2 {
 		t.Fatalf("$defs %v and %v, want defA and defC in each", d.Argument.Defs, d.Reply.Defs)
 	}
@@ -170,7 +171,7 @@ func TestDescribeStableJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 50; i++ {
-		got, err := handler.JSON.Append(nil, []handler.Description{d})
+		got, err := handler.JSON.Append(nil, []schema.Description{d})
 		if err != nil || string(got) != "["+string(want)+"]" {
 			t.Fatalf("encoding %d: %s, %v\nwant [%s]", i, got, err, want)
 		}

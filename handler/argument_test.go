@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -99,7 +100,7 @@ func TestArgumentErrors(t *testing.T) {
 
 	// A reply that does not decode says so in the same words.
 	var out struct{ N int }
-	err := handler.DecodeReply("Test/Reply", []byte(`{"N":"seven"}`), &out)
+	err := transport.DecodeReply("Test/Reply", []byte(`{"N":"seven"}`), &out)
 	if want := `rpcd: invalid argument: decoding the reply of Test/Reply: field "N": want a number, got a string at byte 6`; err == nil || err.Error() != want {
 		t.Errorf("DecodeReply: %v, want %s", err, want)
 	}
