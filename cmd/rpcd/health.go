@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	rpcdaemon "github.com/rpcd/rpcd/daemon"
 )
 
 var healthCmd = &command{
@@ -44,7 +46,7 @@ func setupHealth(fs *flag.FlagSet) func(*cli, []string) error {
 		}
 		a := *addr
 		if a == "" {
-			a = os.Getenv(envName("admin"))
+			a = os.Getenv(rpcdaemon.EnvName("admin"))
 		}
 		if a == "" {
 			a = defaultAdmin
