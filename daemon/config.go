@@ -65,7 +65,7 @@ func (e *ConfigError) Settings() []string {
 // *ConfigError, joined (errors.Join); nil if there is none. New reports
 // these and also what is wrong with the files the settings name, which
 // Validate does not read.
-func (c *Config) Validate() error {
+func (c Config) Validate() error {
 	_, errs := c.check()
 	return errors.Join(errs...)
 }
