@@ -236,6 +236,48 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return d.drain(context.Cause(ctx))
 }
 
+// SameSignal is how soon after the signal that began a drain another
+// counts as the same request, not a second one that cuts the drain short:
+// `timeout` signals its child and then its whole process group, and a
+// shell may do the like.
+const SameSignal = 500 * time.Millisecond
+
+// ErrSecondSignal is RunSignals' error when a second signal cut the drain
+// short.
+var ErrSecondSignal = errors.New("rpcd: daemon: a second signal cut the drain short")
+
+// RunSignals runs the daemon until a signal comes on sigs, as rpcd serve
+// does on SIGINT and SIGTERM: the first begins the drain (Signal{sig} is
+// its cause); the same again within SameSignal is taken for the same
+// request; another after that stops the drain at once (Close). It returns
+// Run's error, or ErrSecondSignal.
+func (d *Daemon) RunSignals(sigs <-chan os.Signal) error {
+	ctx, stop := context.WithCancelCause(context.Background())
+	defer stop(nil)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var first time.Time // of the signal that began the drain
+	for {
+		select {
+		case err := <-done:
+			return err
+		case sig := <-sigs:
+			switch {
+			case first.IsZero():
+				first = time.Now()
+				stop(Signal{sig})
+			case time.Since(first) < SameSignal:
+				d.log.Debug("rpcd: a repeat of the signal that began the drain; draining on", "signal", sig.String())
+			default:
+				d.log.Error("rpcd: second signal; exiting without draining", "signal", sig.String())
+				d.Close()
+				<-done
+				return ErrSecondSignal
+			}
+		}
+	}
+}
+
 // start opens the listeners and registers the node, undoing what it did
 // if one fails; then the daemon serves.
 func (d *Daemon) start() error {

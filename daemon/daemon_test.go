@@ -305,3 +305,43 @@ func TestSettingsTable(t *testing.T) {
 		t.Errorf("DefaultConfig's reactor options %+v are not reactor.DefaultOptions' %+v", ro, r)
 	}
 }
+
+func TestServingAddr(t *testing.T) {
+	log := "time=2026-01-02T03:04:05.000Z level=INFO msg=\"rpcd: serving\" addr=127.0.0.1:40123 loops=2 GOMAXPROCS=2 routes=7\n"
+	if got := servingAddr([]byte(log)); got != "127.0.0.1:40123" {
+		t.Errorf("servingAddr = %q, want 127.0.0.1:40123", got)
+	}
+	if got := servingAddr([]byte("time=x level=INFO msg=\"rpcd: draining\" addr=1.2.3.4:5\n")); got != "" {
+		t.Errorf("servingAddr of another line = %q, want none", got)
+	}
+}
+
+// TestReady: Ready says "ready" while the daemon serves, asked at its
+// admin listener's port on an unspecified host too; an address without a
+// port is a ConfigError, and a listener gone an error. (cmd/rpcd's
+// TestProcessHealth sees the 503 of a drain.)
+func TestReady(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Addr, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0"
+	d, err := New(cfg, WithLogOutput(&syncBuffer{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, d)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	_, port, _ := net.SplitHostPort(d.AdminAddr().String())
+	for _, addr := range []string{d.AdminAddr().String(), "0.0.0.0:" + port, ":" + port} {
+		if answer, err := Ready(ctx, addr); answer != "ready" || err != nil {
+			t.Errorf("Ready(%s): %q, %v; want ready", addr, answer, err)
+		}
+	}
+	var ce *ConfigError
+	if _, err := Ready(ctx, "nonsense"); !errors.As(err, &ce) {
+		t.Errorf("Ready(nonsense): %v, want a ConfigError", err)
+	}
+	_ = stop()
+	if _, err := Ready(ctx, d.AdminAddr().String()); err == nil || !strings.HasPrefix(err.Error(), "rpcd: not ready: ") {
+		t.Errorf("Ready once stopped: %v, want not ready", err)
+	}
+}

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"strings"
-	"time"
 
 	rpcdaemon "github.com/rpcd/rpcd/daemon"
 	"github.com/rpcd/rpcd/load"
@@ -40,10 +38,6 @@ func setupServe(fs *flag.FlagSet) func(*cli, []string) error {
 	return func(c *cli, args []string) error { return c.serve(cfg, *ledger, args) }
 }
 
-// sameSignal is how soon after the signal that began a drain another
-// counts as the same request, not a second one that cuts the drain short.
-const sameSignal = 500 * time.Millisecond
-
 func (c *cli) serve(cfg rpcdaemon.Config, ledger string, args []string) error {
 	var errs []error // every mistake at once, the configuration's first
 	if c.conf != nil {
@@ -60,10 +54,9 @@ func (c *cli) serve(cfg rpcdaemon.Config, ledger string, args []string) error {
 	if err := errors.Join(append(errs, err)...); err != nil {
 		return err
 	}
-	log := d.Logger()
 	if c.conf != nil {
 		for _, w := range c.conf.Warnings {
-			log.Warn("rpcd: " + w)
+			d.Logger().Warn("rpcd: " + w)
 		}
 		c.warned = true
 	}
@@ -83,33 +76,8 @@ func (c *cli) serve(cfg rpcdaemon.Config, ledger string, args []string) error {
 	// logged must drain, not kill the process.
 	sigs, stopSignals := c.signals()
 	defer stopSignals()
-	ctx, stop := context.WithCancelCause(context.Background())
-	defer stop(nil)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	var first time.Time // of the signal that began the drain
-	for {
-		select {
-		case err := <-done: // Run logged why
-			if err != nil {
-				return exitStatus(exitFail)
-			}
-			return nil
-		case sig := <-sigs:
-			switch {
-			case first.IsZero():
-				first = time.Now()
-				stop(rpcdaemon.Signal{Signal: sig})
-			case time.Since(first) < sameSignal:
-				// One stop sent twice: `timeout` signals its child and then
-				// its whole process group, and a shell may do the like.
-				log.Debug("rpcd: a repeat of the signal that began the drain; draining on", "signal", sig.String())
-			default:
-				log.Error("rpcd: second signal; exiting without draining", "signal", sig.String())
-				d.Close()
-				<-done
-				return exitStatus(exitFail)
-			}
-		}
+	if err := d.RunSignals(sigs); err != nil {
+		return exitStatus(exitFail) // Run logged why
 	}
+	return nil
 }
