@@ -217,16 +217,17 @@ func (d *Daemon) Close() error {
 // where $NOTIFY_SOCKET is set). When ctx ends (or Close is called) it
 // stops in this order: Sys/Health says NOT_SERVING, the node leaves etcd,
 // systemd hears STOPPING, the gateway and the server send GoAway and
-// answer the calls in flight for up to DrainTimeout, and last the admin
-// listener closes (it says 503 on /readyz meanwhile). An error means it
+// answer the calls in flight for up to DrainTimeout, the admin listener
+// closes (it says 503 on /readyz meanwhile), and last the spans still
+// buffered are exported (WithTracingFromEnv). An error means it
 // could not serve (logged), or that calls were still in flight when the
 // drain ended (cancelled).
 func (d *Daemon) Run(ctx context.Context) error {
 	if !d.ran.CompareAndSwap(false, true) {
 		return errors.New("rpcd: daemon: Run after Close, or a second time")
 	}
-	defer d.stopTracing() // the spans of the drain too
 	if err := d.start(); err != nil {
+		d.stopTracing()
 		return err
 	}
 	select {
@@ -362,7 +363,8 @@ func (d *Daemon) drain(cause error) error {
 	if err != nil && !closed {
 		d.log.Error("rpcd: drain timed out; calls still in flight were cancelled", "timeout", timeout, "err", err)
 	}
-	d.adm.stop() // last: /readyz says 503 and /metrics answers while the drain lasts
+	d.adm.stop()    // last: /readyz says 503 and /metrics answers while the drain lasts
+	d.stopTracing() // the spans of the drain too
 	if !closed {
 		d.log.Info("rpcd: stopped")
 	}
