@@ -33,6 +33,13 @@
 //		log.Fatal(err)
 //	}
 //
-// Listeners may be given instead of addresses (WithListeners), as a
-// process that takes over another's sockets would.
+// RunSignals runs it as rpcd serve does on SIGINT and SIGTERM: the first
+// signal drains, a second one later stops at once. Listeners may be given
+// instead of addresses (WithListeners), as a process that takes over
+// another's sockets would.
+//
+// Two helpers serve what runs beside a daemon: Ready asks an admin
+// listener whether its daemon is ready (a container's health check, rpcd
+// health), and a Process is a daemon in a child process, started and
+// stopped by signals (the server of rpcd bench, soak and chaos).
 package daemon
