@@ -140,11 +140,11 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 			d.log.Info("rpcd: exporting spans", "protocol", d.tracing.Protocol, "endpoint", endpoint)
 		}
 	}
-	if r.roles != nil {
-		d.reg.Use(auth.Require(auth.Roles(r.roles)))
+	if d.sec.roles != nil {
+		d.reg.Use(auth.Require(auth.Roles(d.sec.roles)))
 	}
-	if r.limits != nil {
-		d.reg.Use(ratelimit.PerRoute(r.limits)) // after authorization: calls refused by it take no token
+	if d.sec.limits != nil {
+		d.reg.Use(ratelimit.PerRoute(d.sec.limits)) // after authorization: calls refused by it take no token
 	}
 	builtin.Register(d.reg)
 	builtin.HandleStats(d.reg, func() int { return d.srv.Conns() })

@@ -24,7 +24,7 @@ import (
 // credential > file > default:
 //
 //   - a flag given on the command line wins;
-//   - else the environment variable envPrefix + the flag's name in upper
+//   - else the environment variable EnvPrefix + the flag's name in upper
 //     case with '-' as '_' (RPCD_MAX_CONNS for -max-conns), if set and not
 //     empty;
 //   - else, for a flag whose value is a file to read (its usage says
@@ -51,9 +51,13 @@ const (
 	CredentialsEnv = "CREDENTIALS_DIRECTORY"
 )
 
+// TokenEnv is the variable rpcd's clients (rpcd call) read a token from:
+// it names no flag of serve, and Load does not warn about it.
+const TokenEnv = "RPCD_TOKEN"
+
 // otherEnv are the RPCD_ variables that name no flag of serve but are
-// rpcd's all the same, not warned about: the clients' token (rpcd call).
-var otherEnv = []string{"RPCD_TOKEN"}
+// rpcd's all the same, not warned about.
+var otherEnv = []string{TokenEnv}
 
 // Sources says where the flags not given on the command line got their
 // values: "$RPCD_MAX_CONNS", "$CREDENTIALS_DIRECTORY/auth-tokens" or

@@ -27,7 +27,7 @@ type clientSecurityFlags struct {
 
 // tokenEnv names the environment variable a token is read from when no
 // flag gives one: unlike -token, it is not shown to other users by ps.
-const tokenEnv = "RPCD_TOKEN"
+const tokenEnv = rpcdaemon.TokenEnv
 
 func (f *clientSecurityFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.tls, "tls", false, "connect over TLS, trusting the system's CAs (implied by the other -tls flags)")

@@ -52,6 +52,9 @@ func (c *cli) serve(cfg rpcdaemon.Config, ledger string, args []string) error {
 	}
 	d, err := rpcdaemon.New(cfg, opts...)
 	if err := errors.Join(append(errs, err)...); err != nil {
+		if d != nil {
+			d.Close()
+		}
 		return err
 	}
 	if c.conf != nil {
