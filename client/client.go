@@ -64,7 +64,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if err := checkCodec(opts.Codec); err != nil {
 		return nil, err
 	}
-	if err := checkCompression(opts.Compression); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	if opts.TLS != nil {

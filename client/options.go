@@ -3,19 +3,25 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/compression"
+	"github.com/rpcd/rpcd/internal/stream"
 	"github.com/rpcd/rpcd/proto"
 )
 
 // Options configures a Client. The zero Options is valid: every zero field
-// takes the default given in its comment.
+// takes the default given in its comment (DefaultOptions has them all). A
+// negative value turns off what can be turned off, where a field's comment
+// says so; elsewhere it is a mistake, which Validate reports and Dial
+// refuses.
 type Options struct {
 	// Conns is the number of connections calls are spread over; default 1.
 	Conns int
@@ -34,11 +40,13 @@ type Options struct {
 	// nothing in time fails the dial with an Unavailable error that says
 	// which ("127.0.0.1:8080 answered with bytes that are not rpcd frames
 	// (HTTP?)"), rather than leaving calls to wait for their deadline. It
-	// costs a round trip per connection; zero sends no Ping.
+	// costs a round trip per connection; zero (the default) or a negative
+	// value sends no Ping.
 	ProbeTimeout time.Duration
 
 	// Timeout is the deadline given to calls whose context has none; zero
-	// means such calls wait as long as their context lets them. With a
+	// (the default) or a negative value means such calls wait as long as
+	// their context lets them. With a
 	// context that never ends (context.Background), the deadline of a
 	// Client's or a Cluster's call costs no context and timer per call: a
 	// caller waiting behind another reader of its connection sees it pass
@@ -149,6 +157,8 @@ type Options struct {
 
 	// CompressMin is the smallest payload Compression compresses, in
 	// bytes; default 1 KiB. A payload that does not shrink goes as it is.
+	// A negative value compresses no payload the client sends, while the
+	// server is still asked to compress its replies.
 	CompressMin int
 
 	// Interceptors wrap every call the client sends, the first outermost
@@ -173,58 +183,123 @@ type Credentials struct {
 	Secret []byte
 }
 
+// DefaultOptions returns the Options a zero Options stands for: every
+// field that has a default set to it.
+func DefaultOptions() Options {
+	return Options{
+		Conns:            1,
+		Limits:           proto.Limits{}.WithDefaults(),
+		DialTimeout:      5 * time.Second,
+		MinBackoff:       50 * time.Millisecond,
+		MaxBackoff:       5 * time.Second,
+		MaxRetries:       2,
+		KeepAlive:        proto.DefaultKeepAlive,
+		KeepAliveTimeout: proto.DefaultKeepAliveTimeout,
+		Dial:             dial,
+		MaxHandlers:      256,
+		Codec:            handler.JSON,
+		CompressMin:      proto.DefaultCompressMin,
+		StreamWindow:     stream.DefaultWindow,
+		Logger:           slog.Default(),
+	}
+}
+
+// withDefaults returns o with each zero field set to DefaultOptions', and
+// a negative CompressMin made one no payload reaches.
 func (o Options) withDefaults() Options {
-	if o.Conns <= 0 {
-		o.Conns = 1
-	}
+	d := DefaultOptions()
 	o.Limits = o.Limits.WithDefaults()
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = 5 * time.Second
-	}
-	if o.MinBackoff <= 0 {
-		o.MinBackoff = 50 * time.Millisecond
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 5 * time.Second
-	}
+	setZero(&o.Conns, d.Conns)
+	setZero(&o.DialTimeout, d.DialTimeout)
+	setZero(&o.MinBackoff, d.MinBackoff)
+	setZero(&o.MaxBackoff, d.MaxBackoff)
 	if o.MaxBackoff < o.MinBackoff {
 		o.MaxBackoff = o.MinBackoff
 	}
-	if o.MaxRetries == 0 {
-		o.MaxRetries = 2
-	}
-	if o.KeepAlive == 0 {
-		o.KeepAlive = 30 * time.Second
-	}
-	if o.KeepAliveTimeout <= 0 {
-		o.KeepAliveTimeout = 10 * time.Second
-	}
+	setZero(&o.MaxRetries, d.MaxRetries)
+	setZero(&o.KeepAlive, d.KeepAlive)
+	setZero(&o.KeepAliveTimeout, d.KeepAliveTimeout)
 	if o.Dial == nil {
-		o.Dial = dial
+		o.Dial = d.Dial
 	}
-	if o.MaxHandlers <= 0 {
-		o.MaxHandlers = 256
-	}
-	if o.StreamWindow <= 0 {
-		o.StreamWindow = 256 << 10
-	}
+	setZero(&o.MaxHandlers, d.MaxHandlers)
+	setZero(&o.StreamWindow, d.StreamWindow)
 	o.StreamWindow = min(o.StreamWindow, proto.MaxStreamWindow)
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = d.Logger
 	}
 	if o.Codec == nil {
-		o.Codec = handler.JSON
+		o.Codec = d.Codec
 	}
-	if o.CompressMin <= 0 {
-		o.CompressMin = 1 << 10
+	setZero(&o.CompressMin, d.CompressMin)
+	if o.CompressMin < 0 {
+		o.CompressMin = math.MaxInt // off
 	}
 	return o
+}
+
+// setZero sets *v to def if it is zero.
+func setZero[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// An OptionError is a field of Options that Validate refuses.
+type OptionError struct {
+	Field string // "Conns", "Limits.MaxFrameSize"
+	Value any    // its value
+	Want  string // what it may be: "0 or more"
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("rpcd: client: Options.%s is %v, want %s", e.Field, e.Value, e.Want)
+}
+
+// Validate reports every field of o that a client cannot take, each an
+// *OptionError, joined (errors.Join); nil if there is none. Dial refuses
+// Options it refuses.
+func (o *Options) Validate() error {
+	var errs []error
+	add := func(field string, value any, want string) {
+		errs = append(errs, &OptionError{Field: field, Value: value, Want: want})
+	}
+	if o.Limits.MaxFrameSize != 0 && o.Limits.MaxFrameSize < proto.HeaderSize {
+		add("Limits.MaxFrameSize", o.Limits.MaxFrameSize, fmt.Sprintf("0 (the default) or at least %d", proto.HeaderSize))
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"Conns", o.Conns}, {"Limits.MaxRoute", o.Limits.MaxRoute}, {"Limits.MaxMetadata", o.Limits.MaxMetadata},
+		{"MaxHandlers", o.MaxHandlers}, {"StreamWindow", o.StreamWindow},
+	} {
+		if f.v < 0 {
+			add(f.name, f.v, "0 or more")
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"DialTimeout", o.DialTimeout}, {"MinBackoff", o.MinBackoff}, {"MaxBackoff", o.MaxBackoff},
+		{"KeepAliveTimeout", o.KeepAliveTimeout},
+	} {
+		if f.v < 0 {
+			add(f.name, f.v, "0 or more")
+		}
+	}
+	if o.Codec != nil {
+		errs = append(errs, checkCodec(o.Codec))
+	}
+	return errors.Join(append(errs, checkCompression(o.Compression))...)
 }
 
 // checkCompression refuses a compression the client cannot do.
 func checkCompression(c proto.Compression) error {
 	if c != proto.CompressionNone && !slices.Contains(compression.Supported(), c) {
-		return fmt.Errorf("rpcd: Options.Compression %v is not supported; want zstd or gzip", c)
+		return &OptionError{Field: "Compression", Value: c, Want: "zstd or gzip"}
 	}
 	return nil
 }
@@ -247,7 +322,7 @@ func (o *Options) takes() []proto.Compression {
 // checkCodec refuses a codec whose id no server's typed routes can take.
 func checkCodec(c handler.Codec) error {
 	if id := c.ID(); id != proto.CodecJSON && id < proto.CodecUser {
-		return fmt.Errorf("rpcd: Options.Codec has id %v, want json or an application's (0x80 to 0xff)", id)
+		return &OptionError{Field: "Codec", Value: id, Want: "json or an application's (0x80 to 0xff)"}
 	}
 	return nil
 }

@@ -124,3 +124,29 @@ func TestPerRouteAllocs(t *testing.T) {
 		t.Errorf("a call refused: %v allocations, want 0", n)
 	}
 }
+
+// TestParseLimits: "ROUTE=RATE[:BURST],...", as rpcd serve's rate-limit
+// takes it; each mistake is refused, naming the item.
+func TestParseLimits(t *testing.T) {
+	got, err := ratelimit.ParseLimits(" Math/Sum=1000:100, *=0.5")
+	want := map[string]ratelimit.Limit{"Math/Sum": {Rate: 1000, Burst: 100}, "*": {Rate: 0.5}}
+	if err != nil || len(got) != 2 || got["Math/Sum"] != want["Math/Sum"] || got["*"] != want["*"] {
+		t.Errorf("%v, %v; want %v", got, err, want)
+	}
+	if got, err := ratelimit.ParseLimits(" "); got != nil || err != nil {
+		t.Errorf("blank: %v, %v; want nil, nil", got, err)
+	}
+	for list, msg := range map[string]string{
+		"Math/Sum":      `"Math/Sum" is not ROUTE=RATE[:BURST]`,
+		"Math/Sum=0":    `Math/Sum: rate "0", want calls a second above 0`,
+		"Math/Sum=x":    `Math/Sum: rate "x"`,
+		"Math/Sum=+Inf": `Math/Sum: rate "+Inf"`,
+		"Math/Sum=1:0":  `Math/Sum: burst "0", want 1 or more`,
+		"bad route=1":   `"bad route" is no route`,
+		"*=1,*=2":       "route * twice",
+	} {
+		if _, err := ratelimit.ParseLimits(list); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: %v, want an error with %q", list, err, msg)
+		}
+	}
+}

@@ -3,17 +3,23 @@ package reactor
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/transport"
+	"github.com/rpcd/rpcd/internal/stream"
 	"github.com/rpcd/rpcd/proto"
 )
 
 // Options configures a Server. The zero Options is valid: every zero field
-// takes the default given in its comment.
+// takes the default given in its comment (DefaultOptions has them all). A
+// negative value turns off what can be turned off, where a field's comment
+// says so; elsewhere it is a mistake, which Validate reports and which
+// keeps the server from starting.
 type Options struct {
 	// Loops is the number of gnet event loops; default DefaultLoops(), one
 	// fewer than runtime.GOMAXPROCS(0), at least 1.
@@ -209,91 +215,145 @@ type Options struct {
 // Options.Loops is 0: one fewer than runtime.GOMAXPROCS(0), at least 1.
 func DefaultLoops() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
+// DefaultOptions returns the Options a zero Options stands for: every
+// field that has a default set to it (Loops to DefaultLoops() now).
+func DefaultOptions() Options {
+	return Options{
+		Loops:            DefaultLoops(),
+		Limits:           proto.Limits{}.WithDefaults(),
+		MaxInflight:      256,
+		BlockingWorkers:  128,
+		BlockingQueue:    4096,
+		InlineThreshold:  100 * time.Millisecond,
+		InlineBudget:     transport.DefaultInlineBudget,
+		MaxConns:         10000,
+		FrameTimeout:     30 * time.Second,
+		KeepAlive:        proto.DefaultKeepAlive,
+		KeepAliveTimeout: proto.DefaultKeepAliveTimeout,
+		MaxOutbound:      8 << 20,
+		WriteTimeout:     30 * time.Second,
+		HandshakeTimeout: 5 * time.Second,
+		PreAuthMaxFrame:  4 << 10,
+		MaxSubscriptions: 1024,
+		SubscriberQueue:  1 << 20,
+		SlowSubscriber:   DropMessages,
+		StreamWindow:     stream.DefaultWindow,
+		MaxStreams:       128,
+		CompressMin:      proto.DefaultCompressMin,
+		Codec:            handler.JSON,
+		BaseContext:      context.Background(),
+		Logger:           slog.Default(),
+		LingerTime:       DefaultLingerTime,
+		LingerBytes:      DefaultLingerBytes,
+		RefuseLinger:     DefaultRefuseLinger,
+		MaxRefuseLinger:  DefaultMaxRefuseLinger,
+	}
+}
+
+// withDefaults returns o with each zero field set to DefaultOptions'.
 func (o Options) withDefaults() Options {
+	d := DefaultOptions()
 	if runtime.GOOS == "windows" {
 		o.StdTransport = true // gnet's Windows engine is for development only
 	}
-	if o.Loops <= 0 {
-		o.Loops = DefaultLoops()
-	}
 	o.Limits = o.Limits.WithDefaults()
-	if o.MaxInflight <= 0 {
-		o.MaxInflight = 256
-	}
-	if o.BlockingWorkers <= 0 {
-		o.BlockingWorkers = 128
-	}
-	if o.BlockingQueue <= 0 {
-		o.BlockingQueue = 4096
-	}
-	if o.InlineThreshold == 0 {
-		o.InlineThreshold = 100 * time.Millisecond
-	}
-	if o.InlineBudget == 0 {
-		o.InlineBudget = transport.DefaultInlineBudget
-	}
-	if o.MaxConns <= 0 {
-		o.MaxConns = 10000
-	}
-	if o.FrameTimeout <= 0 {
-		o.FrameTimeout = 30 * time.Second
-	}
-	if o.KeepAlive == 0 {
-		o.KeepAlive = 30 * time.Second
-	}
-	if o.KeepAliveTimeout <= 0 {
-		o.KeepAliveTimeout = 10 * time.Second
-	}
-	if o.MaxOutbound <= 0 {
-		o.MaxOutbound = 8 << 20
-	}
-	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = 30 * time.Second
-	}
-	if o.HandshakeTimeout <= 0 {
-		o.HandshakeTimeout = 5 * time.Second
-	}
-	if o.PreAuthMaxFrame <= 0 {
-		o.PreAuthMaxFrame = 4 << 10
-	}
-	if o.MaxSubscriptions <= 0 {
-		o.MaxSubscriptions = 1024
-	}
-	if o.SubscriberQueue <= 0 {
-		o.SubscriberQueue = 1 << 20
-	}
-	if o.StreamWindow <= 0 {
-		o.StreamWindow = 256 << 10
-	}
+	setZero(&o.Loops, d.Loops)
+	setZero(&o.MaxInflight, d.MaxInflight)
+	setZero(&o.BlockingWorkers, d.BlockingWorkers)
+	setZero(&o.BlockingQueue, d.BlockingQueue)
+	setZero(&o.InlineThreshold, d.InlineThreshold)
+	setZero(&o.InlineBudget, d.InlineBudget)
+	setZero(&o.MaxConns, d.MaxConns)
+	setZero(&o.FrameTimeout, d.FrameTimeout)
+	setZero(&o.KeepAlive, d.KeepAlive)
+	setZero(&o.KeepAliveTimeout, d.KeepAliveTimeout)
+	setZero(&o.MaxOutbound, d.MaxOutbound)
+	setZero(&o.WriteTimeout, d.WriteTimeout)
+	setZero(&o.HandshakeTimeout, d.HandshakeTimeout)
+	setZero(&o.PreAuthMaxFrame, d.PreAuthMaxFrame)
+	setZero(&o.MaxSubscriptions, d.MaxSubscriptions)
+	setZero(&o.SubscriberQueue, d.SubscriberQueue)
+	setZero(&o.StreamWindow, d.StreamWindow)
 	o.StreamWindow = min(o.StreamWindow, proto.MaxStreamWindow)
-	if o.MaxStreams <= 0 {
-		o.MaxStreams = 128
-	}
-	if o.CompressMin == 0 {
-		o.CompressMin = 1 << 10
-	}
+	setZero(&o.MaxStreams, d.MaxStreams)
+	setZero(&o.CompressMin, d.CompressMin)
 	if o.Codec == nil {
-		o.Codec = handler.JSON
+		o.Codec = d.Codec
 	}
 	if o.BaseContext == nil {
-		o.BaseContext = context.Background()
+		o.BaseContext = d.BaseContext
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = d.Logger
 	}
-	if o.LingerTime <= 0 {
-		o.LingerTime = DefaultLingerTime
-	}
-	if o.LingerBytes <= 0 {
-		o.LingerBytes = DefaultLingerBytes
-	}
-	if o.RefuseLinger <= 0 {
-		o.RefuseLinger = DefaultRefuseLinger
-	}
-	if o.MaxRefuseLinger <= 0 {
-		o.MaxRefuseLinger = DefaultMaxRefuseLinger
-	}
+	setZero(&o.LingerTime, d.LingerTime)
+	setZero(&o.LingerBytes, d.LingerBytes)
+	setZero(&o.RefuseLinger, d.RefuseLinger)
+	setZero(&o.MaxRefuseLinger, d.MaxRefuseLinger)
 	return o
+}
+
+// setZero sets *v to def if it is zero.
+func setZero[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// An OptionError is a field of Options that Validate refuses.
+type OptionError struct {
+	Field string // "MaxConns", "Limits.MaxFrameSize"
+	Value any    // its value
+	Want  string // what it may be: "0 or more"
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("rpcd: reactor: Options.%s is %v, want %s", e.Field, e.Value, e.Want)
+}
+
+// Validate reports every field of o that the server cannot take, each an
+// *OptionError, joined (errors.Join); nil if there is none. Start and Serve
+// refuse Options it refuses.
+func (o *Options) Validate() error {
+	var errs []error
+	add := func(field string, value any, want string) {
+		errs = append(errs, &OptionError{Field: field, Value: value, Want: want})
+	}
+	if o.Limits.MaxFrameSize != 0 && o.Limits.MaxFrameSize < proto.HeaderSize {
+		add("Limits.MaxFrameSize", o.Limits.MaxFrameSize, fmt.Sprintf("0 (the default) or at least %d", proto.HeaderSize))
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"Loops", o.Loops}, {"Limits.MaxRoute", o.Limits.MaxRoute}, {"Limits.MaxMetadata", o.Limits.MaxMetadata},
+		{"MaxInflight", o.MaxInflight}, {"BlockingWorkers", o.BlockingWorkers}, {"BlockingQueue", o.BlockingQueue},
+		{"MaxConns", o.MaxConns}, {"MaxOutbound", o.MaxOutbound}, {"PreAuthMaxFrame", o.PreAuthMaxFrame},
+		{"MaxSubscriptions", o.MaxSubscriptions}, {"SubscriberQueue", o.SubscriberQueue},
+		{"StreamWindow", o.StreamWindow}, {"MaxStreams", o.MaxStreams},
+		{"LingerBytes", o.LingerBytes}, {"MaxRefuseLinger", o.MaxRefuseLinger},
+	} {
+		if f.v < 0 {
+			add(f.name, f.v, "0 or more")
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"FrameTimeout", o.FrameTimeout}, {"KeepAliveTimeout", o.KeepAliveTimeout},
+		{"WriteTimeout", o.WriteTimeout}, {"HandshakeTimeout", o.HandshakeTimeout},
+		{"LingerTime", o.LingerTime}, {"RefuseLinger", o.RefuseLinger},
+	} {
+		if f.v < 0 {
+			add(f.name, f.v, "0 or more")
+		}
+	}
+	if o.SlowSubscriber != DropMessages && o.SlowSubscriber != CutOff {
+		add("SlowSubscriber", o.SlowSubscriber, "DropMessages or CutOff")
+	}
+	return errors.Join(errs...)
 }
 
 // sweepEvery is how often the sweeper looks at the connections: a quarter

@@ -43,6 +43,7 @@ type Server struct {
 	started  atomic.Bool
 	ready    chan struct{} // closed once serving, or when start-up failed
 	startErr error         // why it could not start; read after ready
+	invalid  error         // what Options.Validate found wrong, refused by Serve and Start
 	drained  chan struct{} // closed by Shutdown once the loops are stopped
 	accepted chan struct{} // closed when the accept loop has returned
 	done     chan struct{} // closed when Serve returns
@@ -75,8 +76,9 @@ type Server struct {
 }
 
 // New returns a server for reg's routes. Call ListenAndServe, Serve or
-// Start.
+// Start, which refuse Options that Options.Validate refuses.
 func New(reg *handler.Registry, opts Options) *Server {
+	invalid := opts.Validate()
 	opts = opts.withDefaults()
 	pre := opts.Limits
 	pre.MaxFrameSize = min(pre.MaxFrameSize, proto.HeaderSize+opts.PreAuthMaxFrame)
@@ -91,6 +93,7 @@ func New(reg *handler.Registry, opts Options) *Server {
 		done:     make(chan struct{}),
 		conns:    make(map[*conn]struct{}),
 		refusals: newTopicRefusals(),
+		invalid:  invalid,
 	}
 	s.run = transport.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger, Failed: s.stats.callFailed,
 		Compress: s.compressReply, Budget: opts.InlineBudget}
@@ -138,6 +141,12 @@ func (s *Server) Start(addr string) error {
 	if err != nil {
 		return err
 	}
+	return s.StartOn(ln)
+}
+
+// StartOn serves connections accepted on ln in the background, as Start
+// does on the listener it makes; it closes ln.
+func (s *Server) StartOn(ln net.Listener) error {
 	if !s.started.CompareAndSwap(false, true) {
 		ln.Close()
 		return errAlreadyStarted
@@ -200,6 +209,12 @@ func (s *Server) Addr() net.Addr {
 
 func (s *Server) serve(ln net.Listener) error {
 	defer close(s.done)
+	if s.invalid != nil {
+		s.startErr = s.invalid
+		close(s.ready)
+		ln.Close()
+		return s.invalid
+	}
 	onLoops := s.onLoops()
 	if onLoops { // the event loops' connections: accept them beside busy loops (accept.go)
 		ln = newPollListener(ln)

@@ -10,11 +10,13 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rpcd/rpcd/client"
+	rpcdaemon "github.com/rpcd/rpcd/daemon"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/load"
@@ -384,7 +386,7 @@ func readPayload(name string, maxFrame int) ([]byte, error) {
 // benchTarget is the server a bench loads.
 type benchTarget struct {
 	addr  string
-	child *serveChild // nil for a server at -addr
+	child *rpcdaemon.Process // nil for a server at -addr
 }
 
 // loadTarget returns the server a load command works on: the one at addr,
@@ -398,16 +400,26 @@ func (c *cli) loadTarget(ctx context.Context, addr string, args ...string) (t *b
 	if err != nil {
 		return nil, nil, err
 	}
-	return &benchTarget{addr: child.addr, child: child}, func() {
-		if serr := child.stop(); serr != nil {
+	return &benchTarget{addr: child.Addr(), child: child}, func() {
+		if serr := child.Stop(); serr != nil {
 			fmt.Fprintln(c.stderr, serr)
 		}
 	}, nil
 }
 
+// startServeChild starts this program as `rpcd serve -log-format text
+// args...` and waits until it logs the address it listens on.
+func startServeChild(ctx context.Context, args ...string) (*rpcdaemon.Process, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("rpcd: finding this program to start a server: %w", err)
+	}
+	return rpcdaemon.StartProcess(ctx, exec.Command(exe, append([]string{"serve", "-log-format", "text"}, args...)...))
+}
+
 func (t *benchTarget) String() string {
 	if t.child != nil {
-		return fmt.Sprintf("child process pid %d at %s", t.child.pid(), t.addr)
+		return fmt.Sprintf("child process pid %d at %s", t.child.Pid(), t.addr)
 	}
 	return t.addr
 }
@@ -454,7 +466,7 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 	}
 	// The clients' options, with the flags' files read, where the first
 	// cell dials: a mistake in them shows once the server is named.
-	opts, runErr := c.benchClientOptions(f.timeout, f.maxFrame, &f.sec, &f.compress)
+	opts, runErr := c.clientOptions(f.timeout, f.maxFrame, &f.sec, &f.compress)
 	if runErr == nil && isServiceTarget(target.addr) {
 		runErr = f.etcd.registerScheme()
 	}
@@ -561,7 +573,7 @@ func (c *cli) runCell(ctx context.Context, f *benchFlags, cfg load.Config, targe
 	r.Settings.Compress = f.compress.name // as given: "none" too
 	if target.child != nil {
 		r.Settings.Server = "child"
-		r.Settings.ChildPID = target.child.pid()
+		r.Settings.ChildPID = target.child.Pid()
 	}
 	return r, nil
 }

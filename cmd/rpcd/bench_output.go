@@ -19,6 +19,18 @@ func writeJSON(w *bytes.Buffer, v any) {
 	_ = enc.Encode(v) // maps, strings and numbers: cannot fail
 }
 
+// writeReport writes rep to standard output as indented JSON, or as its
+// text.
+func (c *cli) writeReport(rep interface{ WriteText(io.Writer) error }, jsonOut bool) error {
+	var b bytes.Buffer
+	if jsonOut {
+		writeJSON(&b, rep)
+	} else {
+		_ = rep.WriteText(&b)
+	}
+	return c.write(b.Bytes())
+}
+
 // isTerminal reports whether w is a terminal (a character device).
 func isTerminal(w io.Writer) bool {
 	fh, ok := w.(*os.File)

@@ -17,12 +17,12 @@ func isServiceTarget(addr string) bool {
 	return ok && scheme != "unix" && scheme != "tcp"
 }
 
-// benchClientOptions returns the options of the clients bench and soak
-// dial: one connection each, frames up to maxFrame, each dial bounded by
-// timeout, and what the TLS, token and compression flags ask for.
-func (c *cli) benchClientOptions(timeout time.Duration, maxFrame int, sec *clientSecurityFlags, compress *compressFlag) (client.Options, error) {
+// clientOptions returns the options of the clients the commands dial: one
+// connection each, frames up to maxFrame, each dial bounded by timeout,
+// the server probed (probeTimeout), and what the TLS, token and
+// compression flags ask for.
+func (c *cli) clientOptions(timeout time.Duration, maxFrame int, sec *clientSecurityFlags, compress *compressFlag) (client.Options, error) {
 	opts := client.Options{
-		Conns:        1,
 		Limits:       proto.Limits{MaxFrameSize: maxFrame},
 		DialTimeout:  timeout,
 		ProbeTimeout: min(probeTimeout, timeout),
@@ -31,8 +31,5 @@ func (c *cli) benchClientOptions(timeout time.Duration, maxFrame int, sec *clien
 	if err := sec.apply(&opts); err != nil {
 		return opts, err
 	}
-	if err := compress.apply(&opts); err != nil {
-		return opts, err
-	}
-	return opts, nil
+	return opts, compress.apply(&opts)
 }

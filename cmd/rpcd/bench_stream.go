@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"strings"
 
 	"github.com/rpcd/rpcd/load"
@@ -24,7 +22,7 @@ func (c *cli) benchStream(f *benchFlags) error {
 		return err
 	}
 	defer stopTarget()
-	opts, err := c.benchClientOptions(f.timeout, f.maxFrame, &f.sec, &f.compress)
+	opts, err := c.clientOptions(f.timeout, f.maxFrame, &f.sec, &f.compress)
 	if err != nil {
 		return err
 	}
@@ -35,11 +33,5 @@ func (c *cli) benchStream(f *benchFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.jsonOut {
-		b, _ := json.MarshalIndent(rep, "", "  ")
-		return c.write(append(b, '\n'))
-	}
-	var out bytes.Buffer
-	_ = rep.WriteText(&out)
-	return c.write(out.Bytes())
+	return c.writeReport(rep, f.jsonOut)
 }

@@ -669,16 +669,6 @@ func TestProcessBenchUsage(t *testing.T) {
 	}
 }
 
-func TestChildServingAddr(t *testing.T) {
-	log := "time=2026-01-02T03:04:05.000Z level=INFO msg=\"rpcd: serving\" addr=127.0.0.1:40123 loops=2 GOMAXPROCS=2 routes=7\n"
-	if got := childServingAddr([]byte(log)); got != "127.0.0.1:40123" {
-		t.Errorf("childServingAddr = %q, want 127.0.0.1:40123", got)
-	}
-	if got := childServingAddr([]byte("time=x level=INFO msg=\"rpcd: draining\" addr=1.2.3.4:5\n")); got != "" {
-		t.Errorf("childServingAddr of another line = %q, want none", got)
-	}
-}
-
 // TestProcessBenchSignal checks that SIGINT or SIGTERM during a run stops
 // it: bench prints what it measured, stops its child server and exits 1.
 func TestProcessBenchSignal(t *testing.T) {

@@ -67,19 +67,12 @@ func (d *dialFlags) check() error {
 // dial connects to the server named by d within ctx; each also may set
 // more of the client's options.
 func (c *cli) dial(ctx context.Context, d *dialFlags, also ...func(*client.Options)) (*client.Client, error) {
-	opts := client.Options{
-		Limits:       proto.Limits{MaxFrameSize: d.maxFrame},
-		ProbeTimeout: probeTimeout,
-		Logger:       quietLogger(c.stderr),
+	opts, err := c.clientOptions(d.timeout, d.maxFrame, &d.sec, &d.compress)
+	if err != nil {
+		return nil, err
 	}
 	for _, f := range also {
 		f(&opts)
-	}
-	if err := d.sec.apply(&opts); err != nil {
-		return nil, err
-	}
-	if err := d.compress.apply(&opts); err != nil {
-		return nil, err
 	}
 	return client.Dial(ctx, d.addr, opts)
 }
@@ -235,17 +228,11 @@ func (c *cli) dialCaller(ctx context.Context, f *callFlags) (interface {
 	if !isServiceTarget(f.addr) {
 		return c.dial(ctx, &f.dialFlags)
 	}
-	opts := client.ServiceOptions{Options: client.Options{
-		Limits:       proto.Limits{MaxFrameSize: f.maxFrame},
-		ProbeTimeout: probeTimeout,
-		Logger:       quietLogger(c.stderr),
-	}}
-	if err := f.sec.apply(&opts.Options); err != nil {
+	o, err := c.clientOptions(f.timeout, f.maxFrame, &f.sec, &f.compress)
+	if err != nil {
 		return nil, err
 	}
-	if err := f.compress.apply(&opts.Options); err != nil {
-		return nil, err
-	}
+	opts := client.ServiceOptions{Options: o}
 	if err := f.etcd.registerScheme(); err != nil {
 		return nil, err
 	}

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/client"
+	rpcdaemon "github.com/rpcd/rpcd/daemon"
 	"github.com/rpcd/rpcd/load"
 )
 
@@ -129,7 +128,7 @@ func (c *cli) chaos(f *chaosFlags, args []string) error {
 			if rand.Float64() < f.term {
 				sig = syscall.SIGTERM
 			}
-			child.signal(sig)
+			child.Signal(sig)
 			stops[sig.String()]++
 			select {
 			case <-callCtx.Done():
@@ -155,11 +154,11 @@ func (c *cli) chaos(f *chaosFlags, args []string) error {
 		Faults: faults,
 	})
 	if calls == nil { // not dialled
-		_ = child.stop()
+		_ = child.Stop()
 		return chaosErr
 	}
 	if child != nil {
-		if err := child.stop(); err != nil && chaosErr == nil {
+		if err := child.Stop(); err != nil && chaosErr == nil {
 			chaosErr = err
 		}
 	}
@@ -175,7 +174,7 @@ func (c *cli) chaos(f *chaosFlags, args []string) error {
 		return err
 	}
 	rep.Stops, rep.Restarts = stops, restarts
-	if err := c.writeChaos(rep, f.jsonOut); err != nil {
+	if err := c.writeReport(rep, f.jsonOut); err != nil {
 		return err
 	}
 	if !rep.Passed() {
@@ -186,10 +185,10 @@ func (c *cli) chaos(f *chaosFlags, args []string) error {
 
 // restartChild starts the server again on the same address; the port may
 // take a moment to be free after a kill.
-func restartChild(ctx context.Context, args []string) (*serveChild, error) {
+func restartChild(ctx context.Context, args []string) (*rpcdaemon.Process, error) {
 	var err error
 	for range 20 {
-		var ch *serveChild
+		var ch *rpcdaemon.Process
 		if ch, err = startServeChild(ctx, args...); err == nil {
 			return ch, nil
 		}
@@ -210,17 +209,4 @@ func freePort() (string, error) {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr, nil
-}
-
-func (c *cli) writeChaos(rep *load.ChaosReport, jsonOut bool) error {
-	if jsonOut {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		return c.write(append(b, '\n'))
-	}
-	var b bytes.Buffer
-	_ = rep.WriteText(&b)
-	return c.write(b.Bytes())
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"flag"
-	"strconv"
 
 	"github.com/rpcd/rpcd/client"
-	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -14,19 +12,6 @@ type compressFlag struct{ name string }
 
 func (f *compressFlag) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.name, "compress", "", "compress calls' payloads of 1 KiB or more in `zstd` or gzip, and ask for replies compressed so, where the server takes it (docs/protocol.md, \"Compression\"); empty or none sends them as they are")
-}
-
-// compressionText says, for serve's log, what -compress-min makes of
-// compression: "off", or the compressions clients may ask for and the
-// smallest reply compressed.
-func compressionText(least int) string {
-	switch {
-	case least < 0:
-		return "off"
-	case least == 0:
-		least = 1 << 10 // the reactor's default
-	}
-	return string(proto.AppendCompressionList(nil, compression.Supported()...)) + " from " + strconv.Itoa(least) + " B"
 }
 
 // apply sets the client's compression; an unknown name is a usage error.

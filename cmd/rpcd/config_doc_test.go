@@ -2,12 +2,15 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	rpcdaemon "github.com/rpcd/rpcd/daemon"
 )
 
 // yamlBlocks returns the ```yaml blocks of a Markdown file.
@@ -24,38 +27,93 @@ func yamlBlocks(t *testing.T, path string) []string {
 	return blocks
 }
 
-// TestConfigDocExample checks that the full example of
-// docs/configuration.md loads, names every flag of rpcd serve with its
-// default and its environment variable, and that the short examples
-// (there and dist/rpcd.yaml) load.
-func TestConfigDocExample(t *testing.T) {
-	blocks := yamlBlocks(t, filepath.Join("..", "..", "docs", "configuration.md"))
+// updateDocs has TestConfigDocReference write docs/configuration.md's
+// reference instead of comparing it: go test ./cmd/rpcd -run
+// TestConfigDocReference -update-docs.
+var updateDocs = flag.Bool("update-docs", false, "write docs/configuration.md's reference of the settings")
+
+// groupHeadings are the headings of the reference, by Setting.Group.
+var groupHeadings = map[string]string{
+	"Listening": "Listening",
+	"Limits":    `Limits (docs/reliability.md, "Limits and their defaults")`,
+	"Logs":      "Logs",
+	"Security":  `TLS and authentication (docs/reliability.md, "Security"); the gateway requires the same`,
+	"Etcd":      "Service discovery in etcd (docs/scale-out.md)",
+	"":          "Testing", // serve's own flags
+}
+
+// serveReference is docs/configuration.md's reference of serve's
+// settings, a YAML file of every key at its default: the settings'
+// table (rpcdaemon.Settings), then serve's own flags but -config.
+func serveReference() string {
+	fs := flag.NewFlagSet("rpcd serve", flag.ContinueOnError)
+	setupServe(fs)
+	type row struct{ group, key, def, env, help string }
+	var rows []row
+	for _, s := range rpcdaemon.Settings() {
+		rows = append(rows, row{s.Group, s.Key, s.Default, s.Env, s.Help})
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := rpcdaemon.Lookup(f.Name); !ok && f.Name != rpcdaemon.FileFlag {
+			rows = append(rows, row{"", f.Name, f.DefValue, rpcdaemon.EnvName(f.Name), f.Usage})
+		}
+	})
+	var b strings.Builder
+	b.WriteString("# rpcd serve -config rpcd.yaml\n# key: default                     # environment variable: what it is\n")
+	group := "-"
+	for _, r := range rows {
+		if r.group != group {
+			group = r.group
+			fmt.Fprintf(&b, "\n# %s\n", groupHeadings[group])
+		}
+		if r.def == "" {
+			r.def = `""`
+		}
+		fmt.Fprintf(&b, "%-34s # %s: %s\n", r.key+": "+r.def, r.env, strings.ReplaceAll(r.help, "`", ""))
+	}
+	return b.String()
+}
+
+// TestConfigDocReference checks that docs/configuration.md's reference of
+// the settings is serveReference, made from the settings' table (with
+// -update-docs, writes it); that it loads, and names every flag of rpcd
+// serve at its default; and that the short examples (there and
+// dist/rpcd.yaml) load.
+func TestConfigDocReference(t *testing.T) {
+	path := filepath.Join("..", "..", "docs", "configuration.md")
+	blocks := yamlBlocks(t, path)
 	if len(blocks) < 2 {
-		t.Fatalf("docs/configuration.md has %d yaml blocks, want the full file and a short one", len(blocks))
+		t.Fatalf("docs/configuration.md has %d yaml blocks, want the reference and a short one", len(blocks))
 	}
-	full := blocks[0]
-	fs, _, err := serveFlagSet(t, nil, []string{"-config", writeConfig(t, full)}, nil)
+	want := serveReference()
+	if *updateDocs && blocks[0] != want {
+		doc, _ := os.ReadFile(path)
+		doc = []byte(strings.Replace(string(doc), "```yaml\n"+blocks[0]+"```", "```yaml\n"+want+"```", 1))
+		if err := os.WriteFile(path, doc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		blocks[0] = want
+	}
+	if blocks[0] != want {
+		t.Errorf("docs/configuration.md's reference is not the settings' table; run go test ./cmd/rpcd -run TestConfigDocReference -update-docs\n got:\n%s\nwant:\n%s", blocks[0], want)
+	}
+	fs, err := loadServeFlags(t, blocks[0])
 	if err != nil {
-		t.Fatalf("the full example does not load: %v", err)
+		t.Fatalf("the reference does not load: %v", err)
 	}
-	keys := map[string]string{} // key -> its line
-	for _, line := range strings.Split(full, "\n") {
+	keys := map[string]bool{}
+	for _, line := range strings.Split(blocks[0], "\n") {
 		if k, _, ok := strings.Cut(line, ":"); ok && k != "" && !strings.HasPrefix(k, "#") {
-			keys[k] = line
+			keys[k] = true
 		}
 	}
 	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == configFlag {
-			return
-		}
-		line, ok := keys[f.Name]
 		switch {
-		case !ok:
-			t.Errorf("the full example lacks the key %s (environment %s, default %q)", f.Name, envName(f.Name), f.DefValue)
+		case f.Name == rpcdaemon.FileFlag:
+		case !keys[f.Name]:
+			t.Errorf("the reference lacks the key %s", f.Name)
 		case f.Value.String() != f.DefValue:
-			t.Errorf("the full example gives %s = %q, not its default %q", f.Name, f.Value.String(), f.DefValue)
-		case !strings.Contains(line, "# "+envName(f.Name)+":"):
-			t.Errorf("the full example's line for %s does not name %s: %q", f.Name, envName(f.Name), line)
+			t.Errorf("the reference gives %s = %q, not its default %q", f.Name, f.Value.String(), f.DefValue)
 		}
 	})
 
@@ -66,9 +124,49 @@ func TestConfigDocExample(t *testing.T) {
 	if string(dist) != blocks[1] {
 		t.Errorf("the short example in docs/configuration.md is not dist/rpcd.yaml:\n%s\nagainst\n%s", blocks[1], dist)
 	}
-	if _, _, err := serveFlagSet(t, nil, []string{"-config", writeConfig(t, string(dist))}, nil); err != nil {
+	if _, err := loadServeFlags(t, string(dist)); err != nil {
 		t.Errorf("dist/rpcd.yaml does not load: %v", err)
 	}
+}
+
+// TestServeFlagsAreSettings checks that rpcd serve's flags are the
+// settings' table (rpcdaemon.Settings), each with its help and default,
+// and two of serve's own.
+func TestServeFlagsAreSettings(t *testing.T) {
+	fs := flag.NewFlagSet("rpcd serve", flag.ContinueOnError)
+	setupServe(fs)
+	n := 0
+	for _, s := range rpcdaemon.Settings() {
+		n++
+		f := fs.Lookup(s.Key)
+		switch {
+		case f == nil:
+			t.Errorf("setting %s is no flag of rpcd serve", s.Key)
+		case f.Usage != s.Help || f.DefValue != s.Default:
+			t.Errorf("-%s: usage %q, default %q; the setting's help %q, default %q", s.Key, f.Usage, f.DefValue, s.Help, s.Default)
+		}
+	}
+	var own []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := rpcdaemon.Lookup(f.Name); !ok {
+			own = append(own, f.Name)
+		}
+	})
+	if strings.Join(own, " ") != "chaos-ledger config" {
+		t.Errorf("serve's flags that are no setting: %q, want chaos-ledger and config", own)
+	}
+}
+
+// loadServeFlags loads the configuration file text over serve's flags.
+func loadServeFlags(t *testing.T, text string) (*flag.FlagSet, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("rpcd serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	setupServe(fs)
+	if err := fs.Parse([]string{"-config", writeConfig(t, text)}); err != nil {
+		t.Fatal(err)
+	}
+	return fs, rpcdaemon.Load(fs, nil).Err
 }
 
 // TestInstallable checks what `go install github.com/rpcd/rpcd/cmd/rpcd@latest`

@@ -4,12 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"strings"
 	"time"
+
+	rpcdaemon "github.com/rpcd/rpcd/daemon"
 )
 
 var healthCmd = &command{
@@ -44,56 +42,18 @@ func setupHealth(fs *flag.FlagSet) func(*cli, []string) error {
 		}
 		a := *addr
 		if a == "" {
-			a = os.Getenv(envName("admin"))
+			a = os.Getenv(rpcdaemon.EnvName("admin"))
 		}
 		if a == "" {
 			a = defaultAdmin
 		}
-		target, err := dialable(a)
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		answer, err := rpcdaemon.Ready(ctx, a)
 		if err != nil {
 			return err
 		}
-		return c.health(target, *timeout)
+		fmt.Fprintln(c.stdout, answer)
+		return nil
 	}
-}
-
-// dialable returns the address to dial for an admin listener bound to
-// addr: an unspecified host (none, 0.0.0.0, ::) is the same machine's
-// loopback.
-func dialable(addr string) (string, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", usagef("the admin address is %q, want host:port", addr)
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-		if ip != nil && ip.To4() == nil {
-			host = "::1"
-		}
-	}
-	return net.JoinHostPort(host, port), nil
-}
-
-// health asks addr's /readyz and reports the answer.
-func (c *cli) health(addr string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	url := "http://" + addr + "/readyz"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	hc := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("rpcd: not ready: %v", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	answer := strings.TrimSpace(string(body))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("rpcd: not ready: %s answered %s: %s", url, resp.Status, answer)
-	}
-	fmt.Fprintln(c.stdout, answer)
-	return nil
 }

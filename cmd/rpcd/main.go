@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	rpcdaemon "github.com/rpcd/rpcd/daemon"
 	"github.com/rpcd/rpcd/handler"
 )
 
@@ -24,7 +25,7 @@ const (
 )
 
 // defaultAddr is where serve listens and where call and routes dial.
-const defaultAddr = "127.0.0.1:7070"
+const defaultAddr = rpcdaemon.DefaultAddr
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -49,13 +50,15 @@ type cli struct {
 	// register, if set, adds routes after the built-in ones (tests).
 	register func(*handler.Registry)
 
-	// environ is the environment for commands with -config (see
-	// config.go); os.Environ if nil.
+	// environ is the environment for commands with -config
+	// (rpcdaemon.Load); os.Environ if nil.
 	environ func() []string
 
 	// conf is what the environment, the credentials and the file said, for
-	// a command with -config, once its flags are parsed.
-	conf *configuration
+	// a command with -config, once its flags are parsed; warned says the
+	// command has logged conf's warnings.
+	conf   *rpcdaemon.Loaded
+	warned bool
 }
 
 // notifySignals relays SIGINT and SIGTERM, which stop serve.
@@ -200,21 +203,21 @@ func (c *cli) runCommand(cmd *command, args []string) int {
 		return exitOK
 	}
 	fs.SetOutput(c.stderr)
-	var src configSources // where flags not on the command line came from
+	var src rpcdaemon.Sources // where flags not on the command line came from
 	switch {
 	case err != nil:
 		err = &usageError{err.Error()}
-	case fs.Lookup(configFlag) != nil:
+	case fs.Lookup(rpcdaemon.FileFlag) != nil:
 		environ := c.environ
 		if environ == nil {
 			environ = os.Environ
 		}
-		c.conf = loadConfig(fs, environ())
-		src = c.conf.sources
-		if c.conf.fatal {
-			err = c.conf.err
+		c.conf = rpcdaemon.Load(fs, environ())
+		src = c.conf.Sources
+		if c.conf.Fatal {
+			err = c.conf.Err
 		}
-		// Otherwise the command reports c.conf.err with the mistakes of
+		// Otherwise the command reports c.conf.Err with the mistakes of
 		// its own checks, all at once.
 	}
 	if err == nil {
@@ -226,13 +229,13 @@ func (c *cli) runCommand(cmd *command, args []string) int {
 	case err == nil:
 		return exitOK
 	case msgs != nil:
-		if c.conf != nil && !c.conf.warned {
-			for _, w := range c.conf.warnings {
+		if c.conf != nil && !c.warned {
+			for _, w := range c.conf.Warnings {
 				fmt.Fprintf(c.stderr, "rpcd %s: warning: %s\n", cmd.name, w)
 			}
 		}
 		for _, msg := range msgs {
-			fmt.Fprintf(c.stderr, "rpcd %s: %s\n", cmd.name, src.attribute(msg))
+			fmt.Fprintf(c.stderr, "rpcd %s: %s\n", cmd.name, src.Attribute(msg))
 		}
 		fmt.Fprintf(c.stderr, "usage: %s\nRun \"rpcd %s -h\" for more.\n", cmd.usage(), cmd.name)
 		return exitUsage
@@ -245,7 +248,7 @@ func (c *cli) runCommand(cmd *command, args []string) int {
 }
 
 // usageError is a mistake on the command line, in the environment or in
-// the configuration file: exit status 78.
+// the configuration file: exit status 78, as a *rpcdaemon.ConfigError is.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
@@ -257,7 +260,7 @@ func usagef(format string, args ...any) error {
 
 // usageMessages returns the messages of the usage errors err is: one, or
 // several joined by errors.Join; nil if err is nil or any of them is
-// another error.
+// another error. A *rpcdaemon.ConfigError names settings as flags.
 func usageMessages(err error) []string {
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		var msgs []string
@@ -271,8 +274,12 @@ func usageMessages(err error) []string {
 		return msgs
 	}
 	var ue *usageError
-	if errors.As(err, &ue) {
+	var ce *rpcdaemon.ConfigError
+	switch {
+	case errors.As(err, &ue):
 		return []string{ue.msg}
+	case errors.As(err, &ce):
+		return []string{ce.Text(func(key string) string { return "-" + key })}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/client"
+	rpcdaemon "github.com/rpcd/rpcd/daemon"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -298,7 +299,7 @@ func TestServeSecondSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.sigs <- syscall.SIGTERM // as `timeout` sends it: to the child, then to its group
-	time.Sleep(sameSignal + 100*time.Millisecond)
+	time.Sleep(rpcdaemon.SameSignal + 100*time.Millisecond)
 	if strings.Contains(s.log.String(), "rpcd: second signal") {
 		t.Fatalf("the same signal twice at once was taken for a second one:\n%s", s.log.String())
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -120,7 +118,7 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 	}
 	fmt.Fprintf(c.stderr, "soak: %s%s on %d connections × %v calls/s for %v after %v, server %s\n", sc.Name, compressed, f.conns, f.rate, f.duration, f.warmup, target)
 
-	opts, err := c.benchClientOptions(f.timeout, proto.DefaultMaxFrameSize, &f.sec, &f.compress)
+	opts, err := c.clientOptions(f.timeout, proto.DefaultMaxFrameSize, &f.sec, &f.compress)
 	if err != nil {
 		return err
 	}
@@ -137,7 +135,7 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 	if rep == nil {
 		return err
 	}
-	if err := c.writeSoak(rep, f.jsonOut); err != nil {
+	if err := c.writeReport(rep, f.jsonOut); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
@@ -147,17 +145,4 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 		return exitStatus(exitFail)
 	}
 	return nil
-}
-
-func (c *cli) writeSoak(rep *load.SoakReport, jsonOut bool) error {
-	if jsonOut {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		return c.write(append(b, '\n'))
-	}
-	var b bytes.Buffer
-	_ = rep.WriteText(&b)
-	return c.write(b.Bytes())
 }

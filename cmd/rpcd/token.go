@@ -46,7 +46,7 @@ func (c *cli) token(f *tokenFlags, args []string) error {
 	case f.ttl <= 0:
 		return usagef("-ttl is %v, want more than 0", f.ttl)
 	}
-	key, err := readKey(f.key)
+	key, err := auth.ReadHMACKey(f.key)
 	if err != nil {
 		return err
 	}

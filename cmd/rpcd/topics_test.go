@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rpcd/rpcd/auth"
 )
 
 // topicTokens writes a token file for the issue's cast: alice reads orders,
@@ -27,45 +24,6 @@ func topicTokens(t *testing.T) string {
 // topicFlag is the cast's rules, as -auth-topics takes them.
 const topicFlag = "pub:orders.>=writer|admin; sub:orders.>=reader|admin; deny-sub:orders.internal.>=reader; " +
 	"pub:secrets.>=admin; sub:secrets.>=admin"
-
-func TestTopicRulesFlag(t *testing.T) {
-	for _, tc := range []struct {
-		flag string
-		want map[string]auth.TopicRules
-		err  string
-	}{
-		{"", nil, ""},
-		{"pub:orders.>=writer;sub:orders.>=reader|ops", map[string]auth.TopicRules{
-			"writer": {Publish: auth.TopicList{Allow: []string{"orders.>"}}},
-			"reader": {Subscribe: auth.TopicList{Allow: []string{"orders.>"}}},
-			"ops":    {Subscribe: auth.TopicList{Allow: []string{"orders.>"}}},
-		}, ""},
-		{"\n  sub:>=ops\n  deny-sub:secrets.>=ops\n  deny-pub:a=b:c=*\n", map[string]auth.TopicRules{ // a pattern may hold '=' and ':'
-			"ops": {Subscribe: auth.TopicList{Allow: []string{">"}, Deny: []string{"secrets.>"}}},
-			"*":   {Publish: auth.TopicList{Deny: []string{"a=b:c"}}},
-		}, ""},
-		{"pub:orders.>", nil, `rule "pub:orders.>" is not ACTION:PATTERN=ROLE`},
-		{"pub:=writer", nil, "is not ACTION:PATTERN=ROLE"},
-		{"pub:orders.>=", nil, "is not ACTION:PATTERN=ROLE"},
-		{"publish:orders.>=writer", nil, `action "publish", want pub, sub, deny-pub or deny-sub`},
-		{"pub:orders..x=writer", nil, "empty token in pattern"},
-		{"sub:a.>.b=reader", nil, "'>' before the last token"},
-		{"pub:orders.>=writer||ops", nil, "an empty role"},
-		{" ; ;", nil, "-auth-topics has no rule"},
-	} {
-		f := &securityFlags{authTopics: tc.flag}
-		got, err := f.topicRules()
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%q: %v, want an error with %q", tc.flag, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%q: %+v, %v; want %+v", tc.flag, got, err, tc.want)
-		}
-	}
-}
 
 // TestServeTopicsUsage: rules for roles with no way to authenticate are a
 // usage error; rules for every connection ("*") need none.

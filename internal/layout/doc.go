@@ -14,7 +14,8 @@
 //     internal/handlerstate, in their code or their tests;
 //   - the server middleware packages (metrics, otelrpcd, ratelimit, auth)
 //     do not import client, and client does not import reactor;
-//   - reactor and gateway do not import auth.
+//   - reactor and gateway do not import auth;
+//   - no package imports daemon but cmd/rpcd.
 //
 // Imports are read from the source files themselves, those of every build
 // constraint included, so that a rule broken in a file for another system

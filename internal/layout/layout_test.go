@@ -258,6 +258,19 @@ func TestImportRules(t *testing.T) {
 		forbid(t, []string{"reactor", "gateway"}, []string{"auth"},
 			"reactor and gateway take handler.Authenticator and handler.TopicPolicy, which auth implements, not auth itself")
 	})
+	t.Run("daemon is the top of the library", func(t *testing.T) {
+		m.pkg(t, "daemon")
+		for _, p := range m.pkgs {
+			if p.path == "cmd/rpcd" || p.path == "daemon" {
+				continue
+			}
+			for _, imports := range []map[string][]string{p.code, p.test} {
+				if files := imports[m.path+"/daemon"]; len(files) > 0 {
+					t.Errorf("package %s imports daemon (%s): only cmd/rpcd does; daemon puts the library together, nothing below it may need it", p.path, strings.Join(files, ", "))
+				}
+			}
+		}
+	})
 
 	// The protocol's steps that both ends take are written once, in
 	// internal/engine: the server and the client use them there, not

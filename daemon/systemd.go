@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"log/slog"
@@ -6,11 +6,11 @@ import (
 	sd "github.com/coreos/go-systemd/v22/daemon"
 )
 
-// Under systemd, in a unit of Type=notify, serve tells the service manager
+// Under systemd, in a unit of Type=notify, Run tells the service manager
 // how it stands through $NOTIFY_SOCKET (sd_notify(3)): READY=1 once every
 // listener serves and the node is registered, so that units ordered after
-// rpcd start only then; STOPPING=1 when a signal begins the drain. Each
-// comes with a STATUS= line, which "systemctl status rpcd" shows. Without
+// rpcd start only then; STOPPING=1 when the drain begins. Each comes with
+// a STATUS= line, which "systemctl status rpcd" shows. Without
 // $NOTIFY_SOCKET nothing is sent.
 
 // notifySystemd sends state to the service manager, if there is one; a

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -17,14 +17,14 @@ import (
 	"github.com/goccy/go-yaml/parser"
 )
 
-// A command that defines a -config flag (serve) takes every one of its
-// flags also from the environment, from systemd's credentials and from a
-// YAML file, generically over its flag.FlagSet, so a flag added later needs
-// no code here. The precedence is flag > environment > credential > file >
-// default:
+// Load takes every flag of a flag.FlagSet (rpcd serve's: the settings,
+// DefineFlags, and flags of its own) also from the environment, from
+// systemd's credentials and from a YAML file, generically, so a flag added
+// later needs no code here. The precedence is flag > environment >
+// credential > file > default:
 //
 //   - a flag given on the command line wins;
-//   - else the environment variable envPrefix + the flag's name in upper
+//   - else the environment variable EnvPrefix + the flag's name in upper
 //     case with '-' as '_' (RPCD_MAX_CONNS for -max-conns), if set and not
 //     empty;
 //   - else, for a flag whose value is a file to read (its usage says
@@ -34,52 +34,52 @@ import (
 //   - else the file's key of the flag's name (max-conns: 20000);
 //   - else the flag's default.
 //
-// The file is named by -config or, failing that, $RPCD_CONFIG. Every
-// mistake in it (a key that is no flag, a key given twice, a value of the
-// wrong YAML type, a duration or number that does not parse, a value the
-// flag refuses) is a usage error naming the file, the line and the key; so
-// is a bad value in the environment, naming the variable. All of them are
-// reported at once, with the command's own checks of the values (exit
-// status 78). A variable RPCD_… that names no flag, and a credential that
-// names no file flag, are warned about: a typo would otherwise be ignored.
+// The file is named by the flag FileFlag (-config) or, failing that, its
+// variable $RPCD_CONFIG. Every mistake in it (a key that is no flag, a key
+// given twice, a value of the wrong YAML type, a duration or number that
+// does not parse, a value the flag refuses) is a ConfigError naming the
+// file, the line and the key; so is a bad value in the environment, naming
+// the variable. A variable RPCD_… that names no flag, and a credential
+// that names no file flag, are warned about: a typo would otherwise be
+// ignored.
 
 const (
-	configFlag     = "config" // the flag that names the file
-	envPrefix      = "RPCD_"
-	credentialsEnv = "CREDENTIALS_DIRECTORY" // set by systemd for a unit with LoadCredential=
+	// FileFlag is the flag that names the configuration file.
+	FileFlag = "config"
+	// CredentialsEnv is set by systemd, for a unit with LoadCredential=,
+	// to the directory of the credentials it hands the service.
+	CredentialsEnv = "CREDENTIALS_DIRECTORY"
 )
 
-// envName returns the environment variable that sets the flag name.
-func envName(name string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
+// TokenEnv is the variable rpcd's clients (rpcd call) read a token from:
+// it names no flag of serve, and Load does not warn about it.
+const TokenEnv = "RPCD_TOKEN"
 
 // otherEnv are the RPCD_ variables that name no flag of serve but are
-// rpcd's all the same: they are not warned about.
-var otherEnv = []string{tokenEnv}
+// rpcd's all the same, not warned about.
+var otherEnv = []string{TokenEnv}
 
-// configSources says where the flags not given on the command line got
-// their values: "$RPCD_MAX_CONNS", "$CREDENTIALS_DIRECTORY/auth-tokens" or
+// Sources says where the flags not given on the command line got their
+// values: "$RPCD_MAX_CONNS", "$CREDENTIALS_DIRECTORY/auth-tokens" or
 // "rpcd.yaml:3", by flag name.
-type configSources map[string]string
+type Sources map[string]string
 
-// configuration is what loadConfig made of the environment, the
-// credentials and the file.
-type configuration struct {
-	sources  configSources
-	warnings []string // what is ignored: unknown variables and credentials
-	err      error    // every mistake, joined (usage errors); nil for none
-	// fatal says the file could not be read or parsed: the flags it would
-	// set are unknown, so the command's own checks would mislead.
-	fatal  bool
-	warned bool // the command has logged the warnings
+// Loaded is what Load made of the environment, the credentials and the
+// file.
+type Loaded struct {
+	Sources  Sources
+	Warnings []string // what is ignored: unknown variables and credentials
+	Err      error    // every mistake, joined (a *ConfigError each); nil for none
+	// Fatal says the file could not be read or parsed: the flags it would
+	// set are unknown, so checks of their values would mislead.
+	Fatal bool
 }
 
-// loadConfig sets the flags of fs that the command line did not set from
+// Load sets the flags of fs that the command line did not set from
 // environ (os.Environ's form), then from the credentials in
-// $CREDENTIALS_DIRECTORY, then from the file named by -config or
-// $RPCD_CONFIG. fs has been parsed and defines -config.
-func loadConfig(fs *flag.FlagSet, environ []string) *configuration {
+// $CREDENTIALS_DIRECTORY, then from the file named by the flag FileFlag or
+// its variable, if fs defines it. fs has been parsed.
+func Load(fs *flag.FlagSet, environ []string) *Loaded {
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -88,7 +88,7 @@ func loadConfig(fs *flag.FlagSet, environ []string) *configuration {
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	conf := &configuration{sources: configSources{}}
+	conf := &Loaded{Sources: Sources{}}
 	var errs []error
 
 	known := map[string]bool{}
@@ -96,43 +96,46 @@ func loadConfig(fs *flag.FlagSet, environ []string) *configuration {
 		known[name] = true
 	}
 	fs.VisitAll(func(f *flag.Flag) {
-		name := envName(f.Name)
+		name := EnvName(f.Name)
 		known[name] = true
 		v := env[name]
 		if given[f.Name] || v == "" {
 			return
 		}
 		if err := setFlag(fs, f, v); err != nil {
-			errs = append(errs, usagef("$%s: %v", name, err))
+			errs = append(errs, configErrorf("$%s: %v", name, err))
 			return
 		}
 		given[f.Name] = true
-		conf.sources[f.Name] = "$" + name
+		conf.Sources[f.Name] = "$" + name
 	})
-	conf.warnings = unknownEnv(env, known)
+	conf.Warnings = unknownEnv(env, known)
 
-	if dir := env[credentialsEnv]; dir != "" {
-		warnings, err := applyCredentials(fs, dir, given, conf.sources)
-		conf.warnings = append(conf.warnings, warnings...)
+	if dir := env[CredentialsEnv]; dir != "" {
+		warnings, err := applyCredentials(fs, dir, given, conf.Sources)
+		conf.Warnings = append(conf.Warnings, warnings...)
 		if err != nil {
-			conf.err, conf.fatal = errors.Join(append(errs, err)...), true
+			conf.Err, conf.Fatal = errors.Join(append(errs, err)...), true
 			return conf
 		}
 	}
 
-	file := fs.Lookup(configFlag).Value.String()
+	file := ""
+	if f := fs.Lookup(FileFlag); f != nil {
+		file = f.Value.String()
+	}
 	if file == "" {
-		conf.err = errors.Join(errs...)
+		conf.Err = errors.Join(errs...)
 		return conf
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		conf.err, conf.fatal = errors.Join(append(errs, usagef("-config: %v", err))...), true
+		conf.Err, conf.Fatal = errors.Join(append(errs, configErrorf("%s: %v", key(FileFlag), err))...), true
 		return conf
 	}
 	entries, fileErrs, err := parseConfig(file, data)
 	if err != nil {
-		conf.err, conf.fatal = errors.Join(append(errs, err)...), true
+		conf.Err, conf.Fatal = errors.Join(append(errs, err)...), true
 		return conf
 	}
 	errs = append(errs, fileErrs...)
@@ -141,13 +144,13 @@ func loadConfig(fs *flag.FlagSet, environ []string) *configuration {
 		at := fmt.Sprintf("%s:%d", file, e.line)
 		switch {
 		case e.first != 0:
-			errs = append(errs, usagef("%s: key %q again (first on line %d)", at, e.key, e.first))
+			errs = append(errs, configErrorf("%s: key %q again (first on line %d)", at, e.key, e.first))
 			continue
 		case f == nil:
-			errs = append(errs, usagef("%s: unknown key %q: the keys are the flags of \"rpcd %s -h\", without the dash", at, e.key, strings.TrimPrefix(fs.Name(), "rpcd ")))
+			errs = append(errs, configErrorf("%s: unknown key %q: the keys are the flags of \"%s -h\", without the dash", at, e.key, fs.Name()))
 			continue
-		case e.key == configFlag:
-			errs = append(errs, usagef("%s: key %q: a configuration file cannot name another", at, e.key))
+		case e.key == FileFlag:
+			errs = append(errs, configErrorf("%s: key %q: a configuration file cannot name another", at, e.key))
 			continue
 		}
 		text, err := scalarFor(f, e.value)
@@ -155,14 +158,14 @@ func loadConfig(fs *flag.FlagSet, environ []string) *configuration {
 			err = setFlag(fs, f, text)
 		}
 		if err != nil {
-			errs = append(errs, usagef("%s: %s: %v", at, e.key, err))
+			errs = append(errs, configErrorf("%s: %s: %v", at, e.key, err))
 			continue
 		}
 		if !given[e.key] {
-			conf.sources[e.key] = at
+			conf.Sources[e.key] = at
 		}
 	}
-	conf.err = errors.Join(errs...)
+	conf.Err = errors.Join(errs...)
 	return conf
 }
 
@@ -171,7 +174,7 @@ func loadConfig(fs *flag.FlagSet, environ []string) *configuration {
 func unknownEnv(env map[string]string, known map[string]bool) []string {
 	var warnings []string
 	for name, v := range env {
-		if !strings.HasPrefix(name, envPrefix) || v == "" || known[name] {
+		if !strings.HasPrefix(name, EnvPrefix) || v == "" || known[name] {
 			continue
 		}
 		w := fmt.Sprintf("$%s is set, but rpcd has no such variable: it is ignored", name)
@@ -228,27 +231,27 @@ func isFileFlag(f *flag.Flag) bool {
 // credential of its name in dir (systemd's $CREDENTIALS_DIRECTORY) to that
 // credential's path, and returns a warning for each credential that names
 // no file flag. A directory that cannot be read is a usage error.
-func applyCredentials(fs *flag.FlagSet, dir string, given map[string]bool, src configSources) ([]string, error) {
+func applyCredentials(fs *flag.FlagSet, dir string, given map[string]bool, src Sources) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, usagef("$%s: %v", credentialsEnv, err)
+		return nil, configErrorf("$%s: %v", CredentialsEnv, err)
 	}
 	var warnings []string
 	for _, e := range entries {
 		name := e.Name()
 		f := fs.Lookup(name)
 		if f == nil || !isFileFlag(f) {
-			warnings = append(warnings, fmt.Sprintf("the credential %s (in $%s) names no file flag of %q: it is ignored", name, credentialsEnv, fs.Name()))
+			warnings = append(warnings, fmt.Sprintf("the credential %s (in $%s) names no file flag of %q: it is ignored", name, CredentialsEnv, fs.Name()))
 			continue
 		}
 		if given[name] {
 			continue
 		}
 		if err := fs.Set(name, filepath.Join(dir, name)); err != nil {
-			return warnings, usagef("$%s/%s: %v", credentialsEnv, name, err)
+			return warnings, configErrorf("$%s/%s: %v", CredentialsEnv, name, err)
 		}
 		given[name] = true
-		src[name] = "$" + credentialsEnv + "/" + name
+		src[name] = "$" + CredentialsEnv + "/" + name
 	}
 	return warnings, nil
 }
@@ -270,10 +273,10 @@ func parseConfig(file string, data []byte) ([]configEntry, []error, error) {
 	// Keys given twice are found below, in the words of the other mistakes.
 	f, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
 	if err != nil {
-		return nil, nil, usagef("%s: %s", file, yamlError(err))
+		return nil, nil, configErrorf("%s: %s", file, yamlError(err))
 	}
 	if len(f.Docs) > 1 {
-		return nil, nil, usagef("%s: %d YAML documents, want one", file, len(f.Docs))
+		return nil, nil, configErrorf("%s: %d YAML documents, want one", file, len(f.Docs))
 	}
 	if len(f.Docs) == 0 || f.Docs[0].Body == nil {
 		return nil, nil, nil
@@ -287,7 +290,7 @@ func parseConfig(file string, data []byte) ([]configEntry, []error, error) {
 	case *ast.CommentGroupNode: // comments alone
 		return nil, nil, nil
 	default:
-		return nil, nil, usagef("%s:%d: want a mapping of keys to values, got %s", file, body.GetToken().Position.Line, kindOf(body))
+		return nil, nil, configErrorf("%s:%d: want a mapping of keys to values, got %s", file, body.GetToken().Position.Line, kindOf(body))
 	}
 	seen := map[string]int{}
 	out := make([]configEntry, 0, len(pairs))
@@ -296,7 +299,7 @@ func parseConfig(file string, data []byte) ([]configEntry, []error, error) {
 		line := p.Key.GetToken().Position.Line
 		key, ok := p.Key.(*ast.StringNode)
 		if !ok {
-			errs = append(errs, usagef("%s:%d: key %s is not a name", file, line, p.Key.String()))
+			errs = append(errs, configErrorf("%s:%d: key %s is not a name", file, line, p.Key.String()))
 			continue
 		}
 		first, dup := seen[key.Value]
@@ -460,11 +463,11 @@ func setFlag(fs *flag.FlagSet, f *flag.Flag, text string) error {
 // flagMention finds the flags a usage message names: "-max-conns".
 var flagMention = regexp.MustCompile(`(?:^|[^A-Za-z0-9-])-([a-z][a-z0-9-]*)`)
 
-// attribute appends to a usage message naming flags that came from the
-// environment or the file where each came from, so that a value the
-// command refuses after parsing (-loops -1, -log-level loud) is traced to
-// its key: "(-loops from rpcd.yaml:3)".
-func (src configSources) attribute(msg string) string {
+// Attribute appends to a message naming flags ("-loops") that came from
+// the environment or the file where each came from, so that a value
+// refused after parsing (-loops -1, -log-level loud) is traced to its key:
+// "(-loops from rpcd.yaml:3)".
+func (src Sources) Attribute(msg string) string {
 	if len(src) == 0 {
 		return msg
 	}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"flag"
+	"strings"
+
+	rpcdaemon "github.com/rpcd/rpcd/daemon"
+	"github.com/rpcd/rpcd/discovery/etcd"
+)
+
+// etcdAccessFlags reach an etcd that is secured, for the commands that
+// take an etcd:// -addr: with TLS, with authentication, or both
+// (docs/scale-out.md, "A secured etcd"). They are serve's settings of the
+// same names (rpcdaemon.EtcdAccess).
+type etcdAccessFlags struct{ cfg rpcdaemon.Config }
+
+func (f *etcdAccessFlags) define(fs *flag.FlagSet, with string) {
+	rpcdaemon.DefineFlags(fs, &f.cfg, with+": ", rpcdaemon.EtcdAccess...)
+}
+
+// given reports whether any of the flags is set.
+func (f *etcdAccessFlags) given() bool { return f.cfg != rpcdaemon.Config{} }
+
+// checkTarget refuses the flags for a target addr that is not etcd's.
+func (f *etcdAccessFlags) checkTarget(addr string) error {
+	if f.given() && !strings.HasPrefix(addr, "etcd://") {
+		return usagef("the -etcd-... flags go with an etcd:// -addr")
+	}
+	return nil
+}
+
+// registerScheme, if any of the flags is set, has the etcd:// scheme of
+// service targets reach etcd as they say.
+func (f *etcdAccessFlags) registerScheme() error {
+	if !f.given() {
+		return nil
+	}
+	cfg, err := f.cfg.EtcdConfig()
+	if err != nil {
+		return err
+	}
+	etcd.RegisterScheme("etcd", cfg)
+	return nil
+}
