@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"net"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/compression"
+	"github.com/rpcd/rpcd/internal/optcheck"
 	"github.com/rpcd/rpcd/internal/stream"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -209,21 +208,21 @@ func DefaultOptions() Options {
 func (o Options) withDefaults() Options {
 	d := DefaultOptions()
 	o.Limits = o.Limits.WithDefaults()
-	setZero(&o.Conns, d.Conns)
-	setZero(&o.DialTimeout, d.DialTimeout)
-	setZero(&o.MinBackoff, d.MinBackoff)
-	setZero(&o.MaxBackoff, d.MaxBackoff)
+	optcheck.SetZero(&o.Conns, d.Conns)
+	optcheck.SetZero(&o.DialTimeout, d.DialTimeout)
+	optcheck.SetZero(&o.MinBackoff, d.MinBackoff)
+	optcheck.SetZero(&o.MaxBackoff, d.MaxBackoff)
 	if o.MaxBackoff < o.MinBackoff {
 		o.MaxBackoff = o.MinBackoff
 	}
-	setZero(&o.MaxRetries, d.MaxRetries)
-	setZero(&o.KeepAlive, d.KeepAlive)
-	setZero(&o.KeepAliveTimeout, d.KeepAliveTimeout)
+	optcheck.SetZero(&o.MaxRetries, d.MaxRetries)
+	optcheck.SetZero(&o.KeepAlive, d.KeepAlive)
+	optcheck.SetZero(&o.KeepAliveTimeout, d.KeepAliveTimeout)
 	if o.Dial == nil {
 		o.Dial = d.Dial
 	}
-	setZero(&o.MaxHandlers, d.MaxHandlers)
-	setZero(&o.StreamWindow, d.StreamWindow)
+	optcheck.SetZero(&o.MaxHandlers, d.MaxHandlers)
+	optcheck.SetZero(&o.StreamWindow, d.StreamWindow)
 	o.StreamWindow = min(o.StreamWindow, proto.MaxStreamWindow)
 	if o.Logger == nil {
 		o.Logger = d.Logger
@@ -231,53 +230,29 @@ func (o Options) withDefaults() Options {
 	if o.Codec == nil {
 		o.Codec = d.Codec
 	}
-	setZero(&o.CompressMin, d.CompressMin)
+	optcheck.SetZero(&o.CompressMin, d.CompressMin)
 	if o.CompressMin < 0 {
 		o.CompressMin = math.MaxInt // off
 	}
 	return o
 }
 
-// setZero sets *v to def if it is zero.
-func setZero[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
-		*v = def
-	}
-}
-
-// An OptionError is a field of Options that Validate refuses.
-type OptionError struct {
-	Field string // "Conns", "Limits.MaxFrameSize"
-	Value any    // its value
-	Want  string // what it may be: "0 or more"
-}
-
-func (e *OptionError) Error() string {
-	return fmt.Sprintf("rpcd: client: Options.%s is %v, want %s", e.Field, e.Value, e.Want)
-}
+// OptionError is a field of Options that Validate refuses.
+type OptionError = optcheck.Error
 
 // Validate reports every field of o that a client cannot take, each an
 // *OptionError, joined (errors.Join); nil if there is none. Dial refuses
 // Options it refuses.
 func (o *Options) Validate() error {
-	var errs []error
-	add := func(field string, value any, want string) {
-		errs = append(errs, &OptionError{Field: field, Value: value, Want: want})
-	}
-	if o.Limits.MaxFrameSize != 0 && o.Limits.MaxFrameSize < proto.HeaderSize {
-		add("Limits.MaxFrameSize", o.Limits.MaxFrameSize, fmt.Sprintf("0 (the default) or at least %d", proto.HeaderSize))
-	}
+	c := optcheck.New("client")
+	c.Limits(o.Limits)
 	for _, f := range []struct {
 		name string
 		v    int
 	}{
-		{"Conns", o.Conns}, {"Limits.MaxRoute", o.Limits.MaxRoute}, {"Limits.MaxMetadata", o.Limits.MaxMetadata},
-		{"MaxHandlers", o.MaxHandlers}, {"StreamWindow", o.StreamWindow},
+		{"Conns", o.Conns}, {"MaxHandlers", o.MaxHandlers}, {"StreamWindow", o.StreamWindow},
 	} {
-		if f.v < 0 {
-			add(f.name, f.v, "0 or more")
-		}
+		optcheck.NotNegative(c, f.name, f.v)
 	}
 	for _, f := range []struct {
 		name string
@@ -286,20 +261,19 @@ func (o *Options) Validate() error {
 		{"DialTimeout", o.DialTimeout}, {"MinBackoff", o.MinBackoff}, {"MaxBackoff", o.MaxBackoff},
 		{"KeepAliveTimeout", o.KeepAliveTimeout},
 	} {
-		if f.v < 0 {
-			add(f.name, f.v, "0 or more")
-		}
+		optcheck.NotNegative(c, f.name, f.v)
 	}
 	if o.Codec != nil {
-		errs = append(errs, checkCodec(o.Codec))
+		c.Join(checkCodec(o.Codec))
 	}
-	return errors.Join(append(errs, checkCompression(o.Compression))...)
+	c.Join(checkCompression(o.Compression))
+	return c.Err()
 }
 
 // checkCompression refuses a compression the client cannot do.
 func checkCompression(c proto.Compression) error {
 	if c != proto.CompressionNone && !slices.Contains(compression.Supported(), c) {
-		return &OptionError{Field: "Compression", Value: c, Want: "zstd or gzip"}
+		return &OptionError{Pkg: "client", Field: "Compression", Value: c, Want: "zstd or gzip"}
 	}
 	return nil
 }
@@ -322,7 +296,7 @@ func (o *Options) takes() []proto.Compression {
 // checkCodec refuses a codec whose id no server's typed routes can take.
 func checkCodec(c handler.Codec) error {
 	if id := c.ID(); id != proto.CodecJSON && id < proto.CodecUser {
-		return &OptionError{Field: "Codec", Value: id, Want: "json or an application's (0x80 to 0xff)"}
+		return &OptionError{Pkg: "client", Field: "Codec", Value: id, Want: "json or an application's (0x80 to 0xff)"}
 	}
 	return nil
 }

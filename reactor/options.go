@@ -3,14 +3,13 @@ package reactor
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"log/slog"
 	"runtime"
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/transport"
+	"github.com/rpcd/rpcd/internal/optcheck"
 	"github.com/rpcd/rpcd/internal/stream"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -257,26 +256,26 @@ func (o Options) withDefaults() Options {
 		o.StdTransport = true // gnet's Windows engine is for development only
 	}
 	o.Limits = o.Limits.WithDefaults()
-	setZero(&o.Loops, d.Loops)
-	setZero(&o.MaxInflight, d.MaxInflight)
-	setZero(&o.BlockingWorkers, d.BlockingWorkers)
-	setZero(&o.BlockingQueue, d.BlockingQueue)
-	setZero(&o.InlineThreshold, d.InlineThreshold)
-	setZero(&o.InlineBudget, d.InlineBudget)
-	setZero(&o.MaxConns, d.MaxConns)
-	setZero(&o.FrameTimeout, d.FrameTimeout)
-	setZero(&o.KeepAlive, d.KeepAlive)
-	setZero(&o.KeepAliveTimeout, d.KeepAliveTimeout)
-	setZero(&o.MaxOutbound, d.MaxOutbound)
-	setZero(&o.WriteTimeout, d.WriteTimeout)
-	setZero(&o.HandshakeTimeout, d.HandshakeTimeout)
-	setZero(&o.PreAuthMaxFrame, d.PreAuthMaxFrame)
-	setZero(&o.MaxSubscriptions, d.MaxSubscriptions)
-	setZero(&o.SubscriberQueue, d.SubscriberQueue)
-	setZero(&o.StreamWindow, d.StreamWindow)
+	optcheck.SetZero(&o.Loops, d.Loops)
+	optcheck.SetZero(&o.MaxInflight, d.MaxInflight)
+	optcheck.SetZero(&o.BlockingWorkers, d.BlockingWorkers)
+	optcheck.SetZero(&o.BlockingQueue, d.BlockingQueue)
+	optcheck.SetZero(&o.InlineThreshold, d.InlineThreshold)
+	optcheck.SetZero(&o.InlineBudget, d.InlineBudget)
+	optcheck.SetZero(&o.MaxConns, d.MaxConns)
+	optcheck.SetZero(&o.FrameTimeout, d.FrameTimeout)
+	optcheck.SetZero(&o.KeepAlive, d.KeepAlive)
+	optcheck.SetZero(&o.KeepAliveTimeout, d.KeepAliveTimeout)
+	optcheck.SetZero(&o.MaxOutbound, d.MaxOutbound)
+	optcheck.SetZero(&o.WriteTimeout, d.WriteTimeout)
+	optcheck.SetZero(&o.HandshakeTimeout, d.HandshakeTimeout)
+	optcheck.SetZero(&o.PreAuthMaxFrame, d.PreAuthMaxFrame)
+	optcheck.SetZero(&o.MaxSubscriptions, d.MaxSubscriptions)
+	optcheck.SetZero(&o.SubscriberQueue, d.SubscriberQueue)
+	optcheck.SetZero(&o.StreamWindow, d.StreamWindow)
 	o.StreamWindow = min(o.StreamWindow, proto.MaxStreamWindow)
-	setZero(&o.MaxStreams, d.MaxStreams)
-	setZero(&o.CompressMin, d.CompressMin)
+	optcheck.SetZero(&o.MaxStreams, d.MaxStreams)
+	optcheck.SetZero(&o.CompressMin, d.CompressMin)
 	if o.Codec == nil {
 		o.Codec = d.Codec
 	}
@@ -286,74 +285,47 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = d.Logger
 	}
-	setZero(&o.LingerTime, d.LingerTime)
-	setZero(&o.LingerBytes, d.LingerBytes)
-	setZero(&o.RefuseLinger, d.RefuseLinger)
-	setZero(&o.MaxRefuseLinger, d.MaxRefuseLinger)
+	optcheck.SetZero(&o.LingerTime, d.LingerTime)
+	optcheck.SetZero(&o.LingerBytes, d.LingerBytes)
+	optcheck.SetZero(&o.RefuseLinger, d.RefuseLinger)
+	optcheck.SetZero(&o.MaxRefuseLinger, d.MaxRefuseLinger)
 	return o
 }
 
-// setZero sets *v to def if it is zero.
-func setZero[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
-		*v = def
-	}
-}
-
-// An OptionError is a field of Options that Validate refuses.
-type OptionError struct {
-	Field string // "MaxConns", "Limits.MaxFrameSize"
-	Value any    // its value
-	Want  string // what it may be: "0 or more"
-}
-
-func (e *OptionError) Error() string {
-	return fmt.Sprintf("rpcd: reactor: Options.%s is %v, want %s", e.Field, e.Value, e.Want)
-}
+// OptionError is a field of Options that Validate refuses.
+type OptionError = optcheck.Error
 
 // Validate reports every field of o that the server cannot take, each an
 // *OptionError, joined (errors.Join); nil if there is none. Start and Serve
 // refuse Options it refuses.
 func (o *Options) Validate() error {
-	var errs []error
-	add := func(field string, value any, want string) {
-		errs = append(errs, &OptionError{Field: field, Value: value, Want: want})
-	}
-	if o.Limits.MaxFrameSize != 0 && o.Limits.MaxFrameSize < proto.HeaderSize {
-		add("Limits.MaxFrameSize", o.Limits.MaxFrameSize, fmt.Sprintf("0 (the default) or at least %d", proto.HeaderSize))
-	}
+	c := optcheck.New("reactor")
+	c.Limits(o.Limits)
 	for _, f := range []struct {
 		name string
 		v    int
 	}{
-		{"Loops", o.Loops}, {"Limits.MaxRoute", o.Limits.MaxRoute}, {"Limits.MaxMetadata", o.Limits.MaxMetadata},
-		{"MaxInflight", o.MaxInflight}, {"BlockingWorkers", o.BlockingWorkers}, {"BlockingQueue", o.BlockingQueue},
-		{"MaxConns", o.MaxConns}, {"MaxOutbound", o.MaxOutbound}, {"PreAuthMaxFrame", o.PreAuthMaxFrame},
-		{"MaxSubscriptions", o.MaxSubscriptions}, {"SubscriberQueue", o.SubscriberQueue},
-		{"StreamWindow", o.StreamWindow}, {"MaxStreams", o.MaxStreams},
+		{"Loops", o.Loops}, {"MaxInflight", o.MaxInflight}, {"BlockingWorkers", o.BlockingWorkers},
+		{"BlockingQueue", o.BlockingQueue}, {"MaxConns", o.MaxConns}, {"MaxOutbound", o.MaxOutbound},
+		{"PreAuthMaxFrame", o.PreAuthMaxFrame}, {"MaxSubscriptions", o.MaxSubscriptions},
+		{"SubscriberQueue", o.SubscriberQueue}, {"StreamWindow", o.StreamWindow}, {"MaxStreams", o.MaxStreams},
 		{"LingerBytes", o.LingerBytes}, {"MaxRefuseLinger", o.MaxRefuseLinger},
 	} {
-		if f.v < 0 {
-			add(f.name, f.v, "0 or more")
-		}
+		optcheck.NotNegative(c, f.name, f.v)
 	}
 	for _, f := range []struct {
 		name string
 		v    time.Duration
 	}{
-		{"FrameTimeout", o.FrameTimeout}, {"KeepAliveTimeout", o.KeepAliveTimeout},
-		{"WriteTimeout", o.WriteTimeout}, {"HandshakeTimeout", o.HandshakeTimeout},
-		{"LingerTime", o.LingerTime}, {"RefuseLinger", o.RefuseLinger},
+		{"FrameTimeout", o.FrameTimeout}, {"KeepAliveTimeout", o.KeepAliveTimeout}, {"WriteTimeout", o.WriteTimeout},
+		{"HandshakeTimeout", o.HandshakeTimeout}, {"LingerTime", o.LingerTime}, {"RefuseLinger", o.RefuseLinger},
 	} {
-		if f.v < 0 {
-			add(f.name, f.v, "0 or more")
-		}
+		optcheck.NotNegative(c, f.name, f.v)
 	}
 	if o.SlowSubscriber != DropMessages && o.SlowSubscriber != CutOff {
-		add("SlowSubscriber", o.SlowSubscriber, "DropMessages or CutOff")
+		c.Add("SlowSubscriber", o.SlowSubscriber, "DropMessages or CutOff")
 	}
-	return errors.Join(errs...)
+	return c.Err()
 }
 
 // sweepEvery is how often the sweeper looks at the connections: a quarter

@@ -62,7 +62,7 @@ func TestOptionsZeroRule(t *testing.T) {
 	if got := strings.Join(fields, " "); got != "Limits.MaxFrameSize Loops MaxConns FrameTimeout SlowSubscriber" {
 		t.Errorf("Validate named %s", got)
 	}
-	if msg := (&OptionError{Field: "MaxConns", Value: -2, Want: "0 or more"}).Error(); msg != "rpcd: reactor: Options.MaxConns is -2, want 0 or more" {
+	if msg := (&OptionError{Pkg: "reactor", Field: "MaxConns", Value: -2, Want: "0 or more"}).Error(); msg != "rpcd: reactor: Options.MaxConns is -2, want 0 or more" {
 		t.Errorf("message %q", msg)
 	}
 	s := New(handler.NewRegistry(), bad)
