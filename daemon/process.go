@@ -78,6 +78,31 @@ func StartProcess(ctx context.Context, cmd *exec.Cmd) (*Process, error) {
 	}
 }
 
+// StartServe starts the rpcd program at exe serving, `exe serve
+// -log-format text args...`, as StartProcess does.
+func StartServe(ctx context.Context, exe string, args ...string) (*Process, error) {
+	return StartProcess(ctx, exec.Command(exe, append([]string{"serve", "-log-format", "text"}, args...)...))
+}
+
+// Restart starts p's program again, with the same arguments, once p has
+// exited (Signal, Stop): on the same address if it was given one. The
+// address may take a moment to be free again after a kill: it tries for
+// about a second, until ctx ends.
+func (p *Process) Restart(ctx context.Context) (*Process, error) {
+	var err error
+	for range 20 {
+		var q *Process
+		if q, err = StartProcess(ctx, exec.Command(p.cmd.Path, p.cmd.Args[1:]...)); err == nil {
+			return q, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil, err
+}
+
 // Addr returns the address the daemon serves at.
 func (p *Process) Addr() string { return p.addr }
 

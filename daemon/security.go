@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rpcd/rpcd/auth"
+	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/discovery/etcd"
 	"github.com/rpcd/rpcd/ratelimit"
 )
@@ -78,18 +79,8 @@ func serverTLS(c *Config) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// LoadCAs reads a PEM file of certificates into a pool.
-func LoadCAs(file string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("rpcd: reading CAs: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("rpcd: no PEM certificate in %s", file)
-	}
-	return pool, nil
-}
+// LoadCAs reads a PEM file of certificates into a pool: client.LoadCAs.
+func LoadCAs(file string) (*x509.CertPool, error) { return client.LoadCAs(file) }
 
 // EtcdConfig returns how to reach etcd at c.Etcd's endpoints with the
 // EtcdAccess settings, their files read; a mistake is a ConfigError.

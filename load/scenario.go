@@ -31,6 +31,7 @@ type Call func(ctx context.Context) (int, error)
 // JSONRoute make one for any route; a program may build its own.
 type Scenario struct {
 	Name  string // as Scenarios and reports give it
+	What  string // what it calls and checks, in a line (rpcd bench -h lists it)
 	Route string // the route called
 	Codec string // "json" or "raw"
 	Size  int    // request payload bytes, encoded; Sum's smallest, as it varies
@@ -112,13 +113,19 @@ func typedScenario(name, route string, size int, mk func(worker int) *typedCall)
 
 // scenarios are the named loads, in the order Scenarios gives them.
 var scenarios = []Scenario{
-	noArgScenario(),
-	echoStringScenario("EchoString16", 16),
-	echoStringScenario("EchoString2000", 2000),
-	multiArgsScenario(),
-	echoPacketScenario("EchoPacket16", 16),
-	echoPacketScenario("EchoPacket2000", 2000),
-	sumScenario(),
+	described(noArgScenario(), "Bench/NoArg, JSON, no argument; the reply must be 42"),
+	described(echoStringScenario("EchoString16", 16), "Bench/EchoString, a JSON string of 16 chars, echoed"),
+	described(echoStringScenario("EchoString2000", 2000), "Bench/EchoString, a JSON string of 2000 chars, echoed"),
+	described(multiArgsScenario(), "Bench/MultiArgs, five JSON arguments; the reply is builtin.MultiArgsResult of them"),
+	described(echoPacketScenario("EchoPacket16", 16), "Bench/EchoPacket, 16 raw bytes, echoed byte for byte"),
+	described(echoPacketScenario("EchoPacket2000", 2000), "Bench/EchoPacket, 2000 raw bytes, echoed byte for byte"),
+	described(sumScenario(), "Math/Sum, JSON, a and b new on every call; reply a+b"),
+}
+
+// described returns sc with its line of description.
+func described(sc Scenario, what string) Scenario {
+	sc.What = what
+	return sc
 }
 
 // Scenarios returns the named call scenarios, those of the NewLife.Remoting

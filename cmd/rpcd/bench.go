@@ -10,7 +10,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -34,19 +33,7 @@ with -addr it loads the server there. The first line of output names the
 server loaded.
 
 Scenarios (-scenario), those of the NewLife.Remoting report, and Sum:
-  NoArg           Bench/NoArg, JSON, no argument; the reply must be 42
-  EchoString16    Bench/EchoString, a JSON string of 16 chars, echoed
-  EchoString2000  Bench/EchoString, a JSON string of 2000 chars, echoed
-  MultiArgs       Bench/MultiArgs, JSON int32, int64, bool, float64 and
-                  string; the reply must be builtin.MultiArgsResult of them
-  EchoPacket16    Bench/EchoPacket, 16 raw bytes, echoed byte for byte
-  EchoPacket2000  Bench/EchoPacket, 2000 raw bytes, echoed byte for byte
-  Sum             Math/Sum, JSON, a and b new on every call; reply a+b
-  FanOut          publish/subscribe: one publisher, -subs subscribers on a
-                  connection each; messages/s delivered
-  StreamUpload    -c streams, each of -size bytes (default 256 MiB) to
-                  Bench/StreamSink; goodput and the server's memory
-  StreamDownload  the same from Bench/StreamSource
+` + benchScenarioList() + `
 -route loads a route of your own instead, sending the bytes of -payload FILE
 or -size N bytes, raw (or JSON with -json-codec: FILE must hold JSON, and
 -size N makes a JSON string of N bytes, quotes included). Its replies are
@@ -208,6 +195,18 @@ func benchScenarioNames() []string {
 		names = append(names, l.name)
 	}
 	return names
+}
+
+// benchScenarioList lists the scenarios, a line each, for bench -h.
+func benchScenarioList() string {
+	var b strings.Builder
+	for _, sc := range load.Scenarios() {
+		fmt.Fprintf(&b, "  %-15s %s\n", sc.Name, sc.What)
+	}
+	for _, l := range otherLoads {
+		fmt.Fprintf(&b, "  %-15s %s\n", l.name, l.what)
+	}
+	return b.String()
 }
 
 // benchScenarioUsage is the usage of bench's -scenario.
@@ -414,7 +413,7 @@ func startServeChild(ctx context.Context, args ...string) (*rpcdaemon.Process, e
 	if err != nil {
 		return nil, fmt.Errorf("rpcd: finding this program to start a server: %w", err)
 	}
-	return rpcdaemon.StartProcess(ctx, exec.Command(exe, append([]string{"serve", "-log-format", "text"}, args...)...))
+	return rpcdaemon.StartServe(ctx, exe, args...)
 }
 
 func (t *benchTarget) String() string {
@@ -425,9 +424,6 @@ func (t *benchTarget) String() string {
 }
 
 func (c *cli) bench(f *benchFlags, args []string) error {
-	if len(args) > 0 {
-		return usagef("unexpected argument %q", args[0])
-	}
 	if run := otherLoad(f.scenario); run != nil && !f.set["route"] && f.matrix == "" {
 		return run(c, f) // publish/subscribe (bench_fanout.go), streams (bench_stream.go)
 	}

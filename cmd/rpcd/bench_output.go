@@ -21,7 +21,7 @@ func writeJSON(w *bytes.Buffer, v any) {
 
 // writeReport writes rep to standard output as indented JSON, or as its
 // text.
-func (c *cli) writeReport(rep interface{ WriteText(io.Writer) error }, jsonOut bool) error {
+func (c *cli) writeReport(rep report, jsonOut bool) error {
 	var b bytes.Buffer
 	if jsonOut {
 		writeJSON(&b, rep)

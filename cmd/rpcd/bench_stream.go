@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"strings"
 
+	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/load"
 )
 
@@ -15,23 +17,10 @@ func (c *cli) benchStream(f *benchFlags) error {
 	if f.conns < 1 {
 		return usagef("-c is %d, want 1 or more", f.conns)
 	}
-	ctx, stop := c.interruptible()
-	defer stop()
-	t, stopTarget, err := c.loadTarget(ctx, f.addr)
-	if err != nil {
-		return err
-	}
-	defer stopTarget()
-	opts, err := c.clientOptions(f.timeout, f.maxFrame, &f.sec, &f.compress)
-	if err != nil {
-		return err
-	}
-	rep, err := load.Stream(ctx, load.StreamConfig{
-		Addr: t.addr, Server: t.String(), Client: opts,
-		Upload: upload, Streams: f.conns, Size: int64(f.size), // 256 MiB if 0
+	return c.runLoad(f, func(ctx context.Context, t *benchTarget, opts client.Options) (report, error) {
+		return load.Stream(ctx, load.StreamConfig{
+			Addr: t.addr, Server: t.String(), Client: opts,
+			Upload: upload, Streams: f.conns, Size: int64(f.size), // 256 MiB if 0
+		})
 	})
-	if err != nil {
-		return err
-	}
-	return c.writeReport(rep, f.jsonOut)
 }

@@ -34,6 +34,7 @@ echo -n hello | rpcd call -raw Bench/EchoPacket -
 rpcd call -addr 10.0.0.7:7070 -timeout 1s -meta trace-id=abc123 Sys/Ping
 rpcd call -addr etcd://10.0.0.1:2379/echo Math/Sum '{"a":1,"b":2}'`,
 	setup: setupCall,
+	args:  true,
 }
 
 // dialFlags are the flags of the commands that call a server.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/client"
-	rpcdaemon "github.com/rpcd/rpcd/daemon"
 	"github.com/rpcd/rpcd/load"
 )
 
@@ -70,8 +69,6 @@ func setupChaos(fs *flag.FlagSet) func(*cli, []string) error {
 
 func (c *cli) chaos(f *chaosFlags, args []string) error {
 	switch {
-	case len(args) > 0:
-		return usagef("unexpected argument %q", args[0])
 	case f.duration <= 0:
 		return usagef("-d is %v, want more than 0", f.duration)
 	case f.callers < 1 || f.conns < 1:
@@ -134,7 +131,7 @@ func (c *cli) chaos(f *chaosFlags, args []string) error {
 			case <-callCtx.Done():
 			case <-time.After(f.down):
 			}
-			child, chaosErr = restartChild(ctx, serverArgs)
+			child, chaosErr = child.Restart(ctx)
 			if chaosErr == nil {
 				restarts++
 			}
@@ -181,23 +178,6 @@ func (c *cli) chaos(f *chaosFlags, args []string) error {
 		return exitStatus(exitFail)
 	}
 	return nil
-}
-
-// restartChild starts the server again on the same address; the port may
-// take a moment to be free after a kill.
-func restartChild(ctx context.Context, args []string) (*rpcdaemon.Process, error) {
-	var err error
-	for range 20 {
-		var ch *rpcdaemon.Process
-		if ch, err = startServeChild(ctx, args...); err == nil {
-			return ch, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return nil, err
 }
 
 // freePort returns a loopback address with a port nothing listens on now.

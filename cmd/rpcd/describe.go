@@ -36,6 +36,7 @@ unknown ROUTE prints "rpcd: not found: no route ROUTE" and exits 1.`,
 rpcd describe -addr 10.0.0.7:7070
 rpcd describe -json Sys/Routes`,
 	setup: setupDescribe,
+	args:  true,
 }
 
 // describeFlags are describe's flags.

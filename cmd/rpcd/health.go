@@ -34,9 +34,6 @@ func setupHealth(fs *flag.FlagSet) func(*cli, []string) error {
 	addr := fs.String("admin", "", "the admin listener's `address`; default $RPCD_ADMIN, else "+defaultAdmin)
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
 	return func(c *cli, args []string) error {
-		if len(args) > 0 {
-			return usagef("unexpected argument %q", args[0])
-		}
 		if *timeout <= 0 {
 			return usagef("-timeout is %v, want more than 0", *timeout)
 		}

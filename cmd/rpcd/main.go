@@ -99,6 +99,7 @@ type command struct {
 	summary  string // one line for the command list
 	about    string // a paragraph for -h
 	example  string // one or more example lines for -h
+	args     bool   // it takes arguments after its flags; without, any is a usage error
 
 	// setup defines the command's flags on fs and returns the function
 	// that runs the command once they are parsed, given the arguments
@@ -219,6 +220,9 @@ func (c *cli) runCommand(cmd *command, args []string) int {
 		}
 		// Otherwise the command reports c.conf.Err with the mistakes of
 		// its own checks, all at once.
+	}
+	if err == nil && !cmd.args && fs.NArg() > 0 {
+		err = usagef("unexpected argument %q", fs.Arg(0))
 	}
 	if err == nil {
 		err = runFn(c, fs.Args())

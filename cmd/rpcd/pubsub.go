@@ -25,6 +25,7 @@ may not publish to secrets.payroll", and exits 1; nothing was delivered.`,
 	example: `rpcd pub orders.eu.created '{"id":42}'
 rpcd pub -raw logs.web 'GET /index.html 200'`,
 	setup: setupPub,
+	args:  true,
 }
 
 var subCmd = &command{
@@ -42,6 +43,7 @@ between are not delivered.`,
 rpcd sub -n 1 orders.eu.created
 rpcd sub -compress zstd 'logs.>'`,
 	setup: setupSub,
+	args:  true,
 }
 
 // pubFlags are pub's flags.

@@ -33,9 +33,6 @@ func setupRoutes(fs *flag.FlagSet) func(*cli, []string) error {
 }
 
 func (c *cli) routes(f *dialFlags, args []string) error {
-	if len(args) > 0 {
-		return usagef("unexpected argument %q", args[0])
-	}
 	if err := f.check(); err != nil {
 		return err
 	}

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"crypto/tls"
 	"flag"
-	"fmt"
 	"os"
-	"strings"
 
 	"github.com/rpcd/rpcd/client"
 	rpcdaemon "github.com/rpcd/rpcd/daemon"
-	"github.com/rpcd/rpcd/proto"
 )
 
 // clientSecurityFlags are the flags of the commands that call a server
@@ -50,59 +46,39 @@ func (f *clientSecurityFlags) given() bool {
 // opts.
 func (f *clientSecurityFlags) apply(opts *client.Options) error {
 	if f.tls || f.tlsCA != "" || f.tlsCert != "" || f.tlsKey != "" || f.tlsServerName != "" {
-		cfg := &tls.Config{ServerName: f.tlsServerName, MinVersion: tls.VersionTLS12}
-		if f.tlsCA != "" {
-			pool, err := rpcdaemon.LoadCAs(f.tlsCA)
-			if err != nil {
-				return err
-			}
-			cfg.RootCAs = pool
-		}
 		if (f.tlsCert == "") != (f.tlsKey == "") {
 			return usagef("-tls-cert and -tls-key go together")
 		}
-		if f.tlsCert != "" {
-			cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-			if err != nil {
-				return fmt.Errorf("rpcd: loading the client certificate: %w", err)
-			}
-			cfg.Certificates = []tls.Certificate{cert}
+		cfg, err := client.TLSFiles{CA: f.tlsCA, Cert: f.tlsCert, Key: f.tlsKey, ServerName: f.tlsServerName}.Config()
+		if err != nil {
+			return err
 		}
 		opts.TLS = cfg
-	}
-
-	var secret string
-	switch {
-	case f.token != "" && f.tokenFile != "":
-		return usagef("-token and -token-file: give one")
-	case f.token != "":
-		secret = f.token
-	case f.tokenFile != "":
-		b, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return fmt.Errorf("rpcd: reading the token: %w", err)
-		}
-		secret = strings.TrimSpace(string(b))
-		if secret == "" {
-			return fmt.Errorf("rpcd: no token in %s", f.tokenFile)
-		}
-	default:
-		secret = os.Getenv(tokenEnv)
 	}
 	switch f.authMethod {
 	case "", "token", "hmac":
 	default:
 		return usagef("-auth-method is %q, want token or hmac", f.authMethod)
 	}
-	if secret == "" {
-		if f.authMethod != "" {
-			return usagef("-auth-method needs a token: -token, -token-file or $%s", tokenEnv)
-		}
+	var secret []byte
+	var err error
+	switch {
+	case f.token != "" && f.tokenFile != "":
+		return usagef("-token and -token-file: give one")
+	case f.token != "":
+		secret, err = client.TokenText(f.token, "-token")
+	case f.tokenFile != "":
+		secret, err = client.ReadToken(f.tokenFile)
+	case os.Getenv(tokenEnv) != "":
+		secret, err = client.TokenText(os.Getenv(tokenEnv), "$"+tokenEnv)
+	case f.authMethod != "":
+		return usagef("-auth-method needs a token: -token, -token-file or $%s", tokenEnv)
+	default:
 		return nil
 	}
-	if len(secret) > proto.MaxHelloPayload {
-		return fmt.Errorf("rpcd: the token has %d bytes, want at most %d", len(secret), proto.MaxHelloPayload)
+	if err != nil {
+		return err
 	}
-	opts.Credentials = &client.Credentials{Method: f.authMethod, Secret: []byte(secret)}
+	opts.Credentials = &client.Credentials{Method: f.authMethod, Secret: secret}
 	return nil
 }

@@ -26,6 +26,7 @@ file are all reported before it listens, with exit status 78. Each flag is
 also $RPCD_NAME and the file's key NAME (docs/configuration.md).`,
 	example: `rpcd serve -addr 127.0.0.1:7070 -log-format json`,
 	setup:   setupServe,
+	args:    true, // checked with the settings, so that every mistake is reported at once
 }
 
 // setupServe defines serve's flags, the daemon's settings and two of its

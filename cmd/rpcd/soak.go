@@ -83,8 +83,6 @@ func setupSoak(fs *flag.FlagSet) func(*cli, []string) error {
 func (c *cli) soak(f *soakFlags, args []string) error {
 	sc, ok := load.LookupScenario(f.scenario)
 	switch {
-	case len(args) > 0:
-		return usagef("unexpected argument %q", args[0])
 	case !ok:
 		return usagef("-scenario is %q, want one of %s", f.scenario, strings.Join(load.ScenarioNames(), ", "))
 	case f.conns < 1:

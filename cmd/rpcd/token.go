@@ -37,8 +37,6 @@ func setupToken(fs *flag.FlagSet) func(*cli, []string) error {
 
 func (c *cli) token(f *tokenFlags, args []string) error {
 	switch {
-	case len(args) > 0:
-		return usagef("unexpected argument %q", args[0])
 	case f.key == "":
 		return usagef("-key is required")
 	case f.subject == "":

@@ -25,9 +25,6 @@ checkout is version (devel), and its revision is what go build recorded
 
 func setupVersion(*flag.FlagSet) func(*cli, []string) error {
 	return func(c *cli, args []string) error {
-		if len(args) > 0 {
-			return usagef("unexpected argument %q", args[0])
-		}
 		fmt.Fprintln(c.stdout, versionLine(buildinfo.Read()))
 		return nil
 	}
