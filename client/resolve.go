@@ -123,6 +123,14 @@ func buildStatic(authority string) (Resolver, error) {
 	return Static(nodes...), nil
 }
 
+// IsService reports whether addr names a service for DialService,
+// "scheme://authority/NAME", rather than one server for Dial (host:port,
+// tcp://host:port, unix:///path).
+func IsService(addr string) bool {
+	scheme, _, ok := strings.Cut(addr, "://")
+	return ok && scheme != "unix" && scheme != "tcp"
+}
+
 // parseTarget splits "scheme://authority/NAME" into its parts.
 func parseTarget(target string) (scheme, authority, name string, err error) {
 	scheme, rest, ok := strings.Cut(target, "://")

@@ -332,6 +332,36 @@ func usText(secs float64) string {
 	return fmt.Sprintf("%.0f µs", secs*1e6)
 }
 
+// Runs makes each of cells runs times, the whole set once per run, so
+// that a noisy moment hits every cell alike, with run making one; it
+// returns the Median of each cell's runs, for the cells that made one,
+// and the first error, which stops it. It stops between runs once ctx
+// ends.
+func Runs(ctx context.Context, cells []Config, runs int, run func(Config) (*Report, error)) ([]*Report, error) {
+	made := make([][]*Report, len(cells))
+	var err error
+sweeps:
+	for r := 0; r < runs; r++ {
+		for i, cell := range cells {
+			var rep *Report
+			if rep, err = run(cell); err != nil {
+				break sweeps
+			}
+			made[i] = append(made[i], rep)
+			if ctx.Err() != nil {
+				break sweeps
+			}
+		}
+	}
+	var medians []*Report
+	for _, rs := range made {
+		if len(rs) > 0 {
+			medians = append(medians, Median(rs))
+		}
+	}
+	return medians, err
+}
+
 // Median returns the run of runs with the median calls/s (the lower middle
 // one of an even number), its Runs set to their number and, of more than
 // one, its errors those of all the runs; nil for no runs. Runs of the same

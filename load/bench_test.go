@@ -2,6 +2,8 @@ package load
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -26,6 +28,39 @@ func TestMedianRun(t *testing.T) {
 	}
 	if m := Median([]*Report{mk(5, 1)}); m.Runs != 1 || m.Errors != 1 {
 		t.Fatalf("one run: %+v", m)
+	}
+}
+
+// TestRuns: every cell runs once per sweep, the sweeps one after the
+// other; each cell's median run comes back, in the cells' order; an error
+// stops the runs and is returned with the medians made until then.
+func TestRuns(t *testing.T) {
+	cells := []Config{{Calls: 1}, {Calls: 2}}
+	var order []int64
+	cps := map[int64][]float64{1: {10, 30, 20}, 2: {5, 1, 3}}
+	reps, err := Runs(context.Background(), cells, 3, func(c Config) (*Report, error) {
+		order = append(order, c.Calls)
+		n := len(order) / 2
+		if c.Calls == 2 {
+			n = (len(order) - 1) / 2
+		}
+		return &Report{CallsPerSec: cps[c.Calls][n]}, nil
+	})
+	if err != nil || len(reps) != 2 || reps[0].CallsPerSec != 20 || reps[1].CallsPerSec != 3 {
+		t.Fatalf("%v, %v; want the medians 20 and 3", reps, err)
+	}
+	if fmt.Sprint(order) != "[1 2 1 2 1 2]" {
+		t.Fatalf("runs in the order %v, want [1 2 1 2 1 2]", order)
+	}
+	boom := errors.New("boom")
+	reps, err = Runs(context.Background(), cells, 3, func(c Config) (*Report, error) {
+		if c.Calls == 2 {
+			return nil, boom
+		}
+		return &Report{CallsPerSec: 1}, nil
+	})
+	if err != boom || len(reps) != 1 {
+		t.Fatalf("%v, %v; want the first cell's one run and the error", reps, err)
 	}
 }
 

@@ -27,7 +27,7 @@ func (b *balanceFlags) check(addr string) error {
 	switch {
 	case !ok:
 		return usagef("-balance is %q, want round-robin, least-inflight or hash", b.balance)
-	case !isServiceTarget(addr) && (policy != client.RoundRobin || b.hashKey != ""):
+	case !client.IsService(addr) && (policy != client.RoundRobin || b.hashKey != ""):
 		return usagef("-balance and -hash-key go with a service -addr (etcd://, dns://, static://)")
 	case b.hashKey != "" && policy != client.Hash:
 		return usagef("-hash-key goes with -balance hash")

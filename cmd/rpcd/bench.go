@@ -463,32 +463,17 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 	// The clients' options, with the flags' files read, where the first
 	// cell dials: a mistake in them shows once the server is named.
 	opts, runErr := c.clientOptions(f.timeout, f.maxFrame, &f.sec, &f.compress)
-	if runErr == nil && isServiceTarget(target.addr) {
+	if runErr == nil && client.IsService(target.addr) {
 		runErr = f.etcd.registerScheme()
 	}
-	runs := make([][]*load.Report, len(p.cells)) // each cell's runs
-sweeps:
-	for r := 0; r < p.runs && runErr == nil; r++ {
-		for i, cell := range p.cells {
-			rep, err := c.runCell(ctx, f, cell, target, opts, progress)
-			if err != nil {
-				runErr = err
-				break sweeps
-			}
-			runs[i] = append(runs[i], rep)
-			if ctx.Err() != nil {
-				break sweeps
-			}
-		}
+	var reports []*load.Report
+	if runErr == nil {
+		reports, runErr = load.Runs(ctx, p.cells, p.runs, func(cell load.Config) (*load.Report, error) {
+			return c.runCell(ctx, f, cell, target, opts, progress)
+		})
 	}
 	if ctx.Err() != nil {
 		runErr = errBenchInterrupted
-	}
-	var reports []*load.Report
-	for _, rs := range runs {
-		if len(rs) > 0 {
-			reports = append(reports, load.Median(rs))
-		}
 	}
 	if len(reports) == 0 && runErr != nil {
 		if runErr == errBenchInterrupted {
@@ -552,7 +537,7 @@ func (c *cli) runCell(ctx context.Context, f *benchFlags, cfg load.Config, targe
 		}
 		defer progress.end()
 	}
-	if !isServiceTarget(target.addr) {
+	if !client.IsService(target.addr) {
 		// The server's CPU per call, from its Sys/Stats, where it serves it.
 		sctx, cancel := context.WithTimeout(ctx, f.timeout)
 		stats, err := client.Dial(sctx, target.addr, opts)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strings"
 	"time"
 
 	"github.com/rpcd/rpcd/client"
@@ -9,13 +8,6 @@ import (
 	_ "github.com/rpcd/rpcd/discovery/etcd" // the etcd:// scheme
 	"github.com/rpcd/rpcd/proto"
 )
-
-// isServiceTarget reports whether addr names a service
-// ("scheme://authority/NAME") rather than one server.
-func isServiceTarget(addr string) bool {
-	scheme, _, ok := strings.Cut(addr, "://")
-	return ok && scheme != "unix" && scheme != "tcp"
-}
 
 // clientOptions returns the options of the clients the commands dial: one
 // connection each, frames up to maxFrame, each dial bounded by timeout,

@@ -226,7 +226,7 @@ func (c *cli) dialCaller(ctx context.Context, f *callFlags) (interface {
 	caller
 	Close() error
 }, error) {
-	if !isServiceTarget(f.addr) {
+	if !client.IsService(f.addr) {
 		return c.dial(ctx, &f.dialFlags)
 	}
 	o, err := c.clientOptions(f.timeout, f.maxFrame, &f.sec, &f.compress)

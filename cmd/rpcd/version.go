@@ -25,12 +25,7 @@ checkout is version (devel), and its revision is what go build recorded
 
 func setupVersion(*flag.FlagSet) func(*cli, []string) error {
 	return func(c *cli, args []string) error {
-		fmt.Fprintln(c.stdout, versionLine(buildinfo.Read()))
+		fmt.Fprintln(c.stdout, buildinfo.Read())
 		return nil
 	}
-}
-
-// versionLine is what rpcd version prints for info.
-func versionLine(info buildinfo.Info) string {
-	return fmt.Sprintf("rpcd version=%s revision=%s go_version=%s", info.Version, info.Revision, info.GoVersion)
 }

@@ -60,7 +60,7 @@ func TestVersion(t *testing.T) {
 
 // TestVersionLine pins the format of rpcd version's line.
 func TestVersionLine(t *testing.T) {
-	got := versionLine(buildinfo.Info{Version: "v1.2.0", Revision: "4f1c2d0e9b7a", GoVersion: "go1.26.0"})
+	got := buildinfo.Info{Version: "v1.2.0", Revision: "4f1c2d0e9b7a", GoVersion: "go1.26.0"}.String()
 	if want := "rpcd version=v1.2.0 revision=4f1c2d0e9b7a go_version=go1.26.0"; got != want {
 		t.Fatalf("%q, want %q", got, want)
 	}

@@ -5,6 +5,7 @@
 package buildinfo
 
 import (
+	"fmt"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -28,6 +29,11 @@ type Info struct {
 	Revision string
 	// GoVersion is the Go release that built the binary (go1.26.0).
 	GoVersion string
+}
+
+// String is the line rpcd version prints: the labels of rpcd_build_info.
+func (i Info) String() string {
+	return fmt.Sprintf("rpcd version=%s revision=%s go_version=%s", i.Version, i.Revision, i.GoVersion)
 }
 
 // Read returns the Info of the running binary.
