@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/rpcd/rpcd/internal/loadgen"
 )
 
 // In an open loop on Linux each pacer owns an epoll instance holding its
@@ -182,10 +184,9 @@ func (d *wireDriver) poll(k int) {
 	defer d.wg.Done()
 	w, p := d.pacers[k], d.polls[k]
 	defer p.end(d, k)
-	var due []wheelEntry
 	for d.ctx.Err() == nil {
 		p.register(d)
-		if next := (d.now()/wheelTick + 1) * wheelTick; next != p.dl {
+		if next := (d.now()/loadgen.WheelTick + 1) * loadgen.WheelTick; next != p.dl {
 			p.dl = next
 			_ = p.f.SetReadDeadline(d.clock.Add(next))
 		}
@@ -202,7 +203,7 @@ func (d *wireDriver) poll(k int) {
 				p.release(c, err)
 			}
 		}
-		due = w.call(d.now(), due)
+		w.Fire(d.now(), callDue)
 	}
 }
 

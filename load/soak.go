@@ -38,7 +38,7 @@ type SoakConfig struct {
 	// Driver chooses what makes the calls, as Config.Driver does: the wire
 	// driver, where it can, holds the connections in a few KiB each and
 	// paces them from a few goroutines; clients hold one each, with a
-	// goroutine and a timer per connection.
+	// goroutine per connection.
 	Driver string
 
 	// Connected, if not nil, is called once the connections are open and

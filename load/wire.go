@@ -26,12 +26,13 @@ import (
 // loop, writes the next call of each caller answered in one write, as the
 // server answers a wake-up's calls: no goroutine is woken per call, and a
 // read and a write carry a batch. In an open loop (a Rate) a few pacer
-// goroutines, one timing wheel each, send each caller's calls at their
-// times; on Linux they also read the replies, each from an epoll instance
+// goroutines, one loadgen.Wheel each (the scheduler loadgen.Run's open
+// loop runs on), send each caller's calls at their times, at most a tick
+// late; on Linux they also read the replies, each from an epoll instance
 // of its own (poll_linux.go). A connection holds a read buffer that grows
 // with the replies and shrinks back, its callers' slots and its goroutine:
-// about 4 KiB, where a client with a caller goroutine and a timer per
-// connection held 90.
+// about 4 KiB, where a client and a caller goroutine per connection held
+// 90.
 //
 // Why not a client: with one caller per connection and 10,000
 // connections, rpcd soak's clients cost the machine more than the server
@@ -126,8 +127,8 @@ type wireDriver struct {
 	clock    time.Time     // the origin of every time below (monotonic)
 
 	cs      []*wireConn
-	pacers  []*wheel  // open loop
-	polls   []*poller // open loop, one per pacer, where it has them; else nil
+	pacers  []*loadgen.Wheel[wireDue] // open loop
+	polls   []*poller                 // open loop, one per pacer, where it has them; else nil
 	rec     atomic.Pointer[loadgen.Recorder]
 	running atomic.Bool  // calls are made: between start and stop
 	limit   atomic.Int64 // calls to start in this phase; 0 for no limit
@@ -199,9 +200,9 @@ func dialWire(ctx context.Context, cfg wireConfig) (*wireDriver, error) {
 	d.deadline = uint32(max((cfg.timeout+time.Millisecond-1)/time.Millisecond, 1))
 	if cfg.rate > 0 {
 		d.interval = time.Duration(float64(cfg.conns*cfg.inflight) / cfg.rate * float64(time.Second))
-		d.pacers = make([]*wheel, min(runtime.GOMAXPROCS(0), cfg.conns))
+		d.pacers = make([]*loadgen.Wheel[wireDue], min(runtime.GOMAXPROCS(0), cfg.conns))
 		for i := range d.pacers {
-			d.pacers[i] = newWheel()
+			d.pacers[i] = new(loadgen.Wheel[wireDue])
 		}
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
@@ -299,7 +300,7 @@ func (d *wireDriver) start(rec *loadgen.Recorder, limit int64) {
 	d.running.Store(true)
 	now := d.now()
 	for _, w := range d.pacers {
-		w.reset(now)
+		w.Reset(now)
 	}
 	for _, c := range d.cs {
 		c.mu.Lock()
@@ -315,7 +316,7 @@ func (d *wireDriver) start(rec *loadgen.Recorder, limit int64) {
 			}
 			w := c.i*len(c.slots) + s
 			sl.next = now + time.Duration(float64(w)/d.cfg.rate*float64(time.Second))
-			d.pacerOf(c).add(c, s, sl.next)
+			d.pacerOf(c).Add(wireDue{c, int32(s)}, sl.next)
 		}
 		c.flushLocked()
 		c.mu.Unlock()
@@ -331,7 +332,7 @@ func (d *wireDriver) stop() {
 		time.Sleep(time.Millisecond)
 	}
 	for _, w := range d.pacers {
-		w.clear()
+		w.Clear()
 	}
 	d.swap(nil)
 }
@@ -403,7 +404,7 @@ func (d *wireDriver) noteKind(kind, msg string) {
 	d.firstMu.Unlock()
 }
 
-func (d *wireDriver) pacerOf(c *wireConn) *wheel { return d.pacers[c.i%len(d.pacers)] }
+func (d *wireDriver) pacerOf(c *wireConn) *loadgen.Wheel[wireDue] { return d.pacers[c.i%len(d.pacers)] }
 
 // rebind moves c's figures into its Recorder and takes the driver's
 // current one; with c.mu held.
@@ -469,7 +470,7 @@ func (c *wireConn) next(s int, now time.Duration) {
 		c.issue(s, due, now) // late: at once, its latency counted from when it was due
 		return
 	}
-	d.pacerOf(c).add(c, s, sl.next)
+	d.pacerOf(c).Add(wireDue{c, int32(s)}, sl.next)
 }
 
 // due is the pacer's: slot s's call, due at at, is due now; with c.mu
@@ -488,12 +489,12 @@ func (c *wireConn) due(s int, at, now time.Duration) {
 		}
 		d.noteError(proto.CodeUnavailable, "connection lost; redialling")
 		sl.next += d.interval
-		d.pacerOf(c).add(c, s, sl.next)
+		d.pacerOf(c).Add(wireDue{c, int32(s)}, sl.next)
 		return
 	}
 	if c.goingAway {
 		sl.next += d.interval // the call is not made: the server is going away
-		d.pacerOf(c).add(c, s, sl.next)
+		d.pacerOf(c).Add(wireDue{c, int32(s)}, sl.next)
 		return
 	}
 	due := sl.next
@@ -822,113 +823,26 @@ func (d *wireDriver) sweep() {
 	}
 }
 
+// wireDue is what a pacer's wheel holds: slot s of c, whose next call is
+// due at the entry's time.
+type wireDue struct {
+	c *wireConn
+	s int32
+}
+
 // pace is a pacer goroutine: every tick it makes the calls that came due
 // in its wheel.
-func (d *wireDriver) pace(w *wheel) {
+func (d *wireDriver) pace(w *loadgen.Wheel[wireDue]) {
 	defer d.wg.Done()
-	t := time.NewTicker(wheelTick)
-	defer t.Stop()
-	var due []wheelEntry
-	for {
-		select {
-		case <-t.C:
-		case <-d.ctx.Done():
-			return
-		}
-		due = w.call(d.now(), due)
-	}
+	w.Pace(d.ctx.Done(), d.now, callDue)
 }
 
-// call makes the calls of w that are due by now, gathered in due's room,
-// and returns it emptied for the next turn.
-func (w *wheel) call(now time.Duration, due []wheelEntry) []wheelEntry {
-	due = w.advance(now, due[:0])
-	for _, e := range due {
-		e.c.mu.Lock()
-		e.c.due(int(e.s), e.due, now)
-		e.c.mu.Unlock()
-	}
-	clear(due) // drop the connections' pointers
-	return due[:0]
-}
-
-// A wheel is a pacer's timing wheel: wheelSize buckets of wheelTick each,
-// a slot's next call in the bucket of its time; one further off than the
-// wheel's span waits there for the rounds between.
-const (
-	wheelTick = time.Millisecond
-	wheelSize = 1024
-)
-
-type wheel struct {
-	mu      sync.Mutex
-	buckets [wheelSize][]wheelEntry
-	cur     int64 // the last tick advanced over
-}
-
-type wheelEntry struct {
-	c   *wireConn
-	s   int32
-	due time.Duration
-}
-
-func newWheel() *wheel { return &wheel{} }
-
-// add puts slot s of c in the bucket of due (the next tick if that has
-// passed).
-func (w *wheel) add(c *wireConn, s int, due time.Duration) {
-	t := int64(due / wheelTick)
-	w.mu.Lock()
-	if t <= w.cur {
-		t = w.cur + 1
-	}
-	b := &w.buckets[t%wheelSize]
-	*b = append(*b, wheelEntry{c, int32(s), due})
-	w.mu.Unlock()
-}
-
-// advance appends to out the entries of the ticks that have passed by
-// now, taking them out: each at most a tick late.
-func (w *wheel) advance(now time.Duration, out []wheelEntry) []wheelEntry {
-	end := int64(now/wheelTick) - 1 // the last whole tick
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	from := w.cur + 1
-	if end-from >= wheelSize {
-		from = end - wheelSize + 1 // a round or more behind: each bucket once
-	}
-	for t := from; t <= end; t++ {
-		b := &w.buckets[t%wheelSize]
-		keep := (*b)[:0]
-		for _, e := range *b {
-			if int64(e.due/wheelTick) <= end {
-				out = append(out, e)
-			} else {
-				keep = append(keep, e) // a later round
-			}
-		}
-		clear((*b)[len(keep):])
-		*b = keep
-	}
-	w.cur = max(w.cur, end)
-	return out
-}
-
-// clear empties the wheel, at the end of a phase.
-func (w *wheel) clear() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for i := range w.buckets {
-		clear(w.buckets[i])
-		w.buckets[i] = w.buckets[i][:0]
-	}
-}
-
-// reset starts the wheel's ticks at now, at the start of a phase.
-func (w *wheel) reset(now time.Duration) {
-	w.mu.Lock()
-	w.cur = int64(now/wheelTick) - 1
-	w.mu.Unlock()
+// callDue makes the call of a pacer's entry, come due by now.
+func callDue(e loadgen.Entry[wireDue], now time.Duration) {
+	c := e.Item.c
+	c.mu.Lock()
+	c.due(int(e.Item.s), e.Due, now)
+	c.mu.Unlock()
 }
 
 // runWire runs cfg's load (its defaults set) on the wire driver: a warm-up

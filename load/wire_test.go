@@ -300,39 +300,6 @@ func TestWireConnection(t *testing.T) {
 	}
 }
 
-// TestWheel: a timing wheel gives each entry back once its tick has
-// passed, at most a tick late, and keeps those a round or more ahead.
-func TestWheel(t *testing.T) {
-	w := newWheel()
-	w.reset(0)
-	c := &wireConn{}
-	dues := []time.Duration{0, 500 * time.Microsecond, 3 * time.Millisecond, 3*time.Millisecond + 999*time.Microsecond,
-		wheelSize*wheelTick + 2*time.Millisecond, 3 * wheelSize * wheelTick}
-	for i, due := range dues {
-		w.add(c, i, due)
-	}
-	got := map[int]time.Duration{}
-	for now := time.Duration(0); now <= 4*wheelSize*wheelTick; now += wheelTick / 2 {
-		for _, e := range w.advance(now, nil) {
-			if _, twice := got[int(e.s)]; twice {
-				t.Fatalf("entry %d given back twice", e.s)
-			}
-			got[int(e.s)] = now
-		}
-	}
-	for i, due := range dues {
-		at, ok := got[i]
-		if !ok || at < due || at > due+2*wheelTick {
-			t.Errorf("entry due at %v given back at %v (%v); want within two ticks after", due, at, ok)
-		}
-	}
-	// An entry whose time has passed goes in the next tick.
-	w.add(c, 9, 0)
-	if e := w.advance(4*wheelSize*wheelTick+2*wheelTick, nil); len(e) != 1 || e[0].s != 9 {
-		t.Errorf("a late entry: %v, want it at the next tick", e)
-	}
-}
-
 // TestWireMemoryPerConn bounds what the wire driver holds per connection:
 // heap in use and goroutine stacks over 400 connections, their calls made,
 // under 12 KiB each, the in-process server's share (about 2 KiB) included;

@@ -74,7 +74,7 @@ func setupSoak(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.DurationVar(&f.every, "every", 10*time.Second, "the length of a window: a report line and a sample of the server")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "deadline of each call, and bound on connecting")
 	fs.BoolVar(&f.jsonOut, "json", false, "write the report as JSON on standard output")
-	fs.StringVar(&f.driver, "driver", "auto", "what makes the calls: wire (this program writes and reads the frames, pacing every connection from a few goroutines), client (a client, a goroutine and a timer per connection), or auto: wire where it can")
+	fs.StringVar(&f.driver, "driver", "auto", "what makes the calls: wire (this program writes and reads the frames, pacing every connection from a few goroutines), client (a client and a goroutine per connection), or auto: wire where it can")
 	f.sec.define(fs)
 	f.compress.define(fs)
 	return func(c *cli, args []string) error { return c.soak(f, args) }

@@ -1,12 +1,3 @@
-// Package loadgen drives calls at a server and measures them: throughput,
-// errors by kind, and latency percentiles from an HDR histogram. It knows
-// nothing of rpcd's transport; a caller supplies the call. `rpcd bench` and
-// the bench module's peer comparison both run on it.
-//
-// Two shapes of load: closed loop (Callers goroutines each call as fast as
-// replies come) and open loop (Rate calls per second in total, each call's
-// latency measured from when it was scheduled, so a stalled server cannot
-// hide its latency by slowing the callers down, as wrk2 does it).
 package loadgen
 
 import (
@@ -114,6 +105,7 @@ type caller struct {
 	errors map[string]int64
 	lat    [32]int64 // latencies not yet in the shard
 	nlat   int
+	wake   chan struct{} // open loop: the pacer's word that the call awaited is due
 
 	// done and failed mirror calls and the errors for the progress line,
 	// which reads them while the caller runs.
@@ -224,19 +216,41 @@ func (t *tally) progress() (calls, errors int64) {
 	return calls, errors
 }
 
-// runPhase runs the callers until ctx ends or cfg.Calls have begun.
+// runPhase runs the callers until ctx ends or cfg.Calls have begun. In an
+// open loop one pacer goroutine wakes the callers whose calls are due,
+// from a Wheel: no caller has a runtime timer of its own.
 func runPhase(ctx context.Context, cfg Config, call CallFunc, t *tally) {
-	var wg sync.WaitGroup
+	var wg, pacing sync.WaitGroup
 	start := time.Now()
+	var pace *Wheel[*caller]
+	stop := make(chan struct{})
+	if cfg.Rate > 0 {
+		pace = new(Wheel[*caller])
+		for _, cl := range t.callers {
+			cl.wake = make(chan struct{}, 1) // a caller waits for one call at a time
+		}
+		pacing.Add(1)
+		go func() {
+			defer pacing.Done()
+			pace.Pace(stop, func() time.Duration { return time.Since(start) }, wakeCaller)
+		}()
+	}
 	for i, cl := range t.callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl.run(ctx, cfg, call, t, i, start)
+			cl.run(ctx, cfg, call, t, i, start, pace)
 		}()
 	}
 	wg.Wait()
+	close(stop)
+	pacing.Wait()
 }
+
+// wakeCaller is the pacer's: the caller's call is due. Never blocks: the
+// caller is in the wheel once at a time, and takes each wake before it
+// waits again.
+func wakeCaller(e Entry[*caller], _ time.Duration) { e.Item.wake <- struct{}{} }
 
 // run makes caller i's calls until the phase ends.
 //
@@ -244,7 +258,11 @@ func runPhase(ctx context.Context, cfg Config, call CallFunc, t *tally) {
 // (time.Since), which reads one clock where time.Now reads two: with many
 // callers on a fast system, a call's one clock read was a twentieth of the
 // load process's CPU.
-func (cl *caller) run(ctx context.Context, cfg Config, call CallFunc, t *tally, i int, start time.Time) {
+//
+// In an open loop (pace not nil) a caller ahead of its schedule puts
+// itself in pace's wheel at its next call's time and waits for the pacer
+// to wake it, at most a tick late; one behind it calls at once.
+func (cl *caller) run(ctx context.Context, cfg Config, call CallFunc, t *tally, i int, start time.Time, pace *Wheel[*caller]) {
 	defer cl.record() // what is left, before the phase's figures are summed
 	var interval, next time.Duration
 	if cfg.Rate > 0 {
@@ -266,11 +284,6 @@ func (cl *caller) run(ctx context.Context, cfg Config, call CallFunc, t *tally, 
 			return hasEnd && now >= end
 		}
 	}
-	var timer *time.Timer // open loop: the wait for the next call's time
-	if interval > 0 {
-		timer = time.NewTimer(time.Hour)
-		defer timer.Stop()
-	}
 	now := time.Since(start)
 	for !over(now) {
 		if cfg.Calls > 0 && t.started.Add(1) > cfg.Calls {
@@ -281,14 +294,14 @@ func (cl *caller) run(ctx context.Context, cfg Config, call CallFunc, t *tally, 
 		began, sent := now, now
 		if interval > 0 {
 			sent = time.Since(start)
-			if wait := next - sent; wait > 0 {
-				timer.Reset(wait) // no stale tick: since Go 1.23 Reset drains it
+			if next > sent {
+				pace.Add(cl, next)
 				select {
-				case <-timer.C:
+				case <-cl.wake:
 				case <-done:
 					return
 				}
-				sent = next
+				sent = time.Since(start) // up to a tick after next
 			}
 			began = next // latency counts from the schedule
 			next += interval

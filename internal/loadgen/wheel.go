@@ -1,0 +1,127 @@
+package loadgen
+
+import (
+	"sync"
+	"time"
+)
+
+// A Wheel is an open loop's scheduler: a timing wheel of WheelSize
+// buckets of WheelTick each, an entry in the bucket of its due time; one
+// further off than the wheel's span waits there for the rounds between.
+// A pacer goroutine advances it every tick (Pace, or Fire from a loop of
+// its own) and makes the calls that came due, each at most a tick late,
+// so that a load has no runtime timer per caller: Run's open loop wakes
+// its callers from one, and package load's wire driver makes its
+// connections' calls from one per pacer.
+//
+// Times are durations on the user's own clock (time since an origin of
+// its choosing, on the monotonic clock). Add may be called from any
+// goroutine; Advance, Fire and Pace from one at a time. The zero Wheel is
+// empty, its ticks passed up to the first; Reset starts them at a time.
+type Wheel[E any] struct {
+	mu      sync.Mutex
+	buckets [WheelSize][]Entry[E]
+	cur     int64 // the last tick advanced over whole
+
+	due []Entry[E] // Fire's room, reused
+}
+
+// The wheel's shape: WheelSize buckets of WheelTick each, a round of
+// about a second.
+const (
+	WheelTick = time.Millisecond
+	WheelSize = 1024
+)
+
+// Entry is what a Wheel holds: an item and the time it is due.
+type Entry[E any] struct {
+	Item E
+	Due  time.Duration
+}
+
+// Add puts item in the bucket of due, or of the tick not yet advanced
+// over whole if due's has been.
+func (w *Wheel[E]) Add(item E, due time.Duration) {
+	t := int64(due / WheelTick)
+	w.mu.Lock()
+	if t <= w.cur {
+		t = w.cur + 1
+	}
+	b := &w.buckets[t%WheelSize]
+	*b = append(*b, Entry[E]{item, due})
+	w.mu.Unlock()
+}
+
+// Advance appends to out the entries due by now, taking them out: those
+// of the ticks that have passed and those of now's tick whose time has
+// come, so that a pacer advancing the wheel every tick makes each call at
+// most a tick late.
+func (w *Wheel[E]) Advance(now time.Duration, out []Entry[E]) []Entry[E] {
+	end := int64(now / WheelTick) // now's tick, passed in part
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	from := w.cur + 1
+	if end-from >= WheelSize {
+		from = end - WheelSize + 1 // a round or more behind: each bucket once
+	}
+	for t := from; t <= end; t++ {
+		b := &w.buckets[t%WheelSize]
+		keep := (*b)[:0]
+		for _, e := range *b {
+			if e.Due <= now {
+				out = append(out, e)
+			} else {
+				keep = append(keep, e) // later in now's tick, or a later round
+			}
+		}
+		clear((*b)[len(keep):])
+		*b = keep
+	}
+	w.cur = max(w.cur, end-1) // now's tick is looked at again
+	return out
+}
+
+// Fire takes out the entries due by now, as Advance does, and calls fire
+// with each and now, without the wheel's lock held, so that fire may Add
+// to it.
+func (w *Wheel[E]) Fire(now time.Duration, fire func(e Entry[E], now time.Duration)) {
+	w.due = w.Advance(now, w.due[:0])
+	for _, e := range w.due {
+		fire(e, now)
+	}
+	clear(w.due) // drop the items' pointers
+	w.due = w.due[:0]
+}
+
+// Pace is a pacer's loop: every tick it fires the entries due by now(),
+// until done is closed.
+func (w *Wheel[E]) Pace(done <-chan struct{}, now func() time.Duration, fire func(e Entry[E], now time.Duration)) {
+	t := time.NewTicker(WheelTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-done:
+			return
+		}
+		w.Fire(now(), fire)
+	}
+}
+
+// Clear empties the wheel.
+func (w *Wheel[E]) Clear() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range w.buckets {
+		clear(w.buckets[i])
+		w.buckets[i] = w.buckets[i][:0]
+	}
+}
+
+// Reset starts the wheel's ticks at now: entries due before it are given
+// back at the first tick after it.
+func (w *Wheel[E]) Reset(now time.Duration) {
+	w.mu.Lock()
+	w.cur = int64(now/WheelTick) - 1
+	w.mu.Unlock()
+}
