@@ -21,7 +21,7 @@ import (
 type Wheel[E any] struct {
 	mu      sync.Mutex
 	buckets [WheelSize][]Entry[E]
-	cur     int64 // the last tick advanced over whole
+	cur     int64 // the last tick advanced over
 
 	due []Entry[E] // Fire's room, reused
 }
@@ -39,8 +39,8 @@ type Entry[E any] struct {
 	Due  time.Duration
 }
 
-// Add puts item in the bucket of due, or of the tick not yet advanced
-// over whole if due's has been.
+// Add puts item in the bucket of due, or of the next tick if due's has
+// been advanced over.
 func (w *Wheel[E]) Add(item E, due time.Duration) {
 	t := int64(due / WheelTick)
 	w.mu.Lock()
@@ -52,12 +52,12 @@ func (w *Wheel[E]) Add(item E, due time.Duration) {
 	w.mu.Unlock()
 }
 
-// Advance appends to out the entries due by now, taking them out: those
-// of the ticks that have passed and those of now's tick whose time has
-// come, so that a pacer advancing the wheel every tick makes each call at
-// most a tick late.
+// Advance appends to out the entries of the ticks that have passed by
+// now, taking them out: each at most a tick late. Entries of now's own
+// tick wait for its end, so that a pacer that advances the wheel at each
+// tick's end, or more often, makes a tick's calls together.
 func (w *Wheel[E]) Advance(now time.Duration, out []Entry[E]) []Entry[E] {
-	end := int64(now / WheelTick) // now's tick, passed in part
+	end := int64(now/WheelTick) - 1 // the last whole tick
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	from := w.cur + 1
@@ -68,16 +68,16 @@ func (w *Wheel[E]) Advance(now time.Duration, out []Entry[E]) []Entry[E] {
 		b := &w.buckets[t%WheelSize]
 		keep := (*b)[:0]
 		for _, e := range *b {
-			if e.Due <= now {
+			if int64(e.Due/WheelTick) <= end {
 				out = append(out, e)
 			} else {
-				keep = append(keep, e) // later in now's tick, or a later round
+				keep = append(keep, e) // a later round
 			}
 		}
 		clear((*b)[len(keep):])
 		*b = keep
 	}
-	w.cur = max(w.cur, end-1) // now's tick is looked at again
+	w.cur = max(w.cur, end)
 	return out
 }
 
@@ -93,10 +93,11 @@ func (w *Wheel[E]) Fire(now time.Duration, fire func(e Entry[E], now time.Durati
 	w.due = w.due[:0]
 }
 
-// Pace is a pacer's loop: every tick it fires the entries due by now(),
-// until done is closed.
+// Pace is a pacer's loop: at the end of every tick on the clock now, it
+// fires the entries of the ticks that have passed, each at most a tick
+// (and the timer's own lateness) after its time, until done is closed.
 func (w *Wheel[E]) Pace(done <-chan struct{}, now func() time.Duration, fire func(e Entry[E], now time.Duration)) {
-	t := time.NewTicker(WheelTick)
+	t := time.NewTimer(WheelTick - now()%WheelTick)
 	defer t.Stop()
 	for {
 		select {
@@ -105,6 +106,7 @@ func (w *Wheel[E]) Pace(done <-chan struct{}, now func() time.Duration, fire fun
 			return
 		}
 		w.Fire(now(), fire)
+		t.Reset(WheelTick - now()%WheelTick) // the end of the tick now is in
 	}
 }
 

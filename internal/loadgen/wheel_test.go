@@ -38,19 +38,20 @@ func TestWheel(t *testing.T) {
 }
 
 // TestWheelOnTime: an entry is given back by the first Advance at or
-// after its time, whatever the steps between Advances and wherever its
-// time falls in a tick (a round or more ahead too): a pacer that advances
-// the wheel every tick makes each call at most a tick late.
+// after the end of its tick, not before, whatever the steps between
+// Advances and wherever its time falls in a tick (a round or more ahead
+// too): a pacer that advances the wheel at each tick's end makes each call
+// at most a tick late.
 func TestWheelOnTime(t *testing.T) {
 	const step = 300 * time.Microsecond // not a divisor of the tick
 	w := new(Wheel[int])
 	w.Reset(0)
 	dues := []time.Duration{0, 100 * time.Microsecond, 999 * time.Microsecond, time.Millisecond, 1700 * time.Microsecond,
 		5*time.Millisecond + 1, WheelSize*WheelTick + 450*time.Microsecond, 2*WheelSize*WheelTick + 3*time.Millisecond + 10}
+	got := map[int]time.Duration{}
 	for i, due := range dues {
 		w.Add(i, due)
 	}
-	got := map[int]time.Duration{}
 	for now := 50 * time.Microsecond; now <= 3*WheelSize*WheelTick; now += step {
 		for _, e := range w.Advance(now, nil) {
 			if _, twice := got[e.Item]; twice {
@@ -60,8 +61,9 @@ func TestWheelOnTime(t *testing.T) {
 		}
 	}
 	for i, due := range dues {
-		if at, ok := got[i]; !ok || at < due || at-step >= due {
-			t.Errorf("entry due at %v given back at %v (%v); want at the first step at or after it", due, at, ok)
+		tickEnd := (due/WheelTick + 1) * WheelTick
+		if at, ok := got[i]; !ok || at < tickEnd || at-step >= tickEnd {
+			t.Errorf("entry due at %v given back at %v (%v); want at the first step at or after %v, its tick's end", due, at, ok, tickEnd)
 		}
 	}
 }
