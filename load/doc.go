@@ -36,6 +36,13 @@
 // wrk2 does it). Runs are measured after a warm-up whose calls are not
 // counted.
 //
+// Both drivers pace an open loop on the same scheduler, a timing wheel of
+// 1 ms ticks (internal/loadgen's Wheel), with no timer per caller: a tick's
+// calls start together at its end, each at most a tick after its time once
+// its pacer wakes, which Go's runtime may delay by up to about another
+// millisecond in an otherwise idle process. That wait, about a
+// millisecond on average, counts in an open loop's latency.
+//
 // # Drivers
 //
 // What makes the calls is a driver (Config.Driver, SoakConfig.Driver). The
@@ -43,8 +50,8 @@
 // frames and reads the replies itself: each connection's goroutine reads a
 // batch of replies, checks and records them, and writes its callers' next
 // calls in one write, and an open loop's calls are paced from a few
-// goroutines over timing wheels (on Linux, these also read the replies,
-// each from an epoll instance of its own); a connection costs a few KiB.
+// goroutines, a wheel each (on Linux, these also read the replies, each
+// from an epoll instance of its own); a connection costs a few KiB.
 // The client driver calls through a client.Client per connection and a
 // goroutine per caller, as a program would; it runs what the wire driver
 // does not: a service target, a scenario a program built, payloads past 64 KiB, more

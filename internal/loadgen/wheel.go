@@ -5,19 +5,20 @@ import (
 	"time"
 )
 
-// A Wheel is an open loop's scheduler: a timing wheel of WheelSize
+// Wheel is an open loop's scheduler: a timing wheel of WheelSize
 // buckets of WheelTick each, an entry in the bucket of its due time; one
 // further off than the wheel's span waits there for the rounds between.
-// A pacer goroutine advances it every tick (Pace, or Fire from a loop of
-// its own) and makes the calls that came due, each at most a tick late,
-// so that a load has no runtime timer per caller: Run's open loop wakes
-// its callers from one, and package load's wire driver makes its
-// connections' calls from one per pacer.
+// A pacer goroutine advances it at every tick's end (Pace, or Fire from a
+// loop of its own) and makes the calls that came due, each at most a tick
+// after its time, so that a load has no runtime timer per caller: Run's
+// open loop wakes its callers from one, and package load's wire driver
+// makes its connections' calls from one per pacer.
 //
 // Times are durations on the user's own clock (time since an origin of
-// its choosing, on the monotonic clock). Add may be called from any
-// goroutine; Advance, Fire and Pace from one at a time. The zero Wheel is
-// empty, its ticks passed up to the first; Reset starts them at a time.
+// its choosing, on the monotonic clock). Fire and Pace are called from one
+// goroutine at a time (they reuse the wheel's room for what is due), the
+// other methods from any. The zero Wheel is empty, tick 0 advanced over;
+// Reset starts its ticks at another time.
 type Wheel[E any] struct {
 	mu      sync.Mutex
 	buckets [WheelSize][]Entry[E]
@@ -26,10 +27,12 @@ type Wheel[E any] struct {
 	due []Entry[E] // Fire's room, reused
 }
 
-// The wheel's shape: WheelSize buckets of WheelTick each, a round of
-// about a second.
+// A Wheel's shape: a round of about a second.
 const (
+	// WheelTick is the time a Wheel's bucket spans, and how late a call
+	// may start once its pacer wakes.
 	WheelTick = time.Millisecond
+	// WheelSize is how many buckets a Wheel has.
 	WheelSize = 1024
 )
 
