@@ -39,6 +39,7 @@ type Client struct {
 	idle    *idleWires    // connections no call waits on, with Conns > 1 (read.go)
 	watch   *lingerWatch  // gives unused read tokens back to listeners (read.go)
 	sweep   *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
+	async   asyncSweep    // ends asynchronous calls' Options.Timeout deadlines (async.go)
 	ctxs    ctxWatches    // contexts callers share, watched once (ctxwatch.go)
 	icpt    Interceptor   // Options.Interceptors as one; nil for none (intercept.go)
 

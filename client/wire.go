@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
@@ -23,6 +24,7 @@ import (
 // its slot dials a new one.
 type wire struct {
 	nc   net.Conn
+	raw  syscall.RawConn // nc's socket, written at a batch's end without waiting; nil if it has none
 	lim  proto.Limits
 	born time.Time
 
@@ -49,6 +51,12 @@ type wire struct {
 	flushing bool          // a goroutine is writing; it or the writer sends wbuf
 	wsig     chan struct{} // hands the writer the frames queued during a write
 	wdl      bool          // a write deadline is set; owned by whoever is flushing
+	// batching is set while the read token's holder delivers a batch of
+	// frames read together: the callers its replies wake, and the calls
+	// their completions start, queue their frames without writing, and the
+	// holder hands them all to the writer at the batch's end (endBatch).
+	batching bool
+	held     int // Batch calls running: asynchronous calls' frames wait for the last to end
 
 	rd reading // who reads the connection, and how (read.go)
 
@@ -68,6 +76,7 @@ type wire struct {
 func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle *idleWires, watch *lingerWatch) *wire {
 	w := &wire{
 		nc:      nc,
+		raw:     rawConn(nc),
 		lim:     o.Limits,
 		srv:     srv,
 		born:    time.Now(),
@@ -139,6 +148,60 @@ func (w *wire) enqueueRequest(h proto.Header, route string, md proto.Metadata, p
 	return w.enqueue(h, route, md, payload, deadline)
 }
 
+// enqueueCall queues the Request of an asynchronous call, encoded in place,
+// its payload compressed if the wire compresses calls, and never writes on
+// the calling goroutine (a done function on the reader's): within a batch
+// (beginBatch) its end sends it, else the writer goroutine does, with
+// whatever else is queued by then.
+func (w *wire) enqueueCall(h proto.Header, route string, md proto.Metadata, payload []byte) {
+	var bp *[]byte
+	var z []byte
+	if w.zip != proto.CompressionNone && len(payload) >= w.zipMin {
+		bp = compression.GetBuffer()
+		if z = compression.Append(*bp, payload, w.zip); len(z) < len(payload) {
+			h.Flags = h.Flags.WithCompression(w.zip)
+			payload = z
+		}
+	}
+	w.wmu.Lock()
+	if w.dead() || w.broken.Load() {
+		w.wmu.Unlock() // the wire completes the call with its failure
+	} else {
+		w.wbuf = proto.AppendFrame(w.wbuf, h, route, md, payload)
+		w.queuedLocked()
+	}
+	if bp != nil {
+		compression.PutBuffer(bp, z)
+	}
+}
+
+// queuedLocked ends a hand-over of frames to the queue, with wmu held, and
+// unlocks it: the batch's end or a write in progress sends them; else the
+// writer goroutine is woken for them.
+func (w *wire) queuedLocked() {
+	if w.batching || w.held > 0 || w.flushing {
+		w.wmu.Unlock()
+		return
+	}
+	w.flushing = true
+	w.wmu.Unlock()
+	select {
+	case w.wsig <- struct{}{}:
+	default:
+	}
+}
+
+// hold counts a Batch in (+1) or out (-1); the last out sends what waits.
+func (w *wire) hold(d int) {
+	w.wmu.Lock()
+	w.held += d
+	if d > 0 || len(w.wbuf) == 0 {
+		w.wmu.Unlock()
+		return
+	}
+	w.queuedLocked()
+}
+
 // enqueueCompressed is enqueueRequest for a payload to compress: it goes
 // compressed if that makes it smaller.
 func (w *wire) enqueueCompressed(h proto.Header, route string, md proto.Metadata, payload []byte, deadline time.Time) error {
@@ -161,12 +224,16 @@ func (w *wire) enqueue(h proto.Header, route string, md proto.Metadata, payload 
 		return w.unsent()
 	}
 	if len(payload) >= bigPayload {
-		if !w.flushing {
+		if !w.flushing && !w.batching && w.held == 0 {
 			return w.writeBig(h, route, md, payload, deadline)
 		}
 		w.roomLocked(proto.HeaderSize + len(route) + len(md) + len(payload))
 	}
 	w.wbuf = proto.AppendFrame(w.wbuf, h, route, md, payload)
+	if w.batching || w.held > 0 {
+		w.wmu.Unlock() // the batch's end sends it
+		return nil
+	}
 	return w.flushLocked(deadline)
 }
 
@@ -428,6 +495,7 @@ func (w *wire) handle(f *proto.Frame) {
 		if cl := w.take(f.ID); cl != nil {
 			var err error
 			cl.reply, err = engine.Answer(f, cl.reply, w.lim.MaxFrameSize)
+			w.rd.woke = w.rd.woke || cl.fut == nil && !cl.async() && cl != w.rd.own // another caller waits on it
 			cl.finish(err)
 		}
 	case proto.KindPing:
