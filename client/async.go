@@ -34,9 +34,10 @@ import (
 // once the call has completed, with its reply appended to reply, or its
 // error (as CallRaw would return it). done runs on the goroutine that
 // reads the connection and must not block; calls it starts go out with
-// the others its batch of replies starts, in one write. req may be reused
-// once CallRawAsync returns. With Options.Interceptors, which wait for the
-// call, the call runs on a goroutine of its own.
+// the others its batch of replies starts, in one write. req is the call's
+// until done runs (a call sent again sends it again), as it is CallRaw's
+// until CallRaw returns: change it only after. With Options.Interceptors,
+// which wait for the call, the call runs on a goroutine of its own.
 func (c *Client) CallRawAsync(ctx context.Context, route string, req, reply []byte, done func(reply []byte, err error)) {
 	if c.icpt != nil {
 		go func() { done(c.CallRaw(ctx, route, req, reply)) }()
@@ -91,10 +92,6 @@ func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string
 		h.Deadline = uint32((c.opts.Timeout + time.Millisecond - 1) / time.Millisecond)
 	}
 	if c.opts.resends() {
-		if cl.typed.done == nil { // a raw call's req is the caller's again once it returns
-			cl.buf = append(cl.buf[:0], payload...)
-			payload = cl.buf
-		}
 		cl.retry = asyncRetry{c: c, ctx: ctx, h: h, md: md, payload: payload}
 	}
 	if ctx.Done() != nil {

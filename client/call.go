@@ -48,7 +48,9 @@ func putCall(cl *call) {
 		cl.buf = nil // do not pool a large reply's buffer
 	}
 	cl.reply, cl.err, cl.id, cl.route, cl.watch = nil, nil, 0, "", nil
-	cl.then, cl.typed, cl.deadline, cl.stop, cl.retry = nil, typedAsync{}, 0, nil, asyncRetry{}
+	if cl.then != nil || cl.typed.done != nil {
+		cl.then, cl.typed, cl.deadline, cl.stop, cl.retry = nil, typedAsync{}, 0, nil, asyncRetry{}
+	}
 	callPool.Put(cl)
 }
 

@@ -322,6 +322,12 @@ func (c *Client) pick() (*wire, error) {
 			return w, nil
 		}
 	}
+	if len(c.slots) == 1 { // no round robin: no counter that every caller writes
+		if w := c.slots[0].w.Load(); w != nil && w.usable() {
+			return w, nil
+		}
+		return nil, c.noConn
+	}
 	n := uint32(len(c.slots))
 	start := c.next.Add(1)
 	for i := range n {

@@ -459,7 +459,7 @@ func (w *wire) endBatch() {
 	w.flushing = true
 	buf := w.takeLocked()
 	w.wmu.Unlock()
-	n, err := writeNow(w.raw, buf)
+	n, err := w.raw.writeNow(buf)
 	w.wmu.Lock()
 	if err == nil && n < len(buf) {
 		w.wbuf = append(buf[n:len(buf):len(buf)], w.wbuf...)

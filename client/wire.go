@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rpcd/rpcd/handler"
@@ -24,7 +23,7 @@ import (
 // its slot dials a new one.
 type wire struct {
 	nc   net.Conn
-	raw  syscall.RawConn // nc's socket, written at a batch's end without waiting; nil if it has none
+	raw  *rawWriter // nc's socket, written at a batch's end without waiting; nil if it has none
 	lim  proto.Limits
 	born time.Time
 
@@ -65,8 +64,9 @@ type wire struct {
 	streams  engine.Streams // open streams (stream.go)
 	starting []func()       // stream handlers to start once their first credit is queued; the reader's
 
-	done chan struct{} // closed when the wire fails
-	wg   sync.WaitGroup
+	done   chan struct{} // closed when the wire fails
+	failed atomic.Bool   // set as done is closed
+	wg     sync.WaitGroup
 }
 
 // newWire starts the goroutines of a connection under o's limits: its
@@ -76,7 +76,7 @@ type wire struct {
 func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle *idleWires, watch *lingerWatch) *wire {
 	w := &wire{
 		nc:      nc,
-		raw:     rawConn(nc),
+		raw:     newRawWriter(nc),
 		lim:     o.Limits,
 		srv:     srv,
 		born:    time.Now(),
@@ -90,8 +90,11 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 	w.streams.Init(&srv.streams, (*wireLink)(w))
 	w.wg.Add(2)
 	var r io.Reader = nc
+	if raw := newRawReader(nc); raw != nil {
+		r = raw
+	}
 	if o.KeepAlive > 0 {
-		r = heardReader{w}
+		r = heardReader{w, r}
 		w.wg.Add(1)
 		go w.keepAlive(o.KeepAlive, o.KeepAliveTimeout)
 	}
@@ -417,14 +420,9 @@ func (w *wire) roomLocked(n int) {
 	w.wbuf = append((*p)[:0], w.wbuf...)
 }
 
-func (w *wire) dead() bool {
-	select {
-	case <-w.done:
-		return true
-	default:
-		return false
-	}
-}
+// dead reports whether w has failed: one load, where a receive from
+// w.done would lock the channel, on every call.
+func (w *wire) dead() bool { return w.failed.Load() }
 
 // writeLoop sends the frames handed to it, and those queued while it
 // writes, until the queue is empty; then it gives the writing back to the
@@ -574,6 +572,7 @@ func (w *wire) fail(cause error) {
 	}
 	w.err = &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: true}
 	goneAway, last, refused := w.goingAway.Load(), w.goAwayID, w.goAwayErr
+	w.failed.Store(true)
 	close(w.done)
 	w.pmu.Unlock()
 	pending := w.pending.Close()
@@ -614,10 +613,13 @@ func (w *wire) close(cause error) {
 // keep-alive watch. The mark costs a load per read from the socket (which
 // under load brings many frames), and a store at the first read after each
 // of the watch's looks: no clock is read on the way of a reply.
-type heardReader struct{ w *wire }
+type heardReader struct {
+	w   *wire
+	src io.Reader // the connection, or its raw reader
+}
 
 func (r heardReader) Read(p []byte) (int, error) {
-	n, err := r.w.nc.Read(p)
+	n, err := r.src.Read(p)
 	if n > 0 && !r.w.heard.Load() {
 		r.w.heard.Store(true)
 	}
