@@ -320,8 +320,7 @@ func (w *wire) flushLocked(deadline time.Time) error {
 	w.wmu.Lock()
 	buf := w.takeLocked()
 	w.wmu.Unlock()
-	w.setWriteDeadline(deadline)
-	n, err := w.nc.Write(buf)
+	n, err := w.write(buf, deadline)
 	w.wmu.Lock()
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// The caller's time is up; what it did not write goes first to the
@@ -331,6 +330,23 @@ func (w *wire) flushLocked(deadline time.Time) error {
 	}
 	w.recycleLocked(buf)
 	return w.wroteLocked(err)
+}
+
+// write writes buf for the goroutine that is flushing, by deadline (none
+// if zero): with a raw system call first where the socket has one, which
+// takes a small write whole without the scheduler's system call
+// bookkeeping, then through the connection for what is left.
+func (w *wire) write(buf []byte, deadline time.Time) (int, error) {
+	n := 0
+	if w.raw != nil {
+		var err error
+		if n, err = w.raw.writeNow(buf); err != nil || n == len(buf) {
+			return n, err
+		}
+	}
+	w.setWriteDeadline(deadline)
+	m, err := w.nc.Write(buf[n:])
+	return n + m, err
 }
 
 // handOffLocked gives the queue, with the rest of a caller's cut-off
@@ -440,7 +456,7 @@ func (w *wire) writeLoop() {
 		for len(w.wbuf) > 0 {
 			buf := w.takeLocked()
 			w.wmu.Unlock()
-			_, err := w.nc.Write(buf)
+			_, err := w.write(buf, time.Time{})
 			w.wmu.Lock()
 			w.recycleLocked(buf)
 			if err != nil {
