@@ -2,6 +2,7 @@ package client
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // call is one call waiting for its reply. Whoever takes it out of its
@@ -18,22 +19,47 @@ type call struct {
 
 	route string    // for the error of a call whose context ends
 	watch *ctxWatch // the watch of its context; set before it enters a table (ctxwatch.go)
+
+	// An asynchronous call's (async.go): its done function, raw or typed;
+	// its deadline in Unix nanoseconds for the async sweep (0: none, or its
+	// context's AfterFunc sees to it); what stops that AfterFunc; and what
+	// it takes to send it again.
+	then     func(reply []byte, err error)
+	typed    typedAsync
+	deadline int64
+	stop     func() bool
+	retry    asyncRetry
+	on       atomic.Pointer[wire] // the wire its context's watch forgets it from
+	unpooled bool                 // a watch may still look at it: not pooled
 }
+
+// async reports whether cl is an asynchronous call.
+func (cl *call) async() bool { return cl.then != nil || cl.typed.done != nil }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
 func getCall() *call { return callPool.Get().(*call) }
 
 func putCall(cl *call) {
+	if cl.unpooled {
+		return
+	}
 	if cap(cl.buf) > 64<<10 {
 		cl.buf = nil // do not pool a large reply's buffer
 	}
 	cl.reply, cl.err, cl.id, cl.route, cl.watch = nil, nil, 0, "", nil
+	if cl.then != nil || cl.typed.done != nil {
+		cl.then, cl.typed, cl.deadline, cl.stop, cl.retry = nil, typedAsync{}, 0, nil, asyncRetry{}
+	}
 	callPool.Put(cl)
 }
 
 // finish completes the call; its reply, if any, is in place before.
 func (cl *call) finish(err error) {
+	if cl.async() {
+		cl.finishAsync(err)
+		return
+	}
 	if f := cl.fut; f != nil {
 		if err != nil && f.resend(err, cl.torn) {
 			return // another goroutine sends it again and completes f

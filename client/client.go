@@ -39,6 +39,7 @@ type Client struct {
 	idle    *idleWires    // connections no call waits on, with Conns > 1 (read.go)
 	watch   *lingerWatch  // gives unused read tokens back to listeners (read.go)
 	sweep   *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
+	async   asyncSweep    // ends asynchronous calls' Options.Timeout deadlines (async.go)
 	ctxs    ctxWatches    // contexts callers share, watched once (ctxwatch.go)
 	icpt    Interceptor   // Options.Interceptors as one; nil for none (intercept.go)
 
@@ -320,6 +321,12 @@ func (c *Client) pick() (*wire, error) {
 		if w := c.idle.get(); w != nil {
 			return w, nil
 		}
+	}
+	if len(c.slots) == 1 { // no round robin: no counter that every caller writes
+		if w := c.slots[0].w.Load(); w != nil && w.usable() {
+			return w, nil
+		}
+		return nil, c.noConn
 	}
 	n := uint32(len(c.slots))
 	start := c.next.Add(1)

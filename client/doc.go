@@ -4,7 +4,12 @@
 //
 // Per connection, a caller writes its own request when no write is in
 // progress, and a writer goroutine gathers every frame queued meanwhile
-// into one write. One goroutine at a time reads a connection: a caller that
+// into one write. While the goroutine reading a connection delivers a
+// batch of replies read together, the requests of the callers they wake,
+// and of the calls their done functions start, wait, and the reader writes
+// them in one write at the batch's end, as far as the socket takes them
+// without waiting (the writer goroutine sends the rest); it reads and
+// writes with raw system calls. One goroutine at a time reads a connection: a caller that
 // finds no one reading reads until its own reply comes, so the network
 // poller wakes it directly with no hand-off between goroutines, and
 // completes any other call whose reply it meets on the way; the
@@ -35,6 +40,16 @@
 // are. A connection that reads nothing for Options.KeepAlive is pinged, and
 // failed if nothing comes back within Options.KeepAliveTimeout, so a peer
 // gone without a word is noticed.
+//
+// A program that keeps many calls in flight from few goroutines calls
+// asynchronously: CallRawAsync and CallAsync return at once, and the call's
+// done function runs when it completes, on the goroutine that reads its
+// reply, with no goroutine, channel or timer of its own; calls started from
+// done functions go out together, and Batch sends the calls it starts in
+// one write. Their deadlines, cancellation, retries and errors are Call's.
+// Call and CallRaw suit a goroutine that needs the reply to go on; Go and
+// GoRaw, a few calls in flight waited for together; the asynchronous calls,
+// a load of many in flight (rpcd's load generator).
 //
 // A Cluster, from DialService, calls a service of several servers: one
 // Client per node, the nodes followed through a Resolver (Static, or etcd

@@ -1,9 +1,12 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rpcd/rpcd/client"
@@ -116,4 +119,40 @@ func ExampleWithMetadata() {
 	}
 	fmt.Println(name)
 	// Output: acme
+}
+
+// Eight callers keep a call each in flight from no goroutine of their own:
+// each done function starts its caller's next call, and the calls a batch
+// of replies starts go out together.
+func ExampleClient_CallRawAsync() {
+	addr, stop := exampleServer()
+	defer stop()
+	c, err := client.Dial(context.Background(), addr, client.Options{Timeout: time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	const callers, each = 8, 100
+	var wg sync.WaitGroup
+	wg.Add(callers)
+	var ok atomic.Int64
+	for i := range callers {
+		req, reply, n := []byte{byte(i)}, make([]byte, 0, 16), 0
+		var next func([]byte, error)
+		next = func(got []byte, err error) { // on the connection's reader: must not block
+			if err == nil && bytes.Equal(got, req) {
+				ok.Add(1)
+			}
+			if n++; n == each || err != nil {
+				wg.Done()
+				return
+			}
+			c.CallRawAsync(context.Background(), builtin.EchoPacket, req, reply[:0], next)
+		}
+		c.CallRawAsync(context.Background(), builtin.EchoPacket, req, reply[:0], next)
+	}
+	wg.Wait()
+	fmt.Println(ok.Load(), "echoes")
+	// Output: 800 echoes
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,9 @@ type reading struct {
 	// Owned by the token's holder:
 	deadline time.Time // the read deadline set on the connection, as far as known
 	lapsed   bool      // a deadline passed while a frame was being read in
+	inBatch  bool      // it set wire.batching: it calls endBatch before it reads the socket or lets go
+	woke     bool      // a reply of the batch woke a caller
+	own      *call     // a leader's own call, whose reply wakes no one
 
 	// Owned by the listener:
 	sparse    bool      // calls come further apart than lingerIdle: keep reading
@@ -123,6 +127,9 @@ func (w *wire) wakeListener() {
 // once the token goes unused. The check follows the store, so that a caller
 // who found the token held before it was let go is seen here.
 func (w *wire) release() {
+	if w.rd.inBatch {
+		w.endBatch()
+	}
 	half := w.rd.br.Buffered() > 0 // part of a frame, or frames for others
 	w.rd.releases.Add(1)
 	w.rd.tok.Store(false)
@@ -222,7 +229,11 @@ func (w *wire) listenRead() error {
 // to wait for its reply as any caller does, on ctx too, while the listener
 // reads. Either way it has released the token.
 func (w *wire) lead(ctx context.Context, cl *call, route string) (bool, error) {
-	defer w.release()
+	w.rd.own = cl
+	defer func() {
+		w.rd.own = nil
+		w.release()
+	}()
 	canEnd := ctxCanEnd(ctx)
 	if canEnd {
 		w.leadDeadline(ctx)
@@ -322,6 +333,9 @@ func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 // rd.lapsed and the frame read to its end.
 func (w *wire) readFrame() error {
 	br := w.rd.br
+	if w.rd.inBatch && br.Buffered() < proto.HeaderSize {
+		w.endBatch() // what the batch's callers queued goes before the next read waits
+	}
 	hdr, err := br.Peek(proto.HeaderSize)
 	if err != nil {
 		return err
@@ -344,6 +358,9 @@ func (w *wire) readFrame() error {
 		if err := proto.DecodeFrame(&f, b); err != nil {
 			w.goAwayAndClose(err)
 			return err
+		}
+		if !w.rd.inBatch && f.Kind == proto.KindResponse {
+			w.beginBatch()
 		}
 		w.handle(&f)
 		_, err = br.Discard(n)
@@ -405,6 +422,52 @@ func (w *wire) readFrame() error {
 	}
 	cl.finish(nil)
 	return nil
+}
+
+// beginBatch opens a batch of frames read together, for the token's
+// holder: frames queued from now on wait for endBatch.
+func (w *wire) beginBatch() {
+	w.wmu.Lock()
+	w.batching = true
+	w.wmu.Unlock()
+	w.rd.inBatch, w.rd.woke = true, false
+}
+
+// endBatch closes the batch: if its replies woke callers, it first lets
+// them run, so that the next calls they make join the queue, then hands
+// the queue to the writer goroutine, to go in one write. The reader never
+// writes itself: blocked in a write to a server blocked writing to it, it
+// would deadlock.
+func (w *wire) endBatch() {
+	w.rd.inBatch = false
+	if w.rd.woke {
+		runtime.Gosched()
+	}
+	w.wmu.Lock()
+	w.batching = false
+	if len(w.wbuf) == 0 {
+		w.wmu.Unlock()
+		return
+	}
+	if w.raw == nil || w.flushing || w.held > 0 || w.broken.Load() {
+		w.queuedLocked()
+		return
+	}
+	// Written here, as far as the socket takes it without waiting: a
+	// hand-over to the writer goroutine would cost a thread's wake-up per
+	// batch. What the socket does not take goes to the writer.
+	w.flushing = true
+	buf := w.takeLocked()
+	w.wmu.Unlock()
+	n, err := w.raw.writeNow(buf)
+	w.wmu.Lock()
+	if err == nil && n < len(buf) {
+		w.wbuf = append(buf[n:len(buf):len(buf)], w.wbuf...)
+		w.handOffLocked()
+		return
+	}
+	w.recycleLocked(buf)
+	_ = w.wroteLocked(err)
 }
 
 // readCompressed reads the compressed payload of a large reply whose

@@ -23,6 +23,7 @@ import (
 // its slot dials a new one.
 type wire struct {
 	nc   net.Conn
+	raw  *rawWriter // nc's socket, written at a batch's end without waiting; nil if it has none
 	lim  proto.Limits
 	born time.Time
 
@@ -49,6 +50,12 @@ type wire struct {
 	flushing bool          // a goroutine is writing; it or the writer sends wbuf
 	wsig     chan struct{} // hands the writer the frames queued during a write
 	wdl      bool          // a write deadline is set; owned by whoever is flushing
+	// batching is set while the read token's holder delivers a batch of
+	// frames read together: the callers its replies wake, and the calls
+	// their completions start, queue their frames without writing, and the
+	// holder hands them all to the writer at the batch's end (endBatch).
+	batching bool
+	held     int // Batch calls running: asynchronous calls' frames wait for the last to end
 
 	rd reading // who reads the connection, and how (read.go)
 
@@ -57,8 +64,9 @@ type wire struct {
 	streams  engine.Streams // open streams (stream.go)
 	starting []func()       // stream handlers to start once their first credit is queued; the reader's
 
-	done chan struct{} // closed when the wire fails
-	wg   sync.WaitGroup
+	done   chan struct{} // closed when the wire fails
+	failed atomic.Bool   // set as done is closed
+	wg     sync.WaitGroup
 }
 
 // newWire starts the goroutines of a connection under o's limits: its
@@ -68,6 +76,7 @@ type wire struct {
 func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle *idleWires, watch *lingerWatch) *wire {
 	w := &wire{
 		nc:      nc,
+		raw:     newRawWriter(nc),
 		lim:     o.Limits,
 		srv:     srv,
 		born:    time.Now(),
@@ -81,8 +90,11 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 	w.streams.Init(&srv.streams, (*wireLink)(w))
 	w.wg.Add(2)
 	var r io.Reader = nc
+	if raw := newRawReader(nc); raw != nil {
+		r = raw
+	}
 	if o.KeepAlive > 0 {
-		r = heardReader{w}
+		r = heardReader{w, r}
 		w.wg.Add(1)
 		go w.keepAlive(o.KeepAlive, o.KeepAliveTimeout)
 	}
@@ -139,6 +151,60 @@ func (w *wire) enqueueRequest(h proto.Header, route string, md proto.Metadata, p
 	return w.enqueue(h, route, md, payload, deadline)
 }
 
+// enqueueCall queues the Request of an asynchronous call, encoded in place,
+// its payload compressed if the wire compresses calls, and never writes on
+// the calling goroutine (a done function on the reader's): within a batch
+// (beginBatch) its end sends it, else the writer goroutine does, with
+// whatever else is queued by then.
+func (w *wire) enqueueCall(h proto.Header, route string, md proto.Metadata, payload []byte) {
+	var bp *[]byte
+	var z []byte
+	if w.zip != proto.CompressionNone && len(payload) >= w.zipMin {
+		bp = compression.GetBuffer()
+		if z = compression.Append(*bp, payload, w.zip); len(z) < len(payload) {
+			h.Flags = h.Flags.WithCompression(w.zip)
+			payload = z
+		}
+	}
+	w.wmu.Lock()
+	if w.dead() || w.broken.Load() {
+		w.wmu.Unlock() // the wire completes the call with its failure
+	} else {
+		w.wbuf = proto.AppendFrame(w.wbuf, h, route, md, payload)
+		w.queuedLocked()
+	}
+	if bp != nil {
+		compression.PutBuffer(bp, z)
+	}
+}
+
+// queuedLocked ends a hand-over of frames to the queue, with wmu held, and
+// unlocks it: the batch's end or a write in progress sends them; else the
+// writer goroutine is woken for them.
+func (w *wire) queuedLocked() {
+	if w.batching || w.held > 0 || w.flushing {
+		w.wmu.Unlock()
+		return
+	}
+	w.flushing = true
+	w.wmu.Unlock()
+	select {
+	case w.wsig <- struct{}{}:
+	default:
+	}
+}
+
+// hold counts a Batch in (+1) or out (-1); the last out sends what waits.
+func (w *wire) hold(d int) {
+	w.wmu.Lock()
+	w.held += d
+	if d > 0 || len(w.wbuf) == 0 {
+		w.wmu.Unlock()
+		return
+	}
+	w.queuedLocked()
+}
+
 // enqueueCompressed is enqueueRequest for a payload to compress: it goes
 // compressed if that makes it smaller.
 func (w *wire) enqueueCompressed(h proto.Header, route string, md proto.Metadata, payload []byte, deadline time.Time) error {
@@ -161,12 +227,16 @@ func (w *wire) enqueue(h proto.Header, route string, md proto.Metadata, payload 
 		return w.unsent()
 	}
 	if len(payload) >= bigPayload {
-		if !w.flushing {
+		if !w.flushing && !w.batching && w.held == 0 {
 			return w.writeBig(h, route, md, payload, deadline)
 		}
 		w.roomLocked(proto.HeaderSize + len(route) + len(md) + len(payload))
 	}
 	w.wbuf = proto.AppendFrame(w.wbuf, h, route, md, payload)
+	if w.batching || w.held > 0 {
+		w.wmu.Unlock() // the batch's end sends it
+		return nil
+	}
 	return w.flushLocked(deadline)
 }
 
@@ -250,8 +320,7 @@ func (w *wire) flushLocked(deadline time.Time) error {
 	w.wmu.Lock()
 	buf := w.takeLocked()
 	w.wmu.Unlock()
-	w.setWriteDeadline(deadline)
-	n, err := w.nc.Write(buf)
+	n, err := w.write(buf, deadline)
 	w.wmu.Lock()
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// The caller's time is up; what it did not write goes first to the
@@ -261,6 +330,23 @@ func (w *wire) flushLocked(deadline time.Time) error {
 	}
 	w.recycleLocked(buf)
 	return w.wroteLocked(err)
+}
+
+// write writes buf for the goroutine that is flushing, by deadline (none
+// if zero): with a raw system call first where the socket has one, which
+// takes a small write whole without the scheduler's system call
+// bookkeeping, then through the connection for what is left.
+func (w *wire) write(buf []byte, deadline time.Time) (int, error) {
+	n := 0
+	if w.raw != nil {
+		var err error
+		if n, err = w.raw.writeNow(buf); err != nil || n == len(buf) {
+			return n, err
+		}
+	}
+	w.setWriteDeadline(deadline)
+	m, err := w.nc.Write(buf[n:])
+	return n + m, err
 }
 
 // handOffLocked gives the queue, with the rest of a caller's cut-off
@@ -350,14 +436,9 @@ func (w *wire) roomLocked(n int) {
 	w.wbuf = append((*p)[:0], w.wbuf...)
 }
 
-func (w *wire) dead() bool {
-	select {
-	case <-w.done:
-		return true
-	default:
-		return false
-	}
-}
+// dead reports whether w has failed: one load, where a receive from
+// w.done would lock the channel, on every call.
+func (w *wire) dead() bool { return w.failed.Load() }
 
 // writeLoop sends the frames handed to it, and those queued while it
 // writes, until the queue is empty; then it gives the writing back to the
@@ -375,7 +456,7 @@ func (w *wire) writeLoop() {
 		for len(w.wbuf) > 0 {
 			buf := w.takeLocked()
 			w.wmu.Unlock()
-			_, err := w.nc.Write(buf)
+			_, err := w.write(buf, time.Time{})
 			w.wmu.Lock()
 			w.recycleLocked(buf)
 			if err != nil {
@@ -428,6 +509,7 @@ func (w *wire) handle(f *proto.Frame) {
 		if cl := w.take(f.ID); cl != nil {
 			var err error
 			cl.reply, err = engine.Answer(f, cl.reply, w.lim.MaxFrameSize)
+			w.rd.woke = w.rd.woke || cl.fut == nil && !cl.async() && cl != w.rd.own // another caller waits on it
 			cl.finish(err)
 		}
 	case proto.KindPing:
@@ -506,6 +588,7 @@ func (w *wire) fail(cause error) {
 	}
 	w.err = &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: true}
 	goneAway, last, refused := w.goingAway.Load(), w.goAwayID, w.goAwayErr
+	w.failed.Store(true)
 	close(w.done)
 	w.pmu.Unlock()
 	pending := w.pending.Close()
@@ -546,10 +629,13 @@ func (w *wire) close(cause error) {
 // keep-alive watch. The mark costs a load per read from the socket (which
 // under load brings many frames), and a store at the first read after each
 // of the watch's looks: no clock is read on the way of a reply.
-type heardReader struct{ w *wire }
+type heardReader struct {
+	w   *wire
+	src io.Reader // the connection, or its raw reader
+}
 
 func (r heardReader) Read(p []byte) (int, error) {
-	n, err := r.w.nc.Read(p)
+	n, err := r.src.Read(p)
 	if n > 0 && !r.w.heard.Load() {
 		r.w.heard.Store(true)
 	}

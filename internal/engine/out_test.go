@@ -109,3 +109,17 @@ func TestContextError(t *testing.T) {
 		t.Errorf("cancel: %v", err)
 	}
 }
+
+// BenchmarkHeader: the header of a call on a context with nothing to carry,
+// as the client builds one per call.
+func BenchmarkHeader(b *testing.B) {
+	lim := proto.Limits{}.WithDefaults()
+	ctx := context.Background()
+	payload := make([]byte, 16)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Header(ctx, proto.KindRequest, proto.CodecRaw, "Bench/EchoPacket", payload, &lim); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
