@@ -1,0 +1,172 @@
+// Command clientload measures client.Client itself at many calls in flight
+// on one connection: N callers of 16-byte raw echoes (Bench/EchoPacket)
+// against a server that serves builtin.Stats (rpcd serve), either as N
+// goroutines calling CallRaw (sync) or as N chains of CallRawAsync whose
+// done functions start the next call (async), with the calls/s, this
+// process's CPU time per call and the server's (from its Sys/Stats) side
+// by side (docs/performance.md, "The client"). Modes alternate, -rounds
+// times, and the medians are printed:
+//
+//	rpcd serve -addr 127.0.0.1:7170 &
+//	cd bench && go run ./clientload -addr 127.0.0.1:7170 -callers 128 -d 3s -rounds 5
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rpcd/rpcd/bench/internal/cputime"
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/load"
+)
+
+// run is one measured run of a mode.
+type run struct {
+	Mode           string  `json:"mode"`
+	CallsPerSec    float64 `json:"calls_per_sec"`
+	ClientCPUPerUS float64 `json:"client_cpu_per_call_us"`
+	ServerCPUPerUS float64 `json:"server_cpu_per_call_us"`
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:7170", "the server's `address`")
+	callers := flag.Int("callers", 128, "calls in flight on the connection")
+	d := flag.Duration("d", 3*time.Second, "each run's length, after a warm-up of a second")
+	rounds := flag.Int("rounds", 5, "runs of each mode, alternated")
+	out := flag.String("json", "", "write every run and the medians to this `file`")
+	flag.Parse()
+
+	ctx := context.Background()
+	c, err := client.Dial(ctx, *addr, client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	stats, err := client.Dial(ctx, *addr, client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stats.Close()
+	serverCPU := load.ServerCPUFromStats(stats, 5*time.Second)
+
+	modes := map[string]func(time.Duration) int64{
+		"sync":  func(d time.Duration) int64 { return syncCalls(c, *callers, d) },
+		"async": func(d time.Duration) int64 { return asyncCalls(c, *callers, d) },
+	}
+	var runs []run
+	for r := range *rounds {
+		order := []string{"sync", "async"}
+		if r%2 == 1 {
+			order = []string{"async", "sync"}
+		}
+		for _, mode := range order {
+			modes[mode](time.Second) // warm-up
+			s0, err := serverCPU()
+			if err != nil {
+				log.Fatal(err)
+			}
+			c0, start := cputime.Self(), time.Now()
+			n := modes[mode](*d)
+			el, c1 := time.Since(start), cputime.Self()
+			s1, err := serverCPU()
+			if err != nil {
+				log.Fatal(err)
+			}
+			rn := run{Mode: mode, CallsPerSec: float64(n) / el.Seconds(),
+				ClientCPUPerUS: float64((c1 - c0).Nanoseconds()) / 1e3 / float64(n),
+				ServerCPUPerUS: float64((s1 - s0).Nanoseconds()) / 1e3 / float64(n)}
+			runs = append(runs, rn)
+			fmt.Printf("round %d  %-5s %9.0f calls/s  client %.3f us/call  server %.3f us/call\n", r+1, mode, rn.CallsPerSec, rn.ClientCPUPerUS, rn.ServerCPUPerUS)
+		}
+	}
+	medians := map[string]run{}
+	for _, mode := range []string{"sync", "async"} {
+		var cps, ccpu, scpu []float64
+		for _, rn := range runs {
+			if rn.Mode == mode {
+				cps, ccpu, scpu = append(cps, rn.CallsPerSec), append(ccpu, rn.ClientCPUPerUS), append(scpu, rn.ServerCPUPerUS)
+			}
+		}
+		m := run{Mode: mode, CallsPerSec: median(cps), ClientCPUPerUS: median(ccpu), ServerCPUPerUS: median(scpu)}
+		medians[mode] = m
+		fmt.Printf("median    %-5s %9.0f calls/s  client %.3f us/call  server %.3f us/call\n", mode, m.CallsPerSec, m.ClientCPUPerUS, m.ServerCPUPerUS)
+	}
+	if *out != "" {
+		b, _ := json.MarshalIndent(map[string]any{"callers": *callers, "duration": d.String(), "runs": runs, "medians": medians}, "", " ")
+		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+// syncCalls has n goroutines call CallRaw without pause for d and returns
+// the calls made.
+func syncCalls(c *client.Client, n int, d time.Duration) int64 {
+	var calls atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, reply := make([]byte, 16), make([]byte, 0, 64)
+			for !stop.Load() {
+				var err error
+				if reply, err = c.CallRaw(context.Background(), builtin.EchoPacket, req, reply[:0]); err != nil {
+					log.Fatal(err)
+				}
+				calls.Add(1)
+			}
+		}()
+	}
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	return calls.Load()
+}
+
+// asyncCalls keeps n chains of CallRawAsync going for d, each done
+// function starting its chain's next call, and returns the calls made.
+func asyncCalls(c *client.Client, n int, d time.Duration) int64 {
+	var calls atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for range n {
+		req, reply := make([]byte, 16), make([]byte, 0, 64)
+		var next func([]byte, error)
+		next = func(_ []byte, err error) {
+			if err != nil {
+				log.Fatal(err)
+			}
+			calls.Add(1)
+			if stop.Load() {
+				wg.Done()
+				return
+			}
+			c.CallRawAsync(context.Background(), builtin.EchoPacket, req, reply[:0], next)
+		}
+		c.CallRawAsync(context.Background(), builtin.EchoPacket, req, reply[:0], next)
+	}
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	return calls.Load()
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	return v[(len(v)-1)/2]
+}
