@@ -143,10 +143,7 @@ func (l *wireLink) SendData(_ context.Context, id uint32, data []byte, zip proto
 	}
 	w.flushing = true
 	w.wmu.Unlock()
-	select {
-	case w.wsig <- struct{}{}:
-	default:
-	}
+	w.kickWriter()
 	return nil
 }
 

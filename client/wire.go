@@ -49,6 +49,7 @@ type wire struct {
 	spare    []byte        // a written buffer, for reuse
 	flushing bool          // a goroutine is writing; it or the writer sends wbuf
 	wsig     chan struct{} // hands the writer the frames queued during a write
+	writerUp atomic.Bool   // the writer goroutine runs: started at the first hand-over (kickWriter)
 	wdl      bool          // a write deadline is set; owned by whoever is flushing
 	// batching is set while the read token's holder delivers a batch of
 	// frames read together: the callers its replies wake, and the calls
@@ -82,13 +83,13 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 		born:    time.Now(),
 		zip:     zip,
 		zipMin:  o.CompressMin,
-		pending: engine.NewCalls[call](pendingShards),
+		pending: engine.NewCalls[call](pendingShardsFor(o.Conns)),
 		wsig:    make(chan struct{}, 1),
 		away:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
 	w.streams.Init(&srv.streams, (*wireLink)(w))
-	w.wg.Add(2)
+	w.wg.Add(1) // the listener; the writer at its first hand-over
 	var r io.Reader = nc
 	if raw := newRawReader(nc); raw != nil {
 		r = raw
@@ -100,7 +101,6 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 	}
 	w.rd.init(r, idle, watch)
 	go w.listen()
-	go w.writeLoop()
 	return w
 }
 
@@ -111,6 +111,18 @@ func (w *wire) usable() bool { return !w.dead() && !w.goingAway.Load() && !w.bro
 // locks (engine.Calls), so that many callers and the reader rarely meet on
 // one.
 const pendingShards = 32
+
+// pendingShardsFor is the shards of each of conns connections' tables:
+// pendingShards in all, at least one each. Callers spread over the
+// connections meet on each the fewer; and a client of many connections (a
+// load generator's thousands) does not hold a 10 KiB table on each.
+func pendingShardsFor(conns int) int {
+	s := pendingShards
+	for s > 1 && s*conns > pendingShards {
+		s /= 2
+	}
+	return s
+}
 
 // register gives cl a call id and enters it in the pending table.
 func (w *wire) register(cl *call) error {
@@ -188,10 +200,7 @@ func (w *wire) queuedLocked() {
 	}
 	w.flushing = true
 	w.wmu.Unlock()
-	select {
-	case w.wsig <- struct{}{}:
-	default:
-	}
+	w.kickWriter()
 }
 
 // hold counts a Batch in (+1) or out (-1); the last out sends what waits.
@@ -290,10 +299,7 @@ func (w *wire) enqueueAsync(frame []byte) {
 	}
 	w.flushing = true
 	w.wmu.Unlock()
-	select {
-	case w.wsig <- struct{}{}:
-	default:
-	}
+	w.kickWriter()
 }
 
 // flushLocked sends what is queued, with wmu held, and unlocks it. If no
@@ -353,7 +359,7 @@ func (w *wire) write(buf []byte, deadline time.Time) (int, error) {
 // write in front, to the writer goroutine, and unlocks wmu.
 func (w *wire) handOffLocked() error {
 	w.wmu.Unlock()
-	w.wsig <- struct{}{} // cannot block: only the flushing owner sends
+	w.kickWriter()
 	return nil
 }
 
@@ -373,10 +379,7 @@ func (w *wire) wroteLocked(err error) error {
 		return nil
 	}
 	w.wmu.Unlock()
-	select { // flushing stays set: the writer owns the queue now
-	case w.wsig <- struct{}{}:
-	default:
-	}
+	w.kickWriter() // flushing stays set: the writer owns the queue now
 	return nil
 }
 
@@ -439,6 +442,27 @@ func (w *wire) roomLocked(n int) {
 // dead reports whether w has failed: one load, where a receive from
 // w.done would lock the channel, on every call.
 func (w *wire) dead() bool { return w.failed.Load() }
+
+// kickWriter hands the queue to the writer goroutine, which it starts at
+// the first hand-over: most writes are the callers' and the reader's own,
+// and a connection that never needs the writer (one of thousands a load
+// generator opens) saves its goroutine. A wire that has failed starts
+// none: its queue is never sent.
+func (w *wire) kickWriter() {
+	if !w.writerUp.Load() {
+		w.pmu.Lock()
+		if !w.writerUp.Load() && w.err == nil { // before fail: the listener still counts in w.wg
+			w.writerUp.Store(true)
+			w.wg.Add(1)
+			go w.writeLoop()
+		}
+		w.pmu.Unlock()
+	}
+	select {
+	case w.wsig <- struct{}{}:
+	default:
+	}
+}
 
 // writeLoop sends the frames handed to it, and those queued while it
 // writes, until the queue is empty; then it gives the writing back to the
