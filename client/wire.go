@@ -40,6 +40,7 @@ type wire struct {
 	away      chan struct{}  // closed at the first GoAway
 
 	heard atomic.Bool // bytes arrived since the keep-alive watch last looked
+	alive aliveState  // the keep-alive watch's (Client.watchAlive)
 
 	zip    proto.Compression // calls' payloads of zipMin bytes or more are compressed so
 	zipMin int
@@ -95,9 +96,7 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 		r = raw
 	}
 	if o.KeepAlive > 0 {
-		r = heardReader{w, r}
-		w.wg.Add(1)
-		go w.keepAlive(o.KeepAlive, o.KeepAliveTimeout)
+		r = heardReader{w, r} // for the client's keep-alive watch (Client.watchAlive)
 	}
 	w.rd.init(r, idle, watch)
 	go w.listen()
@@ -666,47 +665,28 @@ func (r heardReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// keepAlive watches w until it fails: once w has read nothing for every, it
-// sends a Ping, through the writer goroutine; if nothing at all arrives
-// within timeout of the Ping, it fails w, which fails w's calls and has its
-// slot redial. It looks every quarter of every whether bytes came since its
-// last look (the reader marks it; calls never touch the watch), so that a
-// Ping goes out after every to every*5/4 of silence, and a connection fails
-// timeout after its Ping, to the timer's precision.
-func (w *wire) keepAlive(every, timeout time.Duration) {
-	defer w.wg.Done()
-	look := max(every/4, time.Millisecond)
-	t := time.NewTimer(look)
-	defer t.Stop()
-	last := time.Now()   // when the watch last saw that bytes had come
-	var pinged time.Time // when the unanswered Ping went out
-	waiting := false     // a Ping is out and nothing has come since
-	for {
-		select {
-		case <-t.C:
-		case <-w.done:
-			return
-		}
-		now := time.Now()
-		if w.heard.Swap(false) {
-			last, waiting = now, false
-		}
-		if waiting {
-			if now.Sub(pinged) >= timeout {
-				w.fail(fmt.Errorf("no frame within %v of a keep-alive ping", timeout))
-				return
-			}
-			// Look again at the timeout, or sooner to see an answer and
-			// keep the pings every apart.
-			t.Reset(min(pinged.Add(timeout).Sub(now), look))
-			continue
-		}
-		if idle := now.Sub(last); idle < every {
-			t.Reset(min(every-idle, look))
-			continue
-		}
-		pinged, waiting = now, true
+// aliveState is what the client's keep-alive watch knows of a wire; the
+// watch's alone.
+type aliveState struct {
+	last    time.Time // when it last saw that bytes had come; zero before its first look
+	pinged  time.Time // when the unanswered Ping went out
+	waiting bool      // a Ping is out and nothing has come since
+}
+
+// checkAlive is the keep-alive watch's look at w at now: once w has read
+// nothing for every, it sends a Ping, through the writer goroutine; if
+// nothing at all arrives within timeout of the Ping, it fails w, which
+// fails w's calls and has its slot redial.
+func (w *wire) checkAlive(now time.Time, every, timeout time.Duration) {
+	a := &w.alive
+	if a.last.IsZero() || w.heard.Swap(false) {
+		a.last, a.waiting = now, false
+	}
+	switch {
+	case a.waiting && now.Sub(a.pinged) >= timeout:
+		w.fail(fmt.Errorf("no frame within %v of a keep-alive ping", timeout))
+	case !a.waiting && now.Sub(a.last) >= every:
+		a.pinged, a.waiting = now, true
 		w.enqueueAsync(proto.AppendPing(nil, nil))
-		t.Reset(min(timeout, look))
 	}
 }

@@ -1,5 +1,7 @@
-// Command clientload measures client.Client itself at many calls in flight
-// on one connection: N callers of 16-byte raw echoes (Bench/EchoPacket)
+// Command clientload measures client.Client itself. With -idle N it dials
+// one client of N connections and reports what each costs the process
+// idle: goroutines, heap in use, stacks and resident memory. Otherwise it
+// measures calls at many in flight on one connection: N callers of 16-byte raw echoes (Bench/EchoPacket)
 // against a server that serves builtin.Stats (rpcd serve), either as N
 // goroutines calling CallRaw (sync) or as N chains of CallRawAsync whose
 // done functions start the next call (async), with the calls/s, this
@@ -18,7 +20,10 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,7 +48,12 @@ func main() {
 	d := flag.Duration("d", 3*time.Second, "each run's length, after a warm-up of a second")
 	rounds := flag.Int("rounds", 5, "runs of each mode, alternated")
 	out := flag.String("json", "", "write every run and the medians to this `file`")
+	idle := flag.Int("idle", 0, "instead, dial one client of `N` connections and report what each costs idle")
 	flag.Parse()
+	if *idle > 0 {
+		idleCost(*addr, *idle)
+		return
+	}
 
 	ctx := context.Background()
 	c, err := client.Dial(ctx, *addr, client.Options{})
@@ -161,6 +171,42 @@ func asyncCalls(c *client.Client, n int, d time.Duration) int64 {
 	stop.Store(true)
 	wg.Wait()
 	return calls.Load()
+}
+
+// idleCost dials a client of n connections to addr and prints what each
+// costs the process once connected and idle.
+func idleCost(addr string, n int) {
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	r0, g0 := residentBytes(), runtime.NumGoroutine()
+	c, err := client.Dial(context.Background(), addr, client.Options{Conns: n})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(time.Second) // the connections' goroutines settle
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	per := func(v float64) float64 { return v / float64(n) }
+	fmt.Printf("%d connections, each: %.1f goroutines, %.1f KiB of heap in use, %.1f KiB of stacks, %.1f KiB resident\n", n,
+		per(float64(runtime.NumGoroutine()-g0)), per(float64(m1.HeapInuse)-float64(m0.HeapInuse))/1024,
+		per(float64(m1.StackInuse)-float64(m0.StackInuse))/1024, per(float64(residentBytes()-r0))/1024)
+}
+
+// residentBytes is the process's resident memory (Linux), 0 elsewhere.
+func residentBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 func median(v []float64) float64 {
