@@ -77,8 +77,8 @@ func (d *Daemon) Config() Config { return d.sec.Load().cfg }
 // get the new certificate; a connection already open keeps its identity,
 // and its topic permissions once it has published or subscribed. Every
 // call from then on is held to the new roles and rate limits (a route
-// whose limit did not change keeps its bucket), and the daemon's logger
-// logs at the new level. The other settings of cfg that differ from the
+// whose limit did not change keeps its bucket), and the daemon's own
+// logger (not one given WithLogger) logs at the new level. The other settings of cfg that differ from the
 // running ones need an upgrade: Reloaded names them, and so does a
 // warning in the log. A cfg with mistakes, its own or its files', changes
 // nothing: Reload logs every one, returns them all joined (each a
