@@ -48,6 +48,21 @@ type Options struct {
 	// History is how long the samples are kept for /history.json. Default
 	// DefaultHistory.
 	History time.Duration
+
+	// Config, if set, says which configuration the server runs: /metrics
+	// exports its generation, the time it was loaded and the reloads
+	// refused (rpcd_config_generation,
+	// rpcd_config_last_load_timestamp_seconds,
+	// rpcd_config_reloads_failed_total).
+	Config func() ConfigStatus
+}
+
+// ConfigStatus is which configuration a server runs, as Options.Config
+// says it.
+type ConfigStatus struct {
+	Generation uint64    // 1 for the configuration it started with, one more for each reload it applied
+	Loaded     time.Time // when that configuration was loaded
+	Failed     uint64    // reloads refused, the running configuration kept
 }
 
 // The defaults of Options.
@@ -104,7 +119,7 @@ func New(srv *reactor.Server, opts Options) *Handler {
 	}
 	register(reg, collectors.NewGoCollector())
 	register(reg, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	register(reg, Collector(srv, opts.Gateway))
+	register(reg, serverCollector{srv: srv, gw: opts.Gateway, build: h.build, config: opts.Config})
 	if h.metrics != nil {
 		register(reg, h.metrics)
 	}

@@ -657,3 +657,37 @@ func TestNoMetrics(t *testing.T) {
 		t.Fatalf("stats without metrics, server not started: %+v", st)
 	}
 }
+
+// TestConfigMetrics: with Options.Config, /metrics says the generation,
+// the load time and the refused reloads as it says them at each scrape;
+// without it, none of those series.
+func TestConfigMetrics(t *testing.T) {
+	var status atomic.Pointer[admin.ConfigStatus]
+	loaded := time.Unix(1_800_000_000, 500_000_000)
+	status.Store(&admin.ConfigStatus{Generation: 1, Loaded: loaded})
+	r := newRigAdmin(t, nil, reactor.Options{}, admin.Options{Config: func() admin.ConfigStatus { return *status.Load() }})
+	check := func(gen, failed float64, at time.Time) {
+		t.Helper()
+		got := scrape(t, r.admin)
+		for key, want := range map[string]float64{
+			"rpcd_config_generation":                  gen,
+			"rpcd_config_last_load_timestamp_seconds": float64(at.UnixNano()) / 1e9,
+			"rpcd_config_reloads_failed_total":        failed,
+		} {
+			if v, ok := got[key]; !ok || v != want {
+				t.Errorf("%s = %v (present: %v), want %v", key, v, ok, want)
+			}
+		}
+	}
+	check(1, 0, loaded)
+	later := loaded.Add(90 * time.Second)
+	status.Store(&admin.ConfigStatus{Generation: 2, Loaded: later, Failed: 3})
+	check(2, 3, later)
+
+	plain := newRig(t, nil)
+	for key := range scrape(t, plain.admin) {
+		if strings.HasPrefix(key, "rpcd_config_") {
+			t.Errorf("%s without Options.Config", key)
+		}
+	}
+}

@@ -50,6 +50,12 @@ var (
 	movedDesc = prometheus.NewDesc("rpcd_inline_moved",
 		"1 for a route that moved itself from the event loop to the blocking pool, its inline runs having kept passing their budget; 0 for a route that runs inline.",
 		[]string{"route"}, nil)
+	configGenerationDesc = prometheus.NewDesc("rpcd_config_generation",
+		"The generation of the configuration the server runs: 1 for the one it started with, one more for each reload applied.", nil, nil)
+	configLoadedDesc = prometheus.NewDesc("rpcd_config_last_load_timestamp_seconds",
+		"When the configuration the server runs was loaded, in seconds since the Unix epoch.", nil, nil)
+	configFailedDesc = prometheus.NewDesc("rpcd_config_reloads_failed_total",
+		"Reloads refused for a mistake in the configuration, the running one kept.", nil, nil)
 )
 
 // ServerCollector returns Collector(srv, nil): a prometheus.Collector of
@@ -64,16 +70,17 @@ func ServerCollector(srv *reactor.Server) prometheus.Collector { return Collecto
 // overruns and whether it moved to the blocking pool; with gw, the
 // gateway's responses by route and status, and its calls answered with
 // an error added to the server's error replies in rpcd_errors_total; and
-// rpcd_build_info. New registers it; a program with a /metrics of its own
-// can register it there.
+// rpcd_build_info. New registers it, with the series of Options.Config;
+// a program with a /metrics of its own can register it there.
 func Collector(srv *reactor.Server, gw *gateway.Gateway) prometheus.Collector {
 	return serverCollector{srv: srv, gw: gw, build: buildinfo.Read()}
 }
 
 type serverCollector struct {
-	srv   *reactor.Server
-	gw    *gateway.Gateway // nil without a gateway
-	build buildinfo.Info
+	srv    *reactor.Server
+	gw     *gateway.Gateway // nil without a gateway
+	build  buildinfo.Info
+	config func() ConfigStatus // Options.Config; nil without
 }
 
 // Describe implements prometheus.Collector.
@@ -83,6 +90,11 @@ func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	if c.gw != nil {
 		ch <- gatewayResponsesDesc
+	}
+	if c.config != nil {
+		ch <- configGenerationDesc
+		ch <- configLoadedDesc
+		ch <- configFailedDesc
 	}
 }
 
@@ -135,6 +147,12 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(movedDesc, prometheus.GaugeValue, moved, r.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(buildInfoDesc, prometheus.GaugeValue, 1, c.build.Version, c.build.Revision, c.build.GoVersion)
+	if c.config != nil {
+		cs := c.config()
+		gauge(configGenerationDesc, float64(cs.Generation))
+		gauge(configLoadedDesc, float64(cs.Loaded.UnixNano())/1e9)
+		counter(configFailedDesc, cs.Failed)
+	}
 }
 
 // inlineRoutes returns the routes of srv that run inline or did: every

@@ -22,8 +22,9 @@
 //	               and the one before (see History)
 //	/uplot/        uPlot's script, style sheet and licence
 //	/metrics       Prometheus text format: the server's counters, the
-//	               gateway's, and rpcd_build_info (Collector), the routes'
-//	               (metrics.Metrics), and the Go runtime's and the
+//	               gateway's, and rpcd_build_info (Collector), the
+//	               configuration's generation (Options.Config), the
+//	               routes' (metrics.Metrics), and the Go runtime's and the
 //	               process's collectors
 //	/healthz       200 while the process serves HTTP at all
 //	/readyz        200 while the server accepts connections; 503 once it

@@ -7,8 +7,9 @@
 // Identity). Two Authenticators come with rpcd: Tokens, a list of secrets,
 // and HMAC, tokens signed with a shared key that carry their subject,
 // roles and expiry. Require is the middleware that authorizes calls by
-// identity, route by route; Topics says, role by role, which topics a
-// connection may publish to and subscribe to (reactor.Options.Topics).
+// identity, route by route (RequireFrom, by rules that change while the
+// server runs); Topics says, role by role, which topics a connection may
+// publish to and subscribe to (reactor.Options.Topics).
 package auth
 
 import (
@@ -148,16 +149,42 @@ func (a Any) Authenticate(ctx context.Context, method string, credentials []byte
 func Require(allow func(id *handler.Identity, route string) bool) handler.Middleware {
 	return func(next handler.Handler) handler.Handler {
 		return handler.HandlerFunc(func(ctx context.Context, req, reply []byte) ([]byte, error) {
-			c := handler.CallFrom(ctx)
-			switch {
-			case c == nil || c.Identity == nil:
-				return reply, &handler.Error{Code: proto.CodeUnauthenticated, Message: "the connection has not authenticated", Unprocessed: true}
-			case !allow(c.Identity, c.Route):
-				return reply, &handler.Error{Code: proto.CodePermissionDenied, Message: c.Identity.Subject + " may not call " + c.Route, Unprocessed: true}
+			if err := refusal(handler.CallFrom(ctx), allow); err != nil {
+				return reply, err
 			}
 			return next.ServeRPC(ctx, req, reply)
 		})
 	}
+}
+
+// RequireFrom is Require with rules that change while the server runs
+// (rpcd serve's reload): each call is judged by the allow function
+// current returns at the time, and a nil one lets every call through,
+// with an identity or without. current runs on every call: it should be
+// as cheap as an atomic load.
+func RequireFrom(current func() func(id *handler.Identity, route string) bool) handler.Middleware {
+	return func(next handler.Handler) handler.Handler {
+		return handler.HandlerFunc(func(ctx context.Context, req, reply []byte) ([]byte, error) {
+			if allow := current(); allow != nil {
+				if err := refusal(handler.CallFrom(ctx), allow); err != nil {
+					return reply, err
+				}
+			}
+			return next.ServeRPC(ctx, req, reply)
+		})
+	}
+}
+
+// refusal is Require's answer to the call c: nil if allow lets it
+// through.
+func refusal(c *handler.Call, allow func(*handler.Identity, string) bool) error {
+	switch {
+	case c == nil || c.Identity == nil:
+		return &handler.Error{Code: proto.CodeUnauthenticated, Message: "the connection has not authenticated", Unprocessed: true}
+	case !allow(c.Identity, c.Route):
+		return &handler.Error{Code: proto.CodePermissionDenied, Message: c.Identity.Subject + " may not call " + c.Route, Unprocessed: true}
+	}
+	return nil
 }
 
 // Roles returns an allow function for Require: a route listed in byRoute

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,5 +122,45 @@ func TestRequire(t *testing.T) {
 	errors.As(call("Admin/Drop", bob), &e)
 	if e.Code != proto.CodePermissionDenied || !strings.Contains(e.Message, "bob") {
 		t.Fatalf("the refusal: %+v", e)
+	}
+}
+
+// TestRequireFrom: each call is judged by the rules current returns then;
+// with none, every call goes through, an unidentified one too.
+func TestRequireFrom(t *testing.T) {
+	var cur atomic.Pointer[func(*handler.Identity, string) bool]
+	reg := handler.NewRegistry()
+	reg.Use(auth.RequireFrom(func() func(*handler.Identity, string) bool {
+		if p := cur.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}))
+	reg.HandleFunc("Admin/Drop", func(_ context.Context, _, reply []byte) ([]byte, error) { return reply, nil })
+	call := func(id *handler.Identity) error {
+		_, err := reg.Lookup([]byte("Admin/Drop")).Serve(&handler.Call{Route: "Admin/Drop", Identity: id}, nil, nil)
+		return err
+	}
+	bob := &handler.Identity{Subject: "bob"}
+	if err := call(nil); err != nil {
+		t.Fatalf("no rules, no identity: %v", err)
+	}
+	adminOnly := auth.Roles(map[string][]string{"Admin/Drop": {"admin"}})
+	cur.Store(&adminOnly)
+	if err := call(bob); !errors.Is(err, handler.ErrPermissionDenied) || !handler.IsUnprocessed(err) {
+		t.Fatalf("bob under the admin rule: %v", err)
+	}
+	if err := call(nil); !errors.Is(err, handler.ErrUnauthenticated) {
+		t.Fatalf("no identity under the admin rule: %v", err)
+	}
+	open := auth.Roles(map[string][]string{"Admin/Drop": {"admin", "ops"}, "X/Y": {"admin"}})
+	bob.Roles = []string{"ops"}
+	cur.Store(&open)
+	if err := call(bob); err != nil {
+		t.Fatalf("bob, of ops, once ops may: %v", err)
+	}
+	cur.Store(nil)
+	if err := call(nil); err != nil {
+		t.Fatalf("the rules removed, no identity: %v", err)
 	}
 }

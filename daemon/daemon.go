@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/discovery/etcd"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
@@ -22,7 +21,6 @@ import (
 	"github.com/rpcd/rpcd/otelrpcd"
 	"github.com/rpcd/rpcd/otelrpcd/otelenv"
 	"github.com/rpcd/rpcd/proto"
-	"github.com/rpcd/rpcd/ratelimit"
 	"github.com/rpcd/rpcd/reactor"
 )
 
@@ -35,11 +33,14 @@ type Daemon struct {
 	listeners Listeners
 	log       *slog.Logger
 	logOut    io.Writer
-	sec       *security
 	meta      map[string]string // the node's in etcd
 	etcd      etcd.Config
 	traceEnv  bool
 	tracing   *otelenv.Tracing
+
+	sec     atomic.Pointer[security] // what a reload swaps (security.go)
+	level   slog.LevelVar            // the daemon's own logger's level: the running security's
+	reloads reloads                  // reload.go
 
 	reg      *handler.Registry
 	srv      *reactor.Server
@@ -102,8 +103,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		o(d)
 	}
 	r, errs := cfg.check()
-	var err error
-	d.sec, err = newSecurity(&cfg, r)
+	sec, err := newSecurity(&cfg, r)
 	errs = append(errs, unjoin(err)...)
 	if cfg.Etcd != "" && cfg.checkEtcdAccess() == nil { // else check said why
 		d.etcd, err = cfg.EtcdConfig()
@@ -113,8 +113,11 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 		return nil, err
 	}
 	d.meta = r.meta
+	sec.generation = 1
+	d.sec.Store(sec)
+	d.level.Set(sec.level)
 	if d.log == nil {
-		hopts := &slog.HandlerOptions{Level: d.sec.level}
+		hopts := &slog.HandlerOptions{Level: &d.level}
 		if cfg.LogFormat == "json" {
 			d.log = slog.New(slog.NewJSONHandler(d.logOut, hopts))
 		} else {
@@ -140,12 +143,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 			d.log.Info("rpcd: exporting spans", "protocol", d.tracing.Protocol, "endpoint", endpoint)
 		}
 	}
-	if d.sec.roles != nil {
-		d.reg.Use(auth.Require(auth.Roles(d.sec.roles)))
-	}
-	if d.sec.limits != nil {
-		d.reg.Use(ratelimit.PerRoute(d.sec.limits)) // after authorization: calls refused by it take no token
-	}
+	d.reg.Use(d.guard()) // roles, then rate limits: those of the running security (security.go)
 	builtin.Register(d.reg)
 	builtin.HandleStats(d.reg, func() int { return d.srv.Conns() })
 	builtin.HandleHealth(d.reg, func() bool { return !d.draining.Load() && d.srv.Ready() })
@@ -154,10 +152,7 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 	if cfg.Loops == 0 {
 		ro.Loops = defaultLoops(d.gatewayOn())
 	}
-	ro.TLS, ro.Authenticator, ro.Logger = d.sec.tls, d.sec.authenticator, d.log
-	if d.sec.topics != nil { // a nil *TopicPermissions in the interface would not be nil
-		ro.Topics = d.sec.topics
-	}
+	ro.TLS, ro.Authenticator, ro.Topics, ro.Logger = d.tlsConfig(false), d.authenticator(), topicPolicy{d}, d.log
 	d.srv = reactor.New(d.reg, ro)
 	d.closed, d.close = context.WithCancel(context.Background())
 	return d, nil
@@ -165,9 +160,10 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 
 // Registry returns the registry the daemon serves, with the built-in
 // routes (Sys/*, Math/Sum, Bench/*) and the middleware its Config asks
-// for: the admin listener's counters, spans, roles, rate limits, in that
-// order. Routes and middleware added to it before Run are served; a
-// middleware added (Use) runs inside those.
+// for: the admin listener's counters, spans, then roles and rate limits,
+// those a reload last applied (none until some are set), in that order.
+// Routes and middleware added to it before Run are served; a middleware
+// added (Use) runs inside those.
 func (d *Daemon) Registry() *handler.Registry { return d.reg }
 
 // Server returns the reactor serving the RPC port: for Publish,
@@ -250,7 +246,8 @@ var ErrSecondSignal = errors.New("rpcd: daemon: a second signal cut the drain sh
 // RunSignals runs the daemon until a signal comes on sigs, as rpcd serve
 // does on SIGINT and SIGTERM: the first begins the drain (Signal{sig} is
 // its cause); the same again within SameSignal is taken for the same
-// request; another after that stops the drain at once (Close). It returns
+// request; another after that stops the drain at once (Close). SIGHUP
+// reloads the configuration instead (WithReloadFrom, Reload). It returns
 // Run's error, or ErrSecondSignal.
 func (d *Daemon) RunSignals(sigs <-chan os.Signal) error {
 	ctx, stop := context.WithCancelCause(context.Background())
@@ -263,6 +260,10 @@ func (d *Daemon) RunSignals(sigs <-chan os.Signal) error {
 		case err := <-done:
 			return err
 		case sig := <-sigs:
+			if isReload(sig) { // SIGHUP: reload.go
+				d.reloadOnSignal()
+				continue
+			}
 			switch {
 			case first.IsZero():
 				first = time.Now()
@@ -306,7 +307,7 @@ func (d *Daemon) start() error {
 			return fail("rpcd: cannot listen", err, "gateway", cfg.Gateway)
 		}
 		d.gwAddr = d.gw.addr
-		d.log.Info("rpcd: gateway serving", "gateway", d.gwAddr.String(), "tls", d.sec.tls != nil)
+		d.log.Info("rpcd: gateway serving", "gateway", d.gwAddr.String(), "tls", d.sec.Load().tls != nil)
 	}
 	if d.adminOn() {
 		if d.adm, err = d.startAdmin(); err != nil {
@@ -328,12 +329,13 @@ func (d *Daemon) start() error {
 	if n := d.srv.Loops(); n > 0 {
 		attrs = append(attrs, "loops", n)
 	}
+	sec := d.sec.Load()
 	d.log.Info("rpcd: serving", append(attrs,
 		"GOMAXPROCS", runtime.GOMAXPROCS(0),
 		"routes", len(d.reg.Routes()),
-		"tls", d.sec.tls != nil,
-		"auth", d.sec.authenticator != nil,
-		"topics", d.sec.topics != nil,
+		"tls", sec.tls != nil,
+		"auth", sec.authenticator != nil,
+		"topics", sec.topics != nil,
 		"compression", compressionText(cfg.CompressMin))...)
 	notifySystemd(d.log, "READY=1\nSTATUS=serving on "+d.srv.Addr().String())
 	close(d.ready)

@@ -38,6 +38,14 @@
 // instead of addresses (WithListeners), as a process that takes over
 // another's sockets would.
 //
+// Reload applies a new Config while the daemon serves: the settings that
+// can change so (LiveSettings: tokens and keys, roles, topic rules, rate
+// limits, the TLS certificate, the log level) are swapped in whole, for new
+// connections where they authenticate them; the others that changed are
+// named as needing an upgrade and kept; a Config with a mistake changes
+// nothing. RunSignals reloads on SIGHUP, the configuration read again as
+// Load read it (WithReloadFrom, Loaded.Again).
+//
 // Two helpers serve what runs beside a daemon: Ready asks an admin
 // listener whether its daemon is ready (a container's health check, rpcd
 // health), and a Process is a daemon in a child process, started and

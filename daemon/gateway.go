@@ -59,7 +59,7 @@ func (d *Daemon) startGateway() (*httpGateway, error) {
 	}
 	limits := proto.Limits{MaxFrameSize: cfg.MaxFrame}
 	g := &httpGateway{
-		gw:   gateway.New(d.reg, gateway.Options{Limits: limits, CompressMin: cfg.CompressMin, Authenticator: d.sec.authenticator, Logger: log}),
+		gw:   gateway.New(d.reg, gateway.Options{Limits: limits, CompressMin: cfg.CompressMin, Authenticator: d.authenticator(), Logger: log}),
 		addr: ln.Addr(),
 		done: make(chan error, 1),
 	}
@@ -89,10 +89,8 @@ func (d *Daemon) startGateway() (*httpGateway, error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
-	if tlsConfig := d.sec.tls; tlsConfig != nil {
-		cfg := tlsConfig.Clone()
-		cfg.NextProtos = []string{"h2", "http/1.1"}
-		g.srv.TLSConfig = cfg
+	if tlsConfig := d.tlsConfig(true); tlsConfig != nil { // the running certificate's (security.go)
+		g.srv.TLSConfig = tlsConfig
 		go func() { g.done <- g.srv.ServeTLS(ln, "", "") }()
 	} else {
 		go func() { g.done <- g.srv.Serve(ln) }()

@@ -73,6 +73,8 @@ type Loaded struct {
 	// Fatal says the file could not be read or parsed: the flags it would
 	// set are unknown, so checks of their values would mislead.
 	Fatal bool
+
+	again // what Again reads again (reload_again.go)
 }
 
 // Load sets the flags of fs that the command line did not set from
@@ -87,8 +89,8 @@ func Load(fs *flag.FlagSet, environ []string) *Loaded {
 		}
 	}
 	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	conf := &Loaded{Sources: Sources{}}
+	conf := &Loaded{Sources: Sources{}, again: again{fs: fs, environ: environ, args: map[string]string{}}}
+	fs.Visit(func(f *flag.Flag) { given[f.Name], conf.args[f.Name] = true, f.Value.String() })
 	var errs []error
 
 	known := map[string]bool{}

@@ -12,7 +12,9 @@
 // It works with any transport, as handler middleware: the gateway's calls
 // and the main port's share a route's bucket. Checking a call costs no
 // allocation, a refused one included; the bucket is
-// golang.org/x/time/rate's, under its mutex.
+// golang.org/x/time/rate's, under its mutex. Limits that change while the
+// server runs are a Limiter swapped whole (PerRouteFrom), as rpcd serve's
+// reload does.
 package ratelimit
 
 import (
@@ -44,7 +46,33 @@ const Any = "*"
 // route neither listed nor covered by Any is not limited. It panics on a
 // Limit whose Rate is not a positive number or whose Burst is negative.
 func PerRoute(limits map[string]Limit) handler.Middleware {
-	p := &perRoute{limits: make(map[string]Limit, len(limits))}
+	l := NewLimiter(limits)
+	return PerRouteFrom(func() *Limiter { return l })
+}
+
+// PerRouteFrom is PerRoute with limits that change while the server runs
+// (rpcd serve's reload): each call is held to the Limiter current returns
+// at the time, and a nil one limits nothing. A Limiter keeps its routes'
+// buckets, so a program that swaps in a new one gives each route a full
+// bucket; it keeps the one it has for limits that did not change. current
+// runs on every call: it should be as cheap as an atomic load.
+func PerRouteFrom(current func() *Limiter) handler.Middleware {
+	return func(next handler.Handler) handler.Handler {
+		return &limited{current: current, next: next}
+	}
+}
+
+// A Limiter holds routes to their Limits, PerRoute's way: the limits, and
+// each route's bucket once it has been called.
+type Limiter struct {
+	limits  map[string]Limit
+	buckets sync.Map // route -> *bucket
+}
+
+// NewLimiter returns a Limiter of limits, for PerRouteFrom. It panics as
+// PerRoute does.
+func NewLimiter(limits map[string]Limit) *Limiter {
+	p := &Limiter{limits: make(map[string]Limit, len(limits))}
 	for route, l := range limits {
 		if !(l.Rate > 0) || math.IsInf(l.Rate, 0) || l.Burst < 0 {
 			panic(fmt.Sprintf("ratelimit: route %s: rate %v, burst %d; want a rate above 0 and a burst of 0 or more", route, l.Rate, l.Burst))
@@ -54,31 +82,24 @@ func PerRoute(limits map[string]Limit) handler.Middleware {
 		}
 		p.limits[route] = l
 	}
-	return func(next handler.Handler) handler.Handler {
-		return &limited{p: p, next: next}
-	}
+	return p
 }
 
-// perRoute is the middleware's state: the limits, and each route's bucket
-// once it has been called.
-type perRoute struct {
-	limits  map[string]Limit
-	buckets sync.Map // route -> *bucket
-}
-
-// bucket is one route's tokens, and the error a call past them gets.
+// bucket is one route's tokens in one Limiter, and the error a call past
+// them gets.
 type bucket struct {
+	of      *Limiter
 	route   string
 	lim     *rate.Limiter // nil: the route is not limited
 	refusal error
 }
 
 // bucket returns route's bucket, made the first time it is asked for.
-func (p *perRoute) bucket(route string) *bucket {
+func (p *Limiter) bucket(route string) *bucket {
 	if b, ok := p.buckets.Load(route); ok {
 		return b.(*bucket)
 	}
-	b := &bucket{route: route}
+	b := &bucket{of: p, route: route}
 	l, ok := p.limits[route]
 	if !ok {
 		l, ok = p.limits[Any]
@@ -94,23 +115,27 @@ func (p *perRoute) bucket(route string) *bucket {
 
 // limited is the middleware for one route: the registry wraps each route's
 // handler apart, so it keeps the route's bucket after the first call, and
-// looks it up again only if it sees another route (the same handler wrapped
-// once and registered twice).
+// looks it up again only if it sees another Limiter or another route (the
+// same handler wrapped once and registered twice).
 type limited struct {
-	p    *perRoute
-	next handler.Handler
-	b    atomic.Pointer[bucket]
+	current func() *Limiter
+	next    handler.Handler
+	b       atomic.Pointer[bucket]
 }
 
 // ServeRPC implements handler.Handler.
 func (h *limited) ServeRPC(ctx context.Context, req, reply []byte) ([]byte, error) {
+	p := h.current()
+	if p == nil {
+		return h.next.ServeRPC(ctx, req, reply)
+	}
 	route := ""
 	if c := handler.CallFrom(ctx); c != nil {
 		route = c.Route
 	}
 	b := h.b.Load()
-	if b == nil || b.route != route {
-		b = h.p.bucket(route)
+	if b == nil || b.of != p || b.route != route {
+		b = p.bucket(route)
 		h.b.Store(b)
 	}
 	if b.lim != nil && !b.lim.Allow() {

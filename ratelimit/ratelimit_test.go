@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rpcd/rpcd/handler"
@@ -148,5 +149,71 @@ func TestParseLimits(t *testing.T) {
 		if _, err := ratelimit.ParseLimits(list); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("%q: %v, want an error with %q", list, err, msg)
 		}
+	}
+}
+
+// TestPerRouteFrom: each call is held to the Limiter current returns
+// then: a new Limiter's buckets are full, the same Limiter keeps its
+// tokens, and nil limits nothing.
+func TestPerRouteFrom(t *testing.T) {
+	var cur atomic.Pointer[ratelimit.Limiter]
+	reg := handler.NewRegistry()
+	reg.Use(ratelimit.PerRouteFrom(cur.Load))
+	ran := 0
+	reg.HandleFunc("T/A", func(_ context.Context, req, reply []byte) ([]byte, error) {
+		ran++
+		return reply, nil
+	})
+	taken := func(n int) int { // of n calls
+		t.Helper()
+		ok := 0
+		for range n {
+			switch err := call(reg, "T/A"); {
+			case err == nil:
+				ok++
+			case handler.CodeOf(err) != proto.CodeResourceExhausted:
+				t.Fatalf("a call refused with %v, want ResourceExhausted", err)
+			}
+		}
+		return ok
+	}
+	if n := taken(10); n != 10 {
+		t.Fatalf("no Limiter: %d of 10 calls taken, want all", n)
+	}
+	two := ratelimit.NewLimiter(map[string]ratelimit.Limit{"T/A": {Rate: 0.001, Burst: 2}})
+	cur.Store(two)
+	if n := taken(5); n != 2 {
+		t.Fatalf("burst 2: %d of 5 calls taken", n)
+	}
+	cur.Store(two)
+	if n := taken(5); n != 0 {
+		t.Fatalf("the same Limiter again: %d of 5 calls taken, want 0 (its bucket is empty)", n)
+	}
+	cur.Store(ratelimit.NewLimiter(map[string]ratelimit.Limit{"T/A": {Rate: 0.001, Burst: 4}}))
+	if n := taken(5); n != 4 {
+		t.Fatalf("a new Limiter of burst 4: %d of 5 calls taken", n)
+	}
+	cur.Store(nil)
+	if n := taken(5); n != 5 {
+		t.Fatalf("the Limiter removed: %d of 5 calls taken", n)
+	}
+	if ran != 10+2+4+5 {
+		t.Errorf("the handler ran %d times, want %d", ran, 10+2+4+5)
+	}
+}
+
+// TestPerRouteFromAllocs: with a Limiter swapped in, checking a call
+// allocates nothing, as PerRoute's.
+func TestPerRouteFromAllocs(t *testing.T) {
+	var cur atomic.Pointer[ratelimit.Limiter]
+	cur.Store(ratelimit.NewLimiter(map[string]ratelimit.Limit{"T/A": {Rate: 1e9, Burst: 1 << 30}}))
+	reg := handler.NewRegistry()
+	reg.Use(ratelimit.PerRouteFrom(cur.Load))
+	reg.HandleFunc("T/A", func(_ context.Context, req, reply []byte) ([]byte, error) { return reply, nil })
+	rt := reg.Lookup([]byte("T/A"))
+	c := &handler.Call{Route: "T/A", Codec: proto.CodecRaw}
+	req, reply := []byte("x"), make([]byte, 0, 16)
+	if n := testing.AllocsPerRun(1000, func() { _, _ = rt.Serve(c, req, reply[:0]) }); n != 0 {
+		t.Errorf("a call taken: %v allocations, want 0", n)
 	}
 }

@@ -61,10 +61,10 @@ type cli struct {
 	warned bool
 }
 
-// notifySignals relays SIGINT and SIGTERM, which stop serve.
+// notifySignals relays SIGINT and SIGTERM (serve stops) and SIGHUP (it reloads).
 func notifySignals() (<-chan os.Signal, func()) {
 	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	return ch, func() { signal.Stop(ch) }
 }
 
