@@ -10,7 +10,7 @@ import logging
 import math
 import ssl as _ssl
 from collections import deque
-from typing import Any, Callable, Deque, Dict, List, Mapping, NamedTuple, Optional, Set, Union
+from typing import Any, Callable, Deque, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple, Union
 
 from . import serving
 from .errors import Code, ProtocolError, RpcError, code_name
@@ -42,14 +42,15 @@ class GoAway(NamedTuple):
 class _Pending:
     __slots__ = ("fut", "route", "timer")
 
-    def __init__(self, fut: asyncio.Future, route: str):
-        self.fut, self.route, self.timer = fut, route, None
+    def __init__(self, fut: "asyncio.Future[Frame]", route: str):
+        self.fut, self.route = fut, route
+        self.timer: Optional[asyncio.TimerHandle] = None
 
 
-def _parse_address(address: str):
-    """("unix", path) or ("tcp", host, port) of "host:port", "[v6]:port" or "unix:///path"."""
+def _parse_address(address: str) -> Tuple[str, str, int]:
+    """("unix", path, 0) or ("tcp", host, port) of "host:port", "[v6]:port" or "unix:///path"."""
     if address.startswith("unix://"):
-        return ("unix", address[len("unix://"):])
+        return ("unix", address[len("unix://"):], 0)
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise ValueError("rpcd: address %r is not host:port or unix:///path" % address)
@@ -83,7 +84,7 @@ async def connect(address: str = "127.0.0.1:7070", *, token: Union[str, bytes, N
         names = [compression]
     addr = _parse_address(address)
 
-    async def dial():
+    async def dial() -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if addr[0] == "unix":
             return await asyncio.open_unix_connection(addr[1], ssl=ssl, server_hostname=server_hostname)
         return await asyncio.open_connection(addr[1], addr[2], ssl=ssl, server_hostname=server_hostname)
@@ -121,11 +122,11 @@ class Client:
         self._closed: Optional[RpcError] = None   # why the connection is done, once it is
         self._pending: Dict[int, _Pending] = {}
         self._next_id = 1
-        self._pongs: Deque[asyncio.Future] = deque()
-        self._welcome: Optional[asyncio.Future] = None
+        self._pongs: "Deque[asyncio.Future[bytes]]" = deque()
+        self._welcome: "Optional[asyncio.Future[Frame]]" = None
         self._routes: Dict[str, Handler] = {}
-        self._serving: Dict[int, asyncio.Task] = {}  # the server's Requests being served
-        self._oneways: Set[asyncio.Task] = set()
+        self._serving: "Dict[int, asyncio.Task[None]]" = {}  # the server's Requests being served
+        self._oneways: "Set[asyncio.Task[None]]" = set()
         self._last_served = 0                 # the greatest id of the server's calls taken in
         self._subs: Dict[int, Subscription] = {}
         self._next_sub = 1
@@ -193,7 +194,7 @@ class Client:
             raise RpcError(Code.UNAVAILABLE, "the server sent GoAway (%s); %s not sent"
                            % (self.goaway.message, what), True)
 
-    def _deadline_ms(self, route: str, timeout: Optional[float]):
+    def _deadline_ms(self, route: str, timeout: Optional[float]) -> Tuple[Optional[float], int]:
         """(loop deadline, the frame's milliseconds, rounded up) of a timeout in seconds."""
         if timeout is None:
             return None, 0
@@ -299,7 +300,7 @@ class Client:
             raise ValueError("rpcd: Ping payload of %d bytes, over 64" % len(payload))
         if self._closed is not None:
             raise self._closed
-        fut = self._loop.create_future()
+        fut: "asyncio.Future[bytes]" = self._loop.create_future()
         self._pongs.append(fut)
         self._write_nowait(encode_frame(Kind.PING, 0, payload=bytes(payload)))
         return await asyncio.wait_for(asyncio.shield(fut), timeout) if timeout is not None else await fut
@@ -634,7 +635,8 @@ class Client:
         if self._closed is not None:
             return
         self._closed = why or RpcError(Code.UNAVAILABLE, "connection closed")
-        code, msg = Code.UNAVAILABLE, self._closed.message
+        code: int = Code.UNAVAILABLE
+        msg = self._closed.message
         if self.goaway is not None and self.goaway.code:  # the server said why
             code = self.goaway.code
             msg += " after its GoAway (%s: %s)" % (code_name(code), self.goaway.message)

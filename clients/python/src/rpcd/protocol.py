@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from typing import Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .errors import ProtocolError
 
@@ -51,7 +51,7 @@ def kind_name(k: int) -> str:
     return _KIND_NAMES.get(k, "kind 0x%02x" % k)
 
 
-_KIND_NAMES = {k: "".join(w.capitalize() for w in k.name.split("_")) for k in Kind}
+_KIND_NAMES: Dict[int, str] = {k: "".join(w.capitalize() for w in k.name.split("_")) for k in Kind}
 _KIND_NAMES.update({Kind.ONEWAY: "OneWay", Kind.GOAWAY: "GoAway"})
 
 
