@@ -16,7 +16,7 @@ from . import serving
 from .errors import Code, ProtocolError, RpcError, code_name
 from .protocol import (COMPRESS_MIN, COMPRESSION_MASK, COMPRESSIONS, DEFAULT_LIMITS, HEADER_SIZE, MAX_HELLO,
                        MAX_PING, MD_AUTH_METHOD, MD_COMPRESSION, Codec, ExpandError, ExpandOverflow, Frame,
-                       Kind, Limits, Metadata, after, kind_name, metadata_pairs, check_header, decode_body, encode_frame, encode_metadata,
+                       FrameError, Kind, Limits, Metadata, after, kind_name, metadata_pairs, check_header, decode_body, encode_frame, encode_metadata,
                        error_body, expand, first_value, goaway_body, gzip_payload, parse_compressions,
                        parse_error, parse_goaway, topic_error)
 from .pubsub import Message, Subscription
@@ -28,6 +28,16 @@ log = logging.getLogger("rpcd")
 _NO_ARG = object()
 _SYNC_ROUTE = "Sys/Ping"  # what flush() calls: any answer will do, as rpcd's Go client does
 _LINGER_SECONDS, _LINGER_BYTES = 2.0, 4 * 1024 * 1024
+
+
+def _frame(*args: Any, **kw: Any) -> bytes:
+    """encode_frame for a frame the application asked for: one the page does not allow raises
+    RpcError with the code the page gives it (InvalidArgument, ResourceExhausted), marked
+    unprocessed, as every refusal of this client's own."""
+    try:
+        return encode_frame(*args, **kw)
+    except FrameError as e:
+        raise RpcError(e.code, str(e).replace("rpcd: ", "", 1), True) from None
 
 
 class GoAway(NamedTuple):
@@ -120,6 +130,7 @@ class Client:
         self.server_compressions: List[str] = []  # what the Welcome names
         self.goaway: Optional[GoAway] = None
         self._closed: Optional[RpcError] = None   # why the connection is done, once it is
+        self._end_code: int = Code.UNAVAILABLE     # the code what is refused after that fails with
         self._pending: Dict[int, _Pending] = {}
         self._next_id = 1
         self._pongs: "Deque[asyncio.Future[bytes]]" = deque()
@@ -144,7 +155,7 @@ class Client:
     async def _hello(self, token: Union[str, bytes, None], method: Optional[str]) -> None:
         cred = token.encode("utf-8") if isinstance(token, str) else bytes(token or b"")
         if len(cred) > MAX_HELLO:
-            raise ValueError("rpcd: credentials of %d bytes, over the Hello's 4,096" % len(cred))
+            raise RpcError(Code.INVALID_ARGUMENT, "credentials of %d bytes, over the Hello's 4,096" % len(cred), True)
         md = []
         if method:
             md.append((MD_AUTH_METHOD, method))
@@ -189,7 +200,7 @@ class Client:
     def _refuse_new(self, what: str) -> None:
         """Raise when nothing new may start: closed, or after the server's GoAway."""
         if self._closed is not None:
-            raise RpcError(Code.UNAVAILABLE, "%s; %s not sent" % (self._closed.message, what), True)
+            raise RpcError(self._end_code, "%s; %s not sent" % (self._closed.message, what), True)
         if self.goaway is not None:
             raise RpcError(Code.UNAVAILABLE, "the server sent GoAway (%s); %s not sent"
                            % (self.goaway.message, what), True)
@@ -207,13 +218,13 @@ class Client:
         """A Request or OneWay, its payload gzipped once the Welcome named gzip when it is
         1 KiB or more and shrinks. The frame as it would be uncompressed must fit the limit."""
         if not route:
-            raise ValueError("rpcd: empty route")
+            raise RpcError(Code.INVALID_ARGUMENT, "empty route", True)
         payload = bytes(payload)
-        frame = encode_frame(kind, cid, route, payload, codec, 0, ms, metadata, self._limits)
+        frame = _frame(kind, cid, route, payload, codec, 0, ms, metadata, self._limits)
         if self._send_flag:
             packed = gzip_payload(payload, self._compress_min)
             if packed is not None:
-                frame = encode_frame(kind, cid, route, packed, codec, self._send_flag, ms, metadata, self._limits)
+                frame = _frame(kind, cid, route, packed, codec, self._send_flag, ms, metadata, self._limits)
         return frame
 
     def _new_id(self) -> int:
@@ -297,9 +308,8 @@ class Client:
     async def ping(self, payload: bytes = b"", timeout: Optional[float] = None) -> bytes:
         """Send a Ping (0 to 64 bytes) and return its Pong's payload."""
         if len(payload) > MAX_PING:
-            raise ValueError("rpcd: Ping payload of %d bytes, over 64" % len(payload))
-        if self._closed is not None:
-            raise self._closed
+            raise RpcError(Code.INVALID_ARGUMENT, "Ping payload of %d bytes, over 64" % len(payload), True)
+        self._refuse_new("Ping")
         fut: "asyncio.Future[bytes]" = self._loop.create_future()
         self._pongs.append(fut)
         self._write_nowait(encode_frame(Kind.PING, 0, payload=bytes(payload)))
@@ -322,7 +332,7 @@ class Client:
             return
         r = route.encode("ascii")
         if not 1 <= len(r) <= self._limits.max_route or not all(0x21 <= b <= 0x7E for b in r):
-            raise ValueError("rpcd: bad route %r" % route)
+            raise RpcError(Code.INVALID_ARGUMENT, "bad route %r" % route, True)
         self._routes[route] = fn
 
     def handle_json(self, route: str, fn: Callable[[Any], Any]) -> None:
@@ -402,7 +412,7 @@ class Client:
         and Messages may come compressed."""
         why = topic_error(pattern, pattern=True)
         if why:
-            raise ValueError("rpcd: bad pattern: %s" % why)
+            raise RpcError(Code.INVALID_ARGUMENT, "bad pattern: %s" % why, True)
         self._refuse_new("subscription to " + pattern)
         while self._next_sub in self._subs:
             self._next_sub = self._next_sub % 0xFFFFFFFF + 1
@@ -411,7 +421,7 @@ class Client:
         sub = Subscription(self, sid, pattern, queue)
         self._subs[sid] = sub
         md = [(MD_COMPRESSION, ",".join(self._compressions))] if self._compressions else None
-        self._write_nowait(encode_frame(Kind.SUBSCRIBE, sid, pattern, metadata=md, limits=self._limits))
+        self._write_nowait(_frame(Kind.SUBSCRIBE, sid, pattern, metadata=md, limits=self._limits))
         try:
             await self.flush(timeout)
         except BaseException:
@@ -420,6 +430,7 @@ class Client:
             raise
         if sub.error is not None:
             raise sub.error
+        sub._taken = True
         return sub
 
     async def _unsubscribe(self, sid: int) -> None:
@@ -435,9 +446,9 @@ class Client:
         connect's on_publish_refused and the count refused_publishes; flush() waits for it."""
         why = topic_error(topic)
         if why:
-            raise ValueError("rpcd: bad topic: %s" % why)
+            raise RpcError(Code.INVALID_ARGUMENT, "bad topic: %s" % why, True)
         self._refuse_new("publish to " + topic)
-        self._write_nowait(encode_frame(Kind.PUBLISH, 0, topic, bytes(payload), codec, limits=self._limits))
+        self._write_nowait(_frame(Kind.PUBLISH, 0, topic, bytes(payload), codec, limits=self._limits))
         await self._drain()
 
     async def publish_json(self, topic: str, value: Any) -> None:
@@ -466,7 +477,7 @@ class Client:
         StreamCredit names. The Stream is an async context manager: leaving the block closes
         it (close()), or cancels it on an exception."""
         if not 1 <= window <= 2**31 - 1:
-            raise ValueError("rpcd: window %d, want 1 to 2^31-1" % window)
+            raise RpcError(Code.INVALID_ARGUMENT, "window %d, want 1 to 2^31-1" % window, True)
         self._refuse_new("stream to " + route)
         deadline, ms = self._deadline_ms(route, timeout)
         while self._next_stream in self._streams:
@@ -476,7 +487,7 @@ class Client:
         md = metadata_pairs(metadata)
         if self._compressions:  # the first entry: a reader takes a key's first value
             md.insert(0, (MD_COMPRESSION, ",".join(self._compressions).encode("ascii")))
-        frame = encode_frame(Kind.STREAM_OPEN, sid, route, window.to_bytes(4, "big"), codec,
+        frame = _frame(Kind.STREAM_OPEN, sid, route, window.to_bytes(4, "big"), codec,
                              deadline_ms=ms, metadata=md, limits=self._limits)
         st = Stream(self, sid, route, window, self._compressions, deadline)
         self._streams[sid] = st
@@ -551,9 +562,7 @@ class Client:
             room = self._limits.max_frame - HEADER_SIZE - len(encode_metadata(f.metadata))
             try:
                 p.fut.set_result(f._replace(payload=expand(f.flags, f.payload, room), flags=f.flags & ~COMPRESSION_MASK))
-            except ExpandOverflow as e:
-                p.fut.set_exception(RpcError(Code.RESOURCE_EXHAUSTED, "response %s" % e))
-            except ExpandError as e:  # "A Response that does not expand fails its call"
+            except ExpandError as e:  # "A Response that does not expand fails its call": DataLoss, it ran
                 p.fut.set_exception(RpcError(Code.DATA_LOSS, "response does not expand: %s" % e))
         elif k in (Kind.REQUEST, Kind.ONEWAY):
             self._on_call(f)
@@ -566,11 +575,11 @@ class Client:
         elif k == Kind.UNSUBSCRIBE:
             sub = self._subs.pop(f.call_id, None)  # else one this client ended: ignored
             if sub is not None:
-                if f.payload:
+                if f.payload:  # before it was taken in, a refusal: it never was in place
                     code, msg = parse_error(f.payload)
-                    sub._end(RpcError(code, msg))
+                    sub._end(RpcError(code, msg, not sub._taken))
                 else:
-                    sub._end(RpcError(Code.UNAVAILABLE, "subscription ended by the server, no reason given"))
+                    sub._end(RpcError(Code.UNKNOWN, "subscription ended by the server, no reason given", not sub._taken))
         elif Kind.STREAM_DATA <= k <= Kind.STREAM_RESET:
             if k == Kind.STREAM_RESET and f.call_id % 2 == 0 and parse_error(f.payload)[0] == 0:
                 raise ProtocolError("StreamReset with code 0 from the opener of stream %d" % f.call_id)
@@ -592,7 +601,8 @@ class Client:
         elif k == Kind.GOAWAY:
             self.goaway = GoAway(*parse_goaway(f.payload))
             if self._welcome is not None and not self._welcome.done():
-                self._welcome.set_exception(RpcError(self.goaway.code, self.goaway.message))
+                # The server refused the Hello: it acted on nothing this connection sent.
+                self._welcome.set_exception(RpcError(self.goaway.code, self.goaway.message, True))
         elif k == Kind.WELCOME:
             if self._welcome is None or self._welcome.done():
                 raise ProtocolError("Welcome without a Hello")
@@ -640,6 +650,7 @@ class Client:
         if self.goaway is not None and self.goaway.code:  # the server said why
             code = self.goaway.code
             msg += " after its GoAway (%s: %s)" % (code_name(code), self.goaway.message)
+        self._end_code = code
         for cid, p in list(self._pending.items()):
             if p.timer is not None:
                 p.timer.cancel()
