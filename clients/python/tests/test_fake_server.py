@@ -166,6 +166,15 @@ class Calls(FakeServerTest):
         self.assertEqual([f.kind for f in [await peer.expect(K.STREAM_OPEN), await peer.expect(K.STREAM_END)]],
                          [K.STREAM_OPEN, K.STREAM_END], "nothing else was sent")
 
+    async def test_a_reply_that_is_not_json(self):
+        c, peer = await self.client()
+        t = asyncio.ensure_future(c.call_json("X/Y"))
+        f = await peer.expect(K.REQUEST)
+        peer.send(K.RESPONSE, f.call_id, payload=b"{not json", codec=p.Codec.JSON)
+        with self.assertRaises(RpcError) as cm:
+            await t
+        self.assertEqual((cm.exception.code, cm.exception.unprocessed), (Code.INTERNAL, False))
+
     async def test_a_response_past_the_limit_is_data_loss(self):
         c, peer = await self.client(limits=p.Limits(max_frame=2048))
         t = asyncio.ensure_future(c.call("Big/Echo"))
@@ -293,6 +302,13 @@ class Handshake(FakeServerTest):
             await task
         self.assertEqual((cm.exception.code, cm.exception.message), (Code.UNAUTHENTICATED, "token refused"))
         self.assertTrue(cm.exception.unprocessed, "a refused Hello: nothing the connection sent was acted on")
+
+    async def test_no_welcome_in_time(self):
+        task, peer = await self.connect(hello=True, timeout=0.2)
+        await peer.expect(K.HELLO)
+        with self.assertRaises(RpcError) as cm:  # as clients/ts: DeadlineExceeded, not TimeoutError
+            await task
+        self.assertEqual((cm.exception.code, cm.exception.unprocessed), (Code.DEADLINE_EXCEEDED, False))
 
     async def test_zstd_is_not_offered(self):
         with self.assertRaises(ValueError) as cm:

@@ -99,13 +99,19 @@ async def connect(address: str = "127.0.0.1:7070", *, token: Union[str, bytes, N
             return await asyncio.open_unix_connection(addr[1], ssl=ssl, server_hostname=server_hostname)
         return await asyncio.open_connection(addr[1], addr[2], ssl=ssl, server_hostname=server_hostname)
 
-    reader, writer = await asyncio.wait_for(dial(), timeout)
+    try:
+        reader, writer = await asyncio.wait_for(dial(), timeout)
+    except asyncio.TimeoutError:
+        raise RpcError(Code.DEADLINE_EXCEEDED, "no connection within %s s" % timeout, True) from None
     c = Client(reader, writer, names, limits, compress_min, on_publish_refused)
     for route, fn in (handlers or {}).items():
         c.handle(route, fn)
     if token is not None or names or hello:
         try:
             await asyncio.wait_for(c._hello(token, auth_method), timeout)
+        except asyncio.TimeoutError:
+            await c.close()
+            raise RpcError(Code.DEADLINE_EXCEEDED, "no Welcome within %s s" % timeout) from None
         except BaseException:
             await c.close()
             raise
@@ -255,7 +261,10 @@ class Client:
         and return the reply decoded; None for an empty reply."""
         body = b"" if arg is _NO_ARG else json.dumps(arg, separators=(",", ":")).encode("utf-8")
         out = await self.call(route, body, codec=Codec.JSON, metadata=metadata, timeout=timeout)
-        return json.loads(out) if out else None
+        try:
+            return json.loads(out) if out else None
+        except ValueError as e:
+            raise RpcError(Code.INTERNAL, "reply of %s is not JSON: %s" % (route, e)) from None
 
     async def _roundtrip(self, route: str, payload: bytes, codec: int, metadata: Metadata,
                          timeout: Optional[float]) -> Frame:
