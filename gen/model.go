@@ -123,7 +123,7 @@ func build(ds []schema.Description) (*model, error) {
 				m.groups = append(m.groups, g)
 			}
 		}
-		r.method = unique(ident(rest), taken[g])
+		r.method = uniqueMethod(ident(rest), taken[g])
 		r.goName = unique(g+r.method, goNames)
 		switch d.Kind {
 		case schema.KindTyped:
@@ -141,7 +141,7 @@ func build(ds []schema.Description) (*model, error) {
 	for _, r := range m.routes {
 		if r.group == "" && taken[r.method] != nil && r.method != "" {
 			delete(taken[""], r.method)
-			r.method = unique(r.method+"Route", taken[""])
+			r.method = uniqueMethod(r.method+"Route", taken[""])
 		}
 	}
 	sort.Strings(m.groups)
@@ -425,6 +425,18 @@ func ident(s string) string {
 func unique(name string, taken map[string]bool) string {
 	n := name
 	for i := 2; taken[n] || reserved[n]; i++ {
+		n = name + strconv.Itoa(i)
+	}
+	taken[n] = true
+	return n
+}
+
+// uniqueMethod is unique for the name of a route in its group: a property
+// or method of its own, which may be what a type is called, but no word
+// Python keeps.
+func uniqueMethod(name string, taken map[string]bool) string {
+	n := name
+	for i := 2; taken[n] || n == "None" || n == "True" || n == "False"; i++ {
 		n = name + strconv.Itoa(i)
 	}
 	taken[n] = true
