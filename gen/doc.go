@@ -14,6 +14,6 @@
 // a route's types shows as a diff of the generated files. Generating does no
 // I/O; Fetch asks a server for its descriptions and Read reads saved ones.
 //
-//	ds, _ := gen.Fetch(ctx, c) // c: a *client.Client
-//	ts, _ := gen.TypeScript(ds, gen.Options{})
+//	raw, err := gen.Fetch(ctx, c, "") // c: a *client.Client; "": every route
+//	ts, err := gen.Generate("ts", raw, gen.Options{})
 package gen

@@ -14,10 +14,6 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
-// ErrNoDescribe is Fetch's error for a server without Sys/Describe: one
-// older than route descriptions.
-var ErrNoDescribe = errors.New("rpcd: the server has no " + builtin.Describe + ": it is older than route descriptions")
-
 // Fetch asks the server behind c (a *client.Client, a *client.Cluster) for
 // the descriptions of its routes (Sys/Describe), or of route alone when it
 // is not empty, as the server encoded them: an array of descriptions, the

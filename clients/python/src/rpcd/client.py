@@ -78,14 +78,14 @@ async def connect(address: str = "127.0.0.1:7070", *, token: Union[str, bytes, N
 
     address is "host:port", "[::1]:port" or "unix:///path". With ssl (an ssl.SSLContext) the
     connection speaks TLS. A Hello is sent when token, compression or hello is given; connect
-    then waits for the Welcome, and raises RpcError Unauthenticated when the server refuses the
-    credentials (its GoAway's code and message). token is the credential (a token from the
+    then waits for the Welcome, and raises RpcError Unauthenticated, unprocessed, when the server
+    refuses the credentials (its GoAway's code and message). token is the credential (a token from the
     server's -auth-tokens file, or one rpcd token signed); auth_method, when given, names the
     method ("token", "hmac") under rpcd-auth-method; without it the server tries what it has.
     compression "gzip" asks for compressed payloads of 1 KiB or more both ways; "zstd" is
     refused, since Python's standard library has no Zstandard. handlers are routes the server
     may call (see Client.handle), registered before the Hello. timeout bounds the connect and
-    the handshake."""
+    the handshake: past it, RpcError DeadlineExceeded."""
     names: List[str] = []
     if compression is not None:
         if compression not in COMPRESSIONS:
