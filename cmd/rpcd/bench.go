@@ -456,9 +456,9 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 		}
 	}
 
-	var progress *progressLine
+	var progress *load.ProgressLine
 	if isTerminal(c.stderr) {
-		progress = &progressLine{w: c.stderr}
+		progress = load.NewProgressLine(c.stderr)
 	}
 	// The clients' options, with the flags' files read, where the first
 	// cell dials: a mistake in them shows once the server is named.
@@ -524,18 +524,11 @@ var errBenchInterrupted = errors.New("rpcd: bench interrupted; the results cover
 // runCell runs one cell's load on the target with clients of opts, the
 // progress line drawn if there is one, and notes in the report the
 // -compress asked for and a child server.
-func (c *cli) runCell(ctx context.Context, f *benchFlags, cfg load.Config, target *benchTarget, opts client.Options, progress *progressLine) (*load.Report, error) {
+func (c *cli) runCell(ctx context.Context, f *benchFlags, cfg load.Config, target *benchTarget, opts client.Options, progress *load.ProgressLine) (*load.Report, error) {
 	cfg.Addr, cfg.Client, cfg.Cluster = target.addr, opts, f.balance.apply
 	if progress != nil {
-		label := fmt.Sprintf("%s %d×%d", cfg.Scenario.Name, cfg.Conns, cfg.Inflight)
-		cfg.Progress = func(pr load.Progress) {
-			if pr.Starting {
-				progress.start(label, cfg.Warmup)
-				return
-			}
-			progress.update(pr)
-		}
-		defer progress.end()
+		cfg.Progress = progress.Func(fmt.Sprintf("%s %d×%d", cfg.Scenario.Name, cfg.Conns, cfg.Inflight), cfg.Warmup)
+		defer progress.End()
 	}
 	if !client.IsService(target.addr) {
 		// The server's CPU per call, from its Sys/Stats, where it serves it.

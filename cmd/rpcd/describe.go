@@ -3,15 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"strings"
 
+	"github.com/rpcd/rpcd/gen"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/handler/schema"
-	"github.com/rpcd/rpcd/proto"
 )
 
 var describeCmd = &command{
@@ -60,26 +59,15 @@ func (c *cli) describe(f *describeFlags, args []string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	var arg any // nil: every route
+	route := ""
 	if len(args) == 1 {
 		if err := handler.ValidRoute(args[0]); err != nil {
 			return usagef("%v", strings.TrimPrefix(err.Error(), "rpcd: "))
 		}
-		arg = builtin.DescribeArg{Route: args[0]}
+		route = args[0]
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-	defer cancel()
-	cl, err := c.dial(ctx, &f.dialFlags)
+	reply, err := c.fetch(&f.dialFlags, route)
 	if err != nil {
-		return err
-	}
-	defer cl.Close()
-
-	var reply json.RawMessage
-	if err := cl.Call(ctx, builtin.Describe, arg, &reply); err != nil {
-		if handler.CodeOf(err) == proto.CodeNotFound && handler.MessageOf(err) == "no route "+builtin.Describe {
-			return errors.New("rpcd: the server has no " + builtin.Describe + ": it is older than route descriptions")
-		}
 		return err
 	}
 	if f.json {
@@ -97,4 +85,17 @@ func (c *cli) describe(f *describeFlags, args []string) error {
 		b.WriteString(schema.Render(d))
 	}
 	return c.write([]byte(b.String()))
+}
+
+// fetch returns the server's descriptions of route (all routes if empty),
+// as it sent them.
+func (c *cli) fetch(f *dialFlags, route string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	cl, err := c.dial(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	return gen.Fetch(ctx, cl, route)
 }

@@ -12,6 +12,7 @@
 //     type net.Addr;
 //   - only handler, handler/schema and handler/transport import
 //     internal/handlerstate, in their code or their tests;
+//   - gen imports none of reactor, client, gateway, ws and daemon;
 //   - the server middleware packages (metrics, otelrpcd, ratelimit, auth)
 //     do not import client, and client does not import reactor;
 //   - reactor and gateway do not import auth;

@@ -251,6 +251,10 @@ func TestImportRules(t *testing.T) {
 		forbid(t, []string{"metrics", "otelrpcd", "ratelimit", "auth"}, []string{"client"},
 			"server middleware imports no client (its client half goes in a package of its own, as metrics/clientmetrics and otelrpcd/otelclient)")
 	})
+	t.Run("the generators know no transport", func(t *testing.T) {
+		forbid(t, []string{"gen"}, []string{"reactor", "client", "gateway", "ws", "daemon"},
+			"gen writes code from descriptions; it calls a server through handler.Caller, not a transport of its own")
+	})
 	t.Run("client imports no reactor", func(t *testing.T) {
 		forbid(t, []string{"client"}, []string{"reactor"}, "the client never imports the server")
 	})

@@ -133,6 +133,57 @@ class Calls(FakeServerTest):
                 await t
             self.assertEqual((cm.exception.code, cm.exception.message, cm.exception.unprocessed), (code, "why é", want))
 
+    async def test_what_no_frame_may_carry_is_refused_here(self):
+        # The one rule both clients keep (README, "Errors"): what this client refuses before
+        # sending is an RpcError with the code the receiver would answer, marked unprocessed.
+        c, peer = await self.client(limits=p.Limits(max_frame=1024))
+        s = c.open_stream("Big/Stream")  # a stream open: the window is checked before the frame
+        cases = (
+            (lambda: c.call("Big/Echo", bytes(1024)), Code.RESOURCE_EXHAUSTED),
+            (lambda: c.call_json("Big/Echo", "x" * 1024), Code.RESOURCE_EXHAUSTED),
+            (lambda: c.notify("Big/Echo", bytes(1024)), Code.RESOURCE_EXHAUSTED),
+            (lambda: c.publish("big.topic", bytes(1024)), Code.RESOURCE_EXHAUSTED),
+            (lambda: c.call("X/Y", metadata={"k": "v" * 9000}), Code.RESOURCE_EXHAUSTED),
+            (lambda: c.call("X/Y", metadata={"bad key": "v"}), Code.INVALID_ARGUMENT),
+            (lambda: c.call("X/" + "y" * 300), Code.INVALID_ARGUMENT),
+            (lambda: c.call("X/é"), Code.INVALID_ARGUMENT),
+            (lambda: c.call(""), Code.INVALID_ARGUMENT),
+            (lambda: c.publish("a..b", b""), Code.INVALID_ARGUMENT),
+            (lambda: c.subscribe("a.>.b"), Code.INVALID_ARGUMENT),
+            (lambda: c.ping(bytes(65)), Code.INVALID_ARGUMENT),
+        )
+        for i, (op, code) in enumerate(cases):
+            with self.subTest(case=i), self.assertRaises(RpcError) as cm:
+                await op()
+            self.assertEqual((cm.exception.code, cm.exception.unprocessed), (code, True), cm.exception)
+        with self.assertRaises(RpcError) as cm:
+            c.open_stream("Big/Stream", window=0)
+        self.assertEqual((cm.exception.code, cm.exception.unprocessed), (Code.INVALID_ARGUMENT, True))
+        await s.close_send()
+        with self.assertRaises(RpcError) as cm:
+            await s.write(b"x")
+        self.assertEqual((cm.exception.code, cm.exception.unprocessed), (Code.FAILED_PRECONDITION, False))
+        self.assertEqual([f.kind for f in [await peer.expect(K.STREAM_OPEN), await peer.expect(K.STREAM_END)]],
+                         [K.STREAM_OPEN, K.STREAM_END], "nothing else was sent")
+
+    async def test_a_reply_that_is_not_json(self):
+        c, peer = await self.client()
+        t = asyncio.ensure_future(c.call_json("X/Y"))
+        f = await peer.expect(K.REQUEST)
+        peer.send(K.RESPONSE, f.call_id, payload=b"{not json", codec=p.Codec.JSON)
+        with self.assertRaises(RpcError) as cm:
+            await t
+        self.assertEqual((cm.exception.code, cm.exception.unprocessed), (Code.INTERNAL, False))
+
+    async def test_a_response_past_the_limit_is_data_loss(self):
+        c, peer = await self.client(limits=p.Limits(max_frame=2048))
+        t = asyncio.ensure_future(c.call("Big/Echo"))
+        f = await peer.expect(K.REQUEST)
+        peer.send(K.RESPONSE, f.call_id, payload=gzip.compress(bytes(4096)), flags=p.FLAG_GZIP)
+        with self.assertRaises(RpcError) as cm:
+            await t
+        self.assertEqual((cm.exception.code, cm.exception.unprocessed), (Code.DATA_LOSS, False))
+
     async def test_cancel_sends_cancel_and_drops_the_late_reply(self):
         c, peer = await self.client()
         t = asyncio.ensure_future(c.call("Slow/Op"))
@@ -192,8 +243,9 @@ class Calls(FakeServerTest):
         f = await peer.expect(K.PING)
         peer.send(K.PONG, payload=f.payload)
         self.assertEqual(await t, b"x")
-        with self.assertRaises(ValueError):
+        with self.assertRaises(RpcError) as cm:
             await c.ping(bytes(65))
+        self.assertEqual((cm.exception.code, cm.exception.unprocessed), (Code.INVALID_ARGUMENT, True))
         # A ping cancelled before its Pong: that Pong is its own, not the next ping's.
         first = asyncio.ensure_future(c.ping(b"1"))
         await peer.expect(K.PING)
@@ -249,6 +301,14 @@ class Handshake(FakeServerTest):
         with self.assertRaises(RpcError) as cm:
             await task
         self.assertEqual((cm.exception.code, cm.exception.message), (Code.UNAUTHENTICATED, "token refused"))
+        self.assertTrue(cm.exception.unprocessed, "a refused Hello: nothing the connection sent was acted on")
+
+    async def test_no_welcome_in_time(self):
+        task, peer = await self.connect(hello=True, timeout=0.2)
+        await peer.expect(K.HELLO)
+        with self.assertRaises(RpcError) as cm:  # as clients/ts: DeadlineExceeded, not TimeoutError
+            await task
+        self.assertEqual((cm.exception.code, cm.exception.unprocessed), (Code.DEADLINE_EXCEEDED, False))
 
     async def test_zstd_is_not_offered(self):
         with self.assertRaises(ValueError) as cm:
@@ -397,6 +457,7 @@ class PublishSubscribe(FakeServerTest):
         with self.assertRaises(RpcError) as cm:
             await sub.get()
         self.assertEqual((cm.exception.code, cm.exception.message), (Code.PERMISSION_DENIED, "no more"))
+        self.assertFalse(cm.exception.unprocessed, "a subscription that was in place was acted on")
 
     async def test_refused_subscribe_and_publish(self):
         refused = []
@@ -407,7 +468,7 @@ class PublishSubscribe(FakeServerTest):
         await self.answer_sync(peer)
         with self.assertRaises(RpcError) as cm:
             await t
-        self.assertEqual(cm.exception.code, Code.PERMISSION_DENIED)
+        self.assertEqual((cm.exception.code, cm.exception.unprocessed), (Code.PERMISSION_DENIED, True))
         await c.publish("secrets.payroll", b"x")
         f = await peer.expect(K.PUBLISH)
         self.assertEqual((f.call_id, f.route, f.payload, f.deadline_ms), (0, "secrets.payroll", b"x", 0))
@@ -425,8 +486,9 @@ class PublishSubscribe(FakeServerTest):
         peer.send(K.WELCOME, metadata=[("rpcd-compression", b"zstd,gzip")])
         c = await task
         self.clients.append(c)
-        with self.assertRaises(ValueError):
+        with self.assertRaises(RpcError) as cm:
             await c.subscribe("a..b")
+        self.assertEqual((cm.exception.code, cm.exception.unprocessed), (Code.INVALID_ARGUMENT, True))
         t = asyncio.ensure_future(c.subscribe(">"))
         f = await peer.expect(K.SUBSCRIBE)
         self.assertEqual(f.metadata, [("rpcd-compression", b"gzip")])

@@ -101,6 +101,14 @@ class Calls(LiveTest):
             self.assertEqual((cm.exception.code, cm.exception.unprocessed), (code, unprocessed), cm.exception)
         self.assertEqual(await self.c.call_json("Math/Sum", {"a": 1, "b": 1}), 2)  # the connection goes on
 
+    async def test_a_payload_past_the_frame_limit_is_refused_here(self):
+        rec = Recorder(self.c)
+        with self.assertRaises(RpcError) as cm:
+            await self.c.call("Bench/EchoPacket", bytes(4 * 1024 * 1024))
+        self.assertEqual((cm.exception.code, cm.exception.unprocessed), (Code.RESOURCE_EXHAUSTED, True))
+        self.assertEqual(rec.sent, [], "nothing was sent")
+        self.assertEqual(await self.c.call_json("Math/Sum", {"a": 1, "b": 1}), 2)
+
     async def test_deadline_and_cancel(self):
         rec = Recorder(self.c)
         self.assertEqual(await self.c.call_json("Math/Sum", {"a": 1, "b": 2}, timeout=2.5), 3)
@@ -239,7 +247,7 @@ class Auth(LiveTest):
     async def test_refused(self):
         with self.assertRaises(RpcError) as cm:
             await rpcd.connect(auth.addr, token="nope")
-        self.assertEqual(cm.exception.code, Code.UNAUTHENTICATED)
+        self.assertEqual((cm.exception.code, cm.exception.unprocessed), (Code.UNAUTHENTICATED, True))
         c = await rpcd.connect(auth.addr)  # no Hello: the first call is refused
         try:
             with self.assertRaises(RpcError) as cm:
@@ -255,7 +263,7 @@ class Auth(LiveTest):
             sub = await self.c.subscribe("orders.>")  # alice, a reader
             with self.assertRaises(RpcError) as cm:
                 await self.c.subscribe("secrets.>")
-            self.assertEqual(cm.exception.code, Code.PERMISSION_DENIED)
+            self.assertEqual((cm.exception.code, cm.exception.unprocessed), (Code.PERMISSION_DENIED, True))
             self.assertIn("secrets.>", cm.exception.message)
             with self.assertRaises(RpcError):
                 await wendy.subscribe("orders.>")  # a writer may not subscribe

@@ -72,9 +72,16 @@ class ServerCalls(AsyncTest):
         self.c.handle("Client/Deny", raiser(RpcError(Code.PERMISSION_DENIED, "not you")))
         self.c.handle("Client/Busy", raiser(RpcError(Code.ABORTED, "try again", unprocessed=True)))
         self.c.handle("Client/Crash", raiser(ValueError("boom")))
+
+        class Declined(Exception):
+            pass
+
+        self.c.handle("Client/Declined", raiser(Declined("no")))
         self.assertEqual(await self.call_me_back("Client/Deny"), (b"", (Code.PERMISSION_DENIED, "not you", False)))
         self.assertEqual(await self.call_me_back("Client/Busy"), (b"", (Code.ABORTED, "try again", True)))
         self.assertEqual(await self.call_me_back("Client/Crash"), (b"", (Code.INTERNAL, "ValueError: boom", False)))
+        # An exception of the application's, no crash, carries no code: Unknown, as in clients/ts.
+        self.assertEqual(await self.call_me_back("Client/Declined"), (b"", (Code.UNKNOWN, "Declined: no", False)))
         _, (code, msg, unprocessed) = await self.call_me_back("No/SuchOnClient")
         self.assertEqual((code, unprocessed), (Code.NOT_FOUND, True))
         self.assertIn("No/SuchOnClient", msg)

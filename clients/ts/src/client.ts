@@ -457,6 +457,7 @@ export class Client {
       throw err;
     }
     if (s.isClosed) throw (await s.closed) ?? new RpcError(Code.Unknown, `subscription ${pattern} ended`);
+    s.taken = true;
     return s;
   }
 
@@ -743,11 +744,12 @@ export class Client {
         const s = this.subs.get(f.id);
         if (s === undefined) return;
         this.subs.delete(f.id);
+        // Before the subscription was taken in, its end is a refusal: it never was in place.
         if (f.payload.length >= 2) {
           const { code, message } = parseErrorBody(f.payload);
-          s.end(new RpcError(code, `subscription ${s.pattern} ended by the server: ${message}`, true));
+          s.end(new RpcError(code, `subscription ${s.pattern} ended by the server: ${message}`, !s.taken));
         } else {
-          s.end(new RpcError(Code.Unknown, `subscription ${s.pattern} ended by the server, no reason given`));
+          s.end(new RpcError(Code.Unknown, `subscription ${s.pattern} ended by the server, no reason given`, !s.taken));
         }
         return;
       }
@@ -798,11 +800,12 @@ export class Client {
     return gunzip(f.payload, this.maxFrame - HEADER_SIZE - f.route.length - metadataLength(f.metadata));
   }
 
-  // A frame broke the protocol: a GoAway naming the rule, then the end of the connection.
+  // A frame broke the protocol: a GoAway naming the rule, then the end of the connection. What
+  // waits on it fails as on any connection lost (Unavailable); closed resolves to the reason.
   private protocolError(rule: string): void {
     if (this.ended) return;
     this.transport.write(encodeFrame({ kind: Kind.GoAway, payload: goAwayBody(this.lastServerCall, Code.Internal, rule) }));
-    this.shutdown(new RpcError(Code.Internal, `protocol error: ${rule}`), new RpcError(Code.Internal, `protocol error: ${rule}`));
+    this.shutdown(new RpcError(Code.Unavailable, `protocol error: ${rule}`), new RpcError(Code.Internal, `protocol error: ${rule}`));
     this.transport.close();
   }
 

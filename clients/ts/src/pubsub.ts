@@ -56,6 +56,8 @@ export class Subscription implements AsyncIterable<Message> {
   readonly closed: Promise<RpcError | undefined>;
   /** Messages dropped: past maxQueued, or compressed and not expandable. */
   dropped = 0;
+  /** @internal The server took it in: an end from the server after this is no refusal. */
+  taken = false;
 
   private readonly onMessage: ((m: Message) => void) | undefined;
   private readonly maxQueued: number;

@@ -66,7 +66,7 @@ test('the browser entry in headless Chromium against the gateway', { skip, timeo
     assert.fail(`the page gave no results: ${err.message}\n${console.join('\n')}`);
   }
   const results = await page.evaluate(() => window.results);
-  assert.ok(results.length >= 6, `only ${results.length} checks ran:\n${console.join('\n')}`);
+  assert.ok(results.length >= 7, `only ${results.length} checks ran:\n${console.join('\n')}`);
   for (const r of results) {
     await t.test(r.name, () => assert.ok(r.ok, r.error));
   }

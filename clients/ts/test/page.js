@@ -3,6 +3,7 @@
 // window.results.
 
 import { Code, connect, connectTransport, Kind, RpcError, webSocketTransport } from '../dist/index.js';
+import { exercise } from './gen/out/use.js';
 
 const ws = new URLSearchParams(location.search).get('ws');
 const results = [];
@@ -71,6 +72,13 @@ await check('a call over the browser WebSocket', async () => {
   const sums = await Promise.all(Array.from({ length: 200 }, (_, i) => c.call('Math/Sum', { a: i })));
   assert(sums.every((v, i) => v === i), 'calls multiplexed');
   assert((await c.ping('x')) >= 0, 'ping');
+  c.close();
+});
+
+await check('the module rpcd gen ts wrote for these routes: every route, typed', async () => {
+  const c = await connect(ws);
+  const checks = await exercise(c);
+  assert(checks === 16, `${checks} checks`);
   c.close();
 });
 
@@ -154,7 +162,7 @@ await check('a frame kind a client never gets is a protocol error (GoAway Intern
   sub.set([0x52, 0x44, 1, Kind.Subscribe, 0, 0, 0, 3, 0, 0, 0, 1]);
   sub.set([0x61, 0x2e, 0x62], 24);
   events.data(sub);
-  await rejects(p, Code.Internal, undefined, 'the pending call');
+  await rejects(p, Code.Unavailable, false, 'the pending call: the connection is lost');
   const g = written.at(-1);
   assert(g[3] === Kind.GoAway && g[29] === Code.Internal, 'a GoAway Internal went out');
 });

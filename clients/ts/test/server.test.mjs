@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Code, Kind, RpcError, connectTransport, nodeWebSocketTransport, tcpTransport, webSocketTransport } from '../dist/node.js';
+import { exercise } from './gen/out/use.js';
 import { spy, startServer, tempFile, until } from './harness.mjs';
 
 const enc = new TextEncoder();
@@ -76,12 +77,19 @@ for (const [name, dial] of Object.entries(transports)) {
       await assert.rejects(c.call('Sys/Ping'), isErr(Code.Unavailable, true));
     });
 
+    test('the module rpcd gen ts wrote for these routes (test/gen/api.ts): every route, typed', async () => {
+      const c = await open();
+      assert.equal(await exercise(c), 16);
+      c.close();
+    });
+
     test('errors carry the code, the message and the Unprocessed flag', async () => {
       const c = await open();
       await assert.rejects(c.call('No/Such'), (e) => isErr(Code.NotFound, true)(e) && e.message === 'rpcd: NotFound: no route No/Such' && e instanceof Error);
       await assert.rejects(c.call('Math/Sum', { a: 'x' }), isErr(Code.InvalidArgument, true));
       // int64 past 2^53: JavaScript numbers cannot say it, raw JSON text can.
       await assert.rejects(c.callRaw('Math/Sum', '{"a":9223372036854775807,"b":1}', { codec: 1 }), isErr(Code.OutOfRange, false));
+      await assert.rejects(c.callRaw('Bench/EchoPacket', new Uint8Array(4 << 20)), isErr(Code.ResourceExhausted, true));
       assert.equal(await c.call('Math/Sum', { a: 2, b: 2 }), 4, 'the connection goes on');
       c.close();
     });
@@ -239,7 +247,7 @@ for (const [name, dial] of Object.entries(transports)) {
       const alice = await open({ server: secured, token: 'tokA', authMethod: 'token' });
       assert.equal(alice.identity, 'alice');
       assert.equal(await alice.call('Math/Sum', { a: 1, b: 2 }), 3);
-      await assert.rejects(open({ server: secured, token: 'nope' }), isErr(Code.Unauthenticated));
+      await assert.rejects(open({ server: secured, token: 'nope' }), isErr(Code.Unauthenticated, true));
       const anon = await open({ server: secured });
       await assert.rejects(anon.call('Math/Sum', {}), isErr(Code.Unauthenticated, true));
       assert.equal((await anon.closed).code, Code.Unauthenticated);

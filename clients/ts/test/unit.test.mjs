@@ -321,6 +321,44 @@ test('a call: the deadline travels rounded up, the local deadline sends Cancel, 
   c.close();
 });
 
+test('the errors both clients give alike (README, "Errors"): refusals of its own, a subscription refused or ended', async () => {
+  const s = fakeServer();
+  const c = await connectTransport(s.t);
+  const refused = (code) => (e) => e instanceof RpcError && e.code === code && e.unprocessed;
+  const n = s.written.length;
+  await assert.rejects(c.call('X/Y', null, { metadata: { k: 'v'.repeat(9000) } }), refused(Code.ResourceExhausted));
+  await assert.rejects(c.call('X/Y', null, { metadata: { 'bad key': 'v' } }), refused(Code.InvalidArgument));
+  await assert.rejects(c.call('X/' + 'y'.repeat(300)), refused(Code.InvalidArgument));
+  await assert.rejects(c.call(''), refused(Code.InvalidArgument));
+  assert.throws(() => c.notifyRaw('X/Y', new Uint8Array(4 << 20)), refused(Code.ResourceExhausted));
+  assert.throws(() => c.publishRaw('big.topic', new Uint8Array(4 << 20)), refused(Code.ResourceExhausted));
+  await assert.rejects(c.subscribe('a.>.b'), refused(Code.InvalidArgument));
+  await assert.rejects(c.ping(new Uint8Array(65)), refused(Code.InvalidArgument));
+  assert.throws(() => c.openStream('A/S', { window: -1 }), refused(Code.InvalidArgument));
+  assert.equal(s.written.length, n, 'none of them was sent');
+
+  const st = c.openStream('A/S');
+  st.closeWrite();
+  await assert.rejects(st.write('x'), (e) => e.code === Code.FailedPrecondition && !e.unprocessed);
+
+  // A Subscribe refused (its Unsubscribe before it was taken in) never was in place: unprocessed.
+  const no = c.subscribe('secrets.>');
+  const sub1 = s.find(Kind.Subscribe);
+  s.inject({ kind: Kind.Unsubscribe, id: sub1.id, payload: errorBody(Code.PermissionDenied, 'alice may not') });
+  s.inject({ kind: Kind.Response, id: s.written.at(-1).id, payload: enc.encode('"pong"') });
+  await assert.rejects(no, refused(Code.PermissionDenied));
+  // One the server ends once it was in place was acted on: not unprocessed.
+  const yes = c.subscribe('orders.>');
+  await until(() => s.written.filter((f) => f.kind === Kind.Subscribe).length === 2);
+  const sub2 = s.written.filter((f) => f.kind === Kind.Subscribe)[1];
+  s.inject({ kind: Kind.Response, id: s.written.at(-1).id, payload: enc.encode('"pong"') });
+  const live = await yes;
+  s.inject({ kind: Kind.Unsubscribe, id: sub2.id, payload: errorBody(Code.PermissionDenied, 'no more') });
+  const ended = await live.closed;
+  assert.ok(ended.code === Code.PermissionDenied && !ended.unprocessed, ended.message);
+  c.close();
+});
+
 test('the handshake: Hello with the token and compression, Welcome names the identity', async () => {
   const s = fakeServer();
   const p = connectTransport(s.t, { token: 's3cr3t-token', authMethod: 'token', compression: 'gzip' });
@@ -393,7 +431,8 @@ test('a frame that breaks the protocol: GoAway Internal naming the rule, then th
     assert.equal(g.payload[5], Code.Internal, what);
     assert.match(dec.decode(g.payload.subarray(6)), new RegExp(rule), what);
     assert.ok(s.closed, `${what}: closed`);
-    await assert.rejects(pending, (e) => e.code === Code.Internal, what);
+    await assert.rejects(pending, (e) => e.code === Code.Unavailable && !e.unprocessed && /protocol error/.test(e.message), what);
+    assert.equal((await c.closed).code, Code.Internal, `${what}: closed with the reason`);
   }
 });
 

@@ -10,13 +10,13 @@ import logging
 import math
 import ssl as _ssl
 from collections import deque
-from typing import Any, Callable, Deque, Dict, List, Mapping, NamedTuple, Optional, Set, Union
+from typing import Any, Callable, Deque, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple, Union
 
 from . import serving
 from .errors import Code, ProtocolError, RpcError, code_name
 from .protocol import (COMPRESS_MIN, COMPRESSION_MASK, COMPRESSIONS, DEFAULT_LIMITS, HEADER_SIZE, MAX_HELLO,
                        MAX_PING, MD_AUTH_METHOD, MD_COMPRESSION, Codec, ExpandError, ExpandOverflow, Frame,
-                       Kind, Limits, Metadata, after, kind_name, metadata_pairs, check_header, decode_body, encode_frame, encode_metadata,
+                       FrameError, Kind, Limits, Metadata, after, kind_name, metadata_pairs, check_header, decode_body, encode_frame, encode_metadata,
                        error_body, expand, first_value, goaway_body, gzip_payload, parse_compressions,
                        parse_error, parse_goaway, topic_error)
 from .pubsub import Message, Subscription
@@ -28,6 +28,16 @@ log = logging.getLogger("rpcd")
 _NO_ARG = object()
 _SYNC_ROUTE = "Sys/Ping"  # what flush() calls: any answer will do, as rpcd's Go client does
 _LINGER_SECONDS, _LINGER_BYTES = 2.0, 4 * 1024 * 1024
+
+
+def _frame(*args: Any, **kw: Any) -> bytes:
+    """encode_frame for a frame the application asked for: one the page does not allow raises
+    RpcError with the code the page gives it (InvalidArgument, ResourceExhausted), marked
+    unprocessed, as every refusal of this client's own."""
+    try:
+        return encode_frame(*args, **kw)
+    except FrameError as e:
+        raise RpcError(e.code, str(e).replace("rpcd: ", "", 1), True) from None
 
 
 class GoAway(NamedTuple):
@@ -42,14 +52,15 @@ class GoAway(NamedTuple):
 class _Pending:
     __slots__ = ("fut", "route", "timer")
 
-    def __init__(self, fut: asyncio.Future, route: str):
-        self.fut, self.route, self.timer = fut, route, None
+    def __init__(self, fut: "asyncio.Future[Frame]", route: str):
+        self.fut, self.route = fut, route
+        self.timer: Optional[asyncio.TimerHandle] = None
 
 
-def _parse_address(address: str):
-    """("unix", path) or ("tcp", host, port) of "host:port", "[v6]:port" or "unix:///path"."""
+def _parse_address(address: str) -> Tuple[str, str, int]:
+    """("unix", path, 0) or ("tcp", host, port) of "host:port", "[v6]:port" or "unix:///path"."""
     if address.startswith("unix://"):
-        return ("unix", address[len("unix://"):])
+        return ("unix", address[len("unix://"):], 0)
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise ValueError("rpcd: address %r is not host:port or unix:///path" % address)
@@ -67,14 +78,14 @@ async def connect(address: str = "127.0.0.1:7070", *, token: Union[str, bytes, N
 
     address is "host:port", "[::1]:port" or "unix:///path". With ssl (an ssl.SSLContext) the
     connection speaks TLS. A Hello is sent when token, compression or hello is given; connect
-    then waits for the Welcome, and raises RpcError Unauthenticated when the server refuses the
-    credentials (its GoAway's code and message). token is the credential (a token from the
+    then waits for the Welcome, and raises RpcError Unauthenticated, unprocessed, when the server
+    refuses the credentials (its GoAway's code and message). token is the credential (a token from the
     server's -auth-tokens file, or one rpcd token signed); auth_method, when given, names the
     method ("token", "hmac") under rpcd-auth-method; without it the server tries what it has.
     compression "gzip" asks for compressed payloads of 1 KiB or more both ways; "zstd" is
     refused, since Python's standard library has no Zstandard. handlers are routes the server
     may call (see Client.handle), registered before the Hello. timeout bounds the connect and
-    the handshake."""
+    the handshake: past it, RpcError DeadlineExceeded."""
     names: List[str] = []
     if compression is not None:
         if compression not in COMPRESSIONS:
@@ -83,18 +94,24 @@ async def connect(address: str = "127.0.0.1:7070", *, token: Union[str, bytes, N
         names = [compression]
     addr = _parse_address(address)
 
-    async def dial():
+    async def dial() -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if addr[0] == "unix":
             return await asyncio.open_unix_connection(addr[1], ssl=ssl, server_hostname=server_hostname)
         return await asyncio.open_connection(addr[1], addr[2], ssl=ssl, server_hostname=server_hostname)
 
-    reader, writer = await asyncio.wait_for(dial(), timeout)
+    try:
+        reader, writer = await asyncio.wait_for(dial(), timeout)
+    except asyncio.TimeoutError:
+        raise RpcError(Code.DEADLINE_EXCEEDED, "no connection within %s s" % timeout, True) from None
     c = Client(reader, writer, names, limits, compress_min, on_publish_refused)
     for route, fn in (handlers or {}).items():
         c.handle(route, fn)
     if token is not None or names or hello:
         try:
             await asyncio.wait_for(c._hello(token, auth_method), timeout)
+        except asyncio.TimeoutError:
+            await c.close()
+            raise RpcError(Code.DEADLINE_EXCEEDED, "no Welcome within %s s" % timeout) from None
         except BaseException:
             await c.close()
             raise
@@ -119,13 +136,14 @@ class Client:
         self.server_compressions: List[str] = []  # what the Welcome names
         self.goaway: Optional[GoAway] = None
         self._closed: Optional[RpcError] = None   # why the connection is done, once it is
+        self._end_code: int = Code.UNAVAILABLE     # the code what is refused after that fails with
         self._pending: Dict[int, _Pending] = {}
         self._next_id = 1
-        self._pongs: Deque[asyncio.Future] = deque()
-        self._welcome: Optional[asyncio.Future] = None
+        self._pongs: "Deque[asyncio.Future[bytes]]" = deque()
+        self._welcome: "Optional[asyncio.Future[Frame]]" = None
         self._routes: Dict[str, Handler] = {}
-        self._serving: Dict[int, asyncio.Task] = {}  # the server's Requests being served
-        self._oneways: Set[asyncio.Task] = set()
+        self._serving: "Dict[int, asyncio.Task[None]]" = {}  # the server's Requests being served
+        self._oneways: "Set[asyncio.Task[None]]" = set()
         self._last_served = 0                 # the greatest id of the server's calls taken in
         self._subs: Dict[int, Subscription] = {}
         self._next_sub = 1
@@ -143,7 +161,7 @@ class Client:
     async def _hello(self, token: Union[str, bytes, None], method: Optional[str]) -> None:
         cred = token.encode("utf-8") if isinstance(token, str) else bytes(token or b"")
         if len(cred) > MAX_HELLO:
-            raise ValueError("rpcd: credentials of %d bytes, over the Hello's 4,096" % len(cred))
+            raise RpcError(Code.INVALID_ARGUMENT, "credentials of %d bytes, over the Hello's 4,096" % len(cred), True)
         md = []
         if method:
             md.append((MD_AUTH_METHOD, method))
@@ -188,12 +206,12 @@ class Client:
     def _refuse_new(self, what: str) -> None:
         """Raise when nothing new may start: closed, or after the server's GoAway."""
         if self._closed is not None:
-            raise RpcError(Code.UNAVAILABLE, "%s; %s not sent" % (self._closed.message, what), True)
+            raise RpcError(self._end_code, "%s; %s not sent" % (self._closed.message, what), True)
         if self.goaway is not None:
             raise RpcError(Code.UNAVAILABLE, "the server sent GoAway (%s); %s not sent"
                            % (self.goaway.message, what), True)
 
-    def _deadline_ms(self, route: str, timeout: Optional[float]):
+    def _deadline_ms(self, route: str, timeout: Optional[float]) -> Tuple[Optional[float], int]:
         """(loop deadline, the frame's milliseconds, rounded up) of a timeout in seconds."""
         if timeout is None:
             return None, 0
@@ -206,13 +224,13 @@ class Client:
         """A Request or OneWay, its payload gzipped once the Welcome named gzip when it is
         1 KiB or more and shrinks. The frame as it would be uncompressed must fit the limit."""
         if not route:
-            raise ValueError("rpcd: empty route")
+            raise RpcError(Code.INVALID_ARGUMENT, "empty route", True)
         payload = bytes(payload)
-        frame = encode_frame(kind, cid, route, payload, codec, 0, ms, metadata, self._limits)
+        frame = _frame(kind, cid, route, payload, codec, 0, ms, metadata, self._limits)
         if self._send_flag:
             packed = gzip_payload(payload, self._compress_min)
             if packed is not None:
-                frame = encode_frame(kind, cid, route, packed, codec, self._send_flag, ms, metadata, self._limits)
+                frame = _frame(kind, cid, route, packed, codec, self._send_flag, ms, metadata, self._limits)
         return frame
 
     def _new_id(self) -> int:
@@ -243,7 +261,10 @@ class Client:
         and return the reply decoded; None for an empty reply."""
         body = b"" if arg is _NO_ARG else json.dumps(arg, separators=(",", ":")).encode("utf-8")
         out = await self.call(route, body, codec=Codec.JSON, metadata=metadata, timeout=timeout)
-        return json.loads(out) if out else None
+        try:
+            return json.loads(out) if out else None
+        except ValueError as e:
+            raise RpcError(Code.INTERNAL, "reply of %s is not JSON: %s" % (route, e)) from None
 
     async def _roundtrip(self, route: str, payload: bytes, codec: int, metadata: Metadata,
                          timeout: Optional[float]) -> Frame:
@@ -296,10 +317,9 @@ class Client:
     async def ping(self, payload: bytes = b"", timeout: Optional[float] = None) -> bytes:
         """Send a Ping (0 to 64 bytes) and return its Pong's payload."""
         if len(payload) > MAX_PING:
-            raise ValueError("rpcd: Ping payload of %d bytes, over 64" % len(payload))
-        if self._closed is not None:
-            raise self._closed
-        fut = self._loop.create_future()
+            raise RpcError(Code.INVALID_ARGUMENT, "Ping payload of %d bytes, over 64" % len(payload), True)
+        self._refuse_new("Ping")
+        fut: "asyncio.Future[bytes]" = self._loop.create_future()
         self._pongs.append(fut)
         self._write_nowait(encode_frame(Kind.PING, 0, payload=bytes(payload)))
         return await asyncio.wait_for(asyncio.shield(fut), timeout) if timeout is not None else await fut
@@ -321,7 +341,7 @@ class Client:
             return
         r = route.encode("ascii")
         if not 1 <= len(r) <= self._limits.max_route or not all(0x21 <= b <= 0x7E for b in r):
-            raise ValueError("rpcd: bad route %r" % route)
+            raise RpcError(Code.INVALID_ARGUMENT, "bad route %r" % route, True)
         self._routes[route] = fn
 
     def handle_json(self, route: str, fn: Callable[[Any], Any]) -> None:
@@ -401,7 +421,7 @@ class Client:
         and Messages may come compressed."""
         why = topic_error(pattern, pattern=True)
         if why:
-            raise ValueError("rpcd: bad pattern: %s" % why)
+            raise RpcError(Code.INVALID_ARGUMENT, "bad pattern: %s" % why, True)
         self._refuse_new("subscription to " + pattern)
         while self._next_sub in self._subs:
             self._next_sub = self._next_sub % 0xFFFFFFFF + 1
@@ -410,7 +430,7 @@ class Client:
         sub = Subscription(self, sid, pattern, queue)
         self._subs[sid] = sub
         md = [(MD_COMPRESSION, ",".join(self._compressions))] if self._compressions else None
-        self._write_nowait(encode_frame(Kind.SUBSCRIBE, sid, pattern, metadata=md, limits=self._limits))
+        self._write_nowait(_frame(Kind.SUBSCRIBE, sid, pattern, metadata=md, limits=self._limits))
         try:
             await self.flush(timeout)
         except BaseException:
@@ -419,6 +439,7 @@ class Client:
             raise
         if sub.error is not None:
             raise sub.error
+        sub._taken = True
         return sub
 
     async def _unsubscribe(self, sid: int) -> None:
@@ -434,9 +455,9 @@ class Client:
         connect's on_publish_refused and the count refused_publishes; flush() waits for it."""
         why = topic_error(topic)
         if why:
-            raise ValueError("rpcd: bad topic: %s" % why)
+            raise RpcError(Code.INVALID_ARGUMENT, "bad topic: %s" % why, True)
         self._refuse_new("publish to " + topic)
-        self._write_nowait(encode_frame(Kind.PUBLISH, 0, topic, bytes(payload), codec, limits=self._limits))
+        self._write_nowait(_frame(Kind.PUBLISH, 0, topic, bytes(payload), codec, limits=self._limits))
         await self._drain()
 
     async def publish_json(self, topic: str, value: Any) -> None:
@@ -465,7 +486,7 @@ class Client:
         StreamCredit names. The Stream is an async context manager: leaving the block closes
         it (close()), or cancels it on an exception."""
         if not 1 <= window <= 2**31 - 1:
-            raise ValueError("rpcd: window %d, want 1 to 2^31-1" % window)
+            raise RpcError(Code.INVALID_ARGUMENT, "window %d, want 1 to 2^31-1" % window, True)
         self._refuse_new("stream to " + route)
         deadline, ms = self._deadline_ms(route, timeout)
         while self._next_stream in self._streams:
@@ -475,7 +496,7 @@ class Client:
         md = metadata_pairs(metadata)
         if self._compressions:  # the first entry: a reader takes a key's first value
             md.insert(0, (MD_COMPRESSION, ",".join(self._compressions).encode("ascii")))
-        frame = encode_frame(Kind.STREAM_OPEN, sid, route, window.to_bytes(4, "big"), codec,
+        frame = _frame(Kind.STREAM_OPEN, sid, route, window.to_bytes(4, "big"), codec,
                              deadline_ms=ms, metadata=md, limits=self._limits)
         st = Stream(self, sid, route, window, self._compressions, deadline)
         self._streams[sid] = st
@@ -550,9 +571,7 @@ class Client:
             room = self._limits.max_frame - HEADER_SIZE - len(encode_metadata(f.metadata))
             try:
                 p.fut.set_result(f._replace(payload=expand(f.flags, f.payload, room), flags=f.flags & ~COMPRESSION_MASK))
-            except ExpandOverflow as e:
-                p.fut.set_exception(RpcError(Code.RESOURCE_EXHAUSTED, "response %s" % e))
-            except ExpandError as e:  # "A Response that does not expand fails its call"
+            except ExpandError as e:  # "A Response that does not expand fails its call": DataLoss, it ran
                 p.fut.set_exception(RpcError(Code.DATA_LOSS, "response does not expand: %s" % e))
         elif k in (Kind.REQUEST, Kind.ONEWAY):
             self._on_call(f)
@@ -565,11 +584,11 @@ class Client:
         elif k == Kind.UNSUBSCRIBE:
             sub = self._subs.pop(f.call_id, None)  # else one this client ended: ignored
             if sub is not None:
-                if f.payload:
+                if f.payload:  # before it was taken in, a refusal: it never was in place
                     code, msg = parse_error(f.payload)
-                    sub._end(RpcError(code, msg))
+                    sub._end(RpcError(code, msg, not sub._taken))
                 else:
-                    sub._end(RpcError(Code.UNAVAILABLE, "subscription ended by the server, no reason given"))
+                    sub._end(RpcError(Code.UNKNOWN, "subscription ended by the server, no reason given", not sub._taken))
         elif Kind.STREAM_DATA <= k <= Kind.STREAM_RESET:
             if k == Kind.STREAM_RESET and f.call_id % 2 == 0 and parse_error(f.payload)[0] == 0:
                 raise ProtocolError("StreamReset with code 0 from the opener of stream %d" % f.call_id)
@@ -591,7 +610,8 @@ class Client:
         elif k == Kind.GOAWAY:
             self.goaway = GoAway(*parse_goaway(f.payload))
             if self._welcome is not None and not self._welcome.done():
-                self._welcome.set_exception(RpcError(self.goaway.code, self.goaway.message))
+                # The server refused the Hello: it acted on nothing this connection sent.
+                self._welcome.set_exception(RpcError(self.goaway.code, self.goaway.message, True))
         elif k == Kind.WELCOME:
             if self._welcome is None or self._welcome.done():
                 raise ProtocolError("Welcome without a Hello")
@@ -634,10 +654,12 @@ class Client:
         if self._closed is not None:
             return
         self._closed = why or RpcError(Code.UNAVAILABLE, "connection closed")
-        code, msg = Code.UNAVAILABLE, self._closed.message
+        code: int = Code.UNAVAILABLE
+        msg = self._closed.message
         if self.goaway is not None and self.goaway.code:  # the server said why
             code = self.goaway.code
             msg += " after its GoAway (%s: %s)" % (code_name(code), self.goaway.message)
+        self._end_code = code
         for cid, p in list(self._pending.items()):
             if p.timer is not None:
                 p.timer.cancel()

@@ -12,9 +12,9 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from typing import Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
-from .errors import ProtocolError
+from .errors import Code, ProtocolError
 
 HEADER = struct.Struct(">2sBBBBHIIHHI")
 HEADER_SIZE = HEADER.size  # 24
@@ -51,7 +51,7 @@ def kind_name(k: int) -> str:
     return _KIND_NAMES.get(k, "kind 0x%02x" % k)
 
 
-_KIND_NAMES = {k: "".join(w.capitalize() for w in k.name.split("_")) for k in Kind}
+_KIND_NAMES: Dict[int, str] = {k: "".join(w.capitalize() for w in k.name.split("_")) for k in Kind}
 _KIND_NAMES.update({Kind.ONEWAY: "OneWay", Kind.GOAWAY: "GoAway"})
 
 
@@ -185,16 +185,27 @@ def metadata_pairs(md: Metadata) -> List[Tuple[str, bytes]]:
     return [(k, v.encode("utf-8") if isinstance(v, str) else bytes(v)) for k, v in items]
 
 
+class FrameError(ValueError):
+    """A frame this end must not send: a field the page does not allow, or one past the
+    limits. code is what the page calls the refusal: InvalidArgument for a route or metadata
+    the rules do not allow, ResourceExhausted for a frame or metadata past a limit. The client
+    raises it as an RpcError with that code, marked unprocessed."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
 def encode_metadata(md: Metadata) -> bytes:
     """The metadata section: entries of keylen (1 B, 1 to 255), key (printable ASCII), vallen
-    (2 B BE), value. Raises ValueError for an entry the page does not allow."""
+    (2 B BE), value. Raises FrameError for an entry the page does not allow."""
     out = bytearray()
     for key, value in metadata_pairs(md):
-        k = key.encode("ascii")
-        if not 1 <= len(k) <= 255 or not _printable(k):
-            raise ValueError("rpcd: bad metadata key %r" % key)
+        k = key.encode("ascii", "replace")
+        if not 1 <= len(k) <= 255 or not _printable(k) or not key.isascii():
+            raise FrameError(Code.INVALID_ARGUMENT, "rpcd: bad metadata key %r" % key)
         if len(value) > 0xFFFF:
-            raise ValueError("rpcd: metadata value of %r over 65,535 bytes" % key)
+            raise FrameError(Code.INVALID_ARGUMENT, "rpcd: metadata value of %r over 65,535 bytes" % key)
         out += bytes([len(k)]) + k + struct.pack(">H", len(value)) + value
     return bytes(out)
 
@@ -228,17 +239,20 @@ def first_value(md: Sequence[Tuple[str, bytes]], key: str) -> Optional[bytes]:
 def encode_frame(kind: int, call_id: int = 0, route: str = "", payload: bytes = b"",
                  codec: int = Codec.RAW, flags: int = 0, deadline_ms: int = 0,
                  metadata: Metadata = None, limits: Limits = DEFAULT_LIMITS) -> bytes:
-    """One whole frame: the header, then route, metadata and payload. Raises ValueError for
-    a frame past the limits (a sender must not send one)."""
+    """One whole frame: the header, then route, metadata and payload. Raises FrameError (a
+    ValueError) for a frame the page does not allow or past the limits: a sender must not
+    send one."""
+    if not route.isascii():
+        raise FrameError(Code.INVALID_ARGUMENT, "rpcd: route %r is not ASCII" % route)
     r = route.encode("ascii")
     md = encode_metadata(metadata)
     if len(r) > limits.max_route:
-        raise ValueError("rpcd: route of %d bytes over the limit of %d" % (len(r), limits.max_route))
+        raise FrameError(Code.INVALID_ARGUMENT, "rpcd: route of %d bytes over the limit of %d" % (len(r), limits.max_route))
     if len(md) > limits.max_metadata:
-        raise ValueError("rpcd: metadata of %d bytes over the limit of %d" % (len(md), limits.max_metadata))
+        raise FrameError(Code.RESOURCE_EXHAUSTED, "rpcd: metadata of %d bytes over the limit of %d" % (len(md), limits.max_metadata))
     size = HEADER_SIZE + len(r) + len(md) + len(payload)
     if size > limits.max_frame:
-        raise ValueError("rpcd: frame of %d bytes over the limit of %d" % (size, limits.max_frame))
+        raise FrameError(Code.RESOURCE_EXHAUSTED, "rpcd: frame of %d bytes over the limit of %d" % (size, limits.max_frame))
     head = HEADER.pack(MAGIC, VERSION, kind, flags, codec, len(r), call_id,
                        deadline_ms, len(md), 0, len(payload))
     return b"".join((head, r, md, payload))

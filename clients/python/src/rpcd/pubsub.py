@@ -44,6 +44,7 @@ class Subscription:
         self._limit = queue
         self._queue: Deque[Message] = deque()
         self._ended = False
+        self._taken = False  # the server took it in: its end is no refusal
         self._error: Optional[RpcError] = None
         self._changed = asyncio.Event()
 

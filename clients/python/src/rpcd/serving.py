@@ -92,10 +92,20 @@ async def run_handler(fn: Handler, call: ServerCall, loop: asyncio.AbstractEvent
     return bytes(out)
 
 
+# The interpreter's own errors: a handler that raises one crashed ("Internal is for a handler
+# that crashed"), as the JavaScript engine's TypeError, RangeError, ... say in clients/ts.
+_CRASHES = (TypeError, ValueError, NameError, UnboundLocalError, AttributeError, KeyError, IndexError,
+            LookupError, ZeroDivisionError, ArithmeticError, OverflowError, AssertionError, RecursionError,
+            RuntimeError, NotImplementedError, UnicodeError, SyntaxError, MemoryError, ImportError)
+
+
 def failure(route: str, e: BaseException) -> RpcError:
-    """The Error a handler's exception answers: an RpcError as it is; any other exception, an
-    uncaught one, Internal ("Internal is for a handler that crashed ... an uncaught exception")."""
+    """The Error a handler's exception answers: an RpcError as it is (Unknown for code 0); one
+    of the interpreter's own errors (TypeError, KeyError, ...), a crash, Internal; any other
+    exception, a failure without a code of its own, Unknown (docs/protocol.md, "Calls from the
+    server")."""
     if isinstance(e, RpcError):
-        return e
+        return e if e.code != Code.OK else RpcError(Code.UNKNOWN, e.message, e.unprocessed)
     log.error("rpcd: handler of %s raised", route, exc_info=e)
-    return RpcError(Code.INTERNAL, "%s: %s" % (type(e).__name__, e))
+    code = Code.INTERNAL if type(e) in _CRASHES else Code.UNKNOWN
+    return RpcError(code, "%s: %s" % (type(e).__name__, e))

@@ -193,7 +193,7 @@ class Stream:
         for more. Raises RpcError when the stream failed, and EOFError when the handler ended
         the stream (code 0) before taking all of it."""
         if self._send_ended:
-            raise ValueError("rpcd: write after close_send on stream %d" % self.id)
+            raise RpcError(Code.FAILED_PRECONDITION, "stream %s: write after close_send" % self.route)
         view = memoryview(bytes(data))
         while view:
             while self._credit == 0 or self._finished:
