@@ -51,6 +51,7 @@ type Daemon struct {
 	gw            *httpGateway
 	adm           *adminServer
 	node          *registration   // in etcd
+	up            *upgrades       // binary upgrades (WithUpgrades); nil without
 	closed        context.Context // ended by Close
 	close         context.CancelFunc
 	gwAddr, admin net.Addr
@@ -233,6 +234,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case <-d.closed.Done():
+	case <-d.up.handedOver(): // an upgrade's new process serves
+		return d.handOver()
 	}
 	return d.drain(context.Cause(ctx))
 }
@@ -250,11 +253,14 @@ var ErrSecondSignal = errors.New("rpcd: daemon: a second signal cut the drain sh
 // RunSignals runs the daemon until a signal comes on sigs, as rpcd serve
 // does on SIGINT and SIGTERM: the first begins the drain (Signal{sig} is
 // its cause); the same again within SameSignal is taken for the same
-// request; another after that stops the drain at once (Close). It returns
-// Run's error, or ErrSecondSignal.
+// request; another after that stops the drain at once (Close). With
+// WithUpgrades, SIGUSR2 upgrades (Upgrade). It returns Run's error, or
+// ErrSecondSignal.
 func (d *Daemon) RunSignals(sigs <-chan os.Signal) error {
 	ctx, stop := context.WithCancelCause(context.Background())
 	defer stop(nil)
+	upgradeSigs, stopUpgradeSigs := d.up.signals()
+	defer stopUpgradeSigs()
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	var first time.Time // of the signal that began the drain
@@ -262,6 +268,8 @@ func (d *Daemon) RunSignals(sigs <-chan os.Signal) error {
 		select {
 		case err := <-done:
 			return err
+		case <-upgradeSigs:
+			go d.Upgrade(context.Background()) // which logs how it ends
 		case sig := <-sigs:
 			switch {
 			case first.IsZero():
@@ -285,6 +293,7 @@ func (d *Daemon) start() error {
 	cfg := &d.cfg
 	fail := func(msg string, err error, attrs ...any) error {
 		d.log.Error(msg, append(attrs, "err", err)...)
+		d.up.stop()
 		_ = d.shutdown(context.Background())
 		d.adm.stop()
 		for _, ln := range []net.Listener{d.listeners.Gateway, d.listeners.Admin} {
@@ -293,6 +302,10 @@ func (d *Daemon) start() error {
 			}
 		}
 		return fmt.Errorf("%s: %w", msg, err)
+	}
+	err := d.up.listen() // the listeners to hand over on an upgrade, maybe inherited
+	if err != nil {
+		return fail("rpcd: cannot listen", err)
 	}
 	ln, err := listen(d.listeners.RPC, cfg.Addr)
 	if err == nil {
@@ -320,6 +333,9 @@ func (d *Daemon) start() error {
 			return fail("rpcd: cannot register in etcd", err, "etcd", cfg.Etcd, "service", cfg.Service)
 		}
 	}
+	if err := d.writePIDFile(); err != nil {
+		return fail("rpcd: cannot write the pid file", err, "pid-file", cfg.PIDFile)
+	}
 	// What serves the connections (reactor.Server.Transport): event
 	// loops, epoll or kqueue, and how many; or, over TLS and on Windows,
 	// the standard library's transport, a goroutine per connection, with
@@ -335,7 +351,7 @@ func (d *Daemon) start() error {
 		"auth", d.sec.authenticator != nil,
 		"topics", d.sec.topics != nil,
 		"compression", compressionText(cfg.CompressMin))...)
-	notifySystemd(d.log, "READY=1\nSTATUS=serving on "+d.srv.Addr().String())
+	d.notifyReady("serving on " + d.srv.Addr().String()) // and to the old process of an upgrade
 	close(d.ready)
 	return nil
 }
@@ -344,6 +360,7 @@ func (d *Daemon) start() error {
 func (d *Daemon) drain(cause error) error {
 	timeout := d.cfg.DrainTimeout.String()
 	d.draining.Store(true)
+	d.up.stop() // no upgrade from here on; one running is stopped
 	var sig Signal
 	if errors.As(cause, &sig) {
 		d.log.Info("rpcd: draining", "signal", sig.String(), "timeout", timeout)
@@ -365,6 +382,7 @@ func (d *Daemon) drain(cause error) error {
 	}
 	d.adm.stop()    // last: /readyz says 503 and /metrics answers while the drain lasts
 	d.stopTracing() // the spans of the drain too
+	d.removePIDFile()
 	if !closed {
 		d.log.Info("rpcd: stopped")
 	}
