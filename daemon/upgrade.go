@@ -74,10 +74,11 @@ func WithUpgrades() Option {
 
 // upgrades is the daemon's part in binary upgrades (WithUpgrades).
 type upgrades struct {
-	d     *Daemon
-	child bool          // an upgrade started this process
-	lns   []handed      // the listeners the daemon opened, to hand over
-	done  chan struct{} // closed once a new process serves: Run hands over
+	d      *Daemon
+	child  bool          // an upgrade started this process
+	parent int           // then the pid of the process it replaces
+	lns    []handed      // the listeners the daemon opened, to hand over
+	done   chan struct{} // closed once a new process serves: Run hands over
 	// gwConns counts the gateway's open connections, which the hand-over
 	// waits for; handing is set from the hand-over on: the gateway's
 	// responses then say Connection: close.
@@ -145,7 +146,7 @@ func (u *upgrades) listen() (err error) {
 		if flip, err = u.upgrader(); err != nil {
 			return err
 		}
-		u.child = true
+		u.child, u.parent = true, os.Getppid()
 	}
 	defer func() {
 		if err != nil {
@@ -296,7 +297,12 @@ func (u *upgrades) run() (pid int, err error) {
 		return 0, d.refuse(err)
 	}
 	d.log.Info("rpcd: upgrading: starting the new process", "program", os.Args[0], "timeout", d.cfg.UpgradeTimeout.String())
-	if err := flip.Upgrade(); err != nil {
+	err = flip.Upgrade()
+	for i := 0; err != nil && u.notYet(err) && i < 200; i++ {
+		time.Sleep(5 * time.Millisecond)
+		err = flip.Upgrade()
+	}
+	if err != nil {
 		err = u.upgradeError(err)
 		if errors.Is(err, ErrUpgradeRunning) || errors.Is(err, ErrNoUpgrade) {
 			return 0, d.refuse(err)
@@ -314,6 +320,20 @@ func (u *upgrades) run() (pid int, err error) {
 	u.mu.Unlock()
 	close(u.done)
 	return pid, nil
+}
+
+// notYet reports whether the upgrader refused an upgrade for what it has
+// not seen yet but will within moments: that Ready was called (its loop
+// may take a request first), or that the process this one replaced has
+// exited (it learns so from a pipe that the exit closes).
+func (u *upgrades) notYet(err error) bool {
+	switch err.Error() {
+	case "process is not ready yet":
+		return true
+	case "parent hasn't exited":
+		return u.child && os.Getppid() != u.parent
+	}
+	return false
 }
 
 // prepare returns the upgrader with the listeners and the pipe of the new
