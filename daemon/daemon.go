@@ -58,10 +58,10 @@ type Daemon struct {
 }
 
 // Listeners are listeners a program gives the daemon instead of the
-// addresses of its Config: a process that hands its sockets to the next
-// one on an upgrade passes them on so. A nil field leaves the Config's
-// address to listen on; a Gateway or Admin listener turns that listener
-// on whatever the Config says. Run closes them.
+// addresses of its Config (sockets systemd or a test opened). A nil field
+// leaves the Config's address to listen on; a Gateway or Admin listener
+// turns that listener on whatever the Config says. Run closes them. An
+// upgrade (WithUpgrades) hands over only the listeners the daemon opened.
 type Listeners struct {
 	RPC, Gateway, Admin net.Listener
 }
@@ -303,9 +303,9 @@ func (d *Daemon) start() error {
 		}
 		return fmt.Errorf("%s: %w", msg, err)
 	}
-	err := d.up.listen() // the listeners to hand over on an upgrade, maybe inherited
+	setting, err := d.up.listen() // the listeners to hand over on an upgrade, maybe inherited
 	if err != nil {
-		return fail("rpcd: cannot listen", err)
+		return fail("rpcd: cannot listen", err, setting...)
 	}
 	ln, err := listen(d.listeners.RPC, cfg.Addr)
 	if err == nil {

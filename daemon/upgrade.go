@@ -135,16 +135,18 @@ func (u *upgrades) upgrader() (*tableflip.Upgrader, error) {
 
 // listen opens the listeners of the Config's addresses that the program
 // gave none for (WithListeners), or takes them from the process an upgrade
-// started this one from, and keeps them to hand over. Nothing on a nil u.
-func (u *upgrades) listen() (err error) {
+// started this one from, and keeps them to hand over. An error comes with
+// the key of the setting whose listener failed, and its value. Nothing on
+// a nil u.
+func (u *upgrades) listen() (setting []any, err error) {
 	if u == nil {
-		return nil
+		return nil, nil
 	}
 	d := u.d
 	var flip *tableflip.Upgrader
 	if os.Getenv(flipParentEnv) != "" {
 		if flip, err = u.upgrader(); err != nil {
-			return err
+			return nil, err
 		}
 		u.child, u.parent = true, os.Getppid()
 	}
@@ -157,9 +159,9 @@ func (u *upgrades) listen() (err error) {
 		}
 	}()
 	for _, l := range []struct {
-		role, addr string
-		ln         *net.Listener
-	}{{"rpc", d.cfg.Addr, &d.listeners.RPC}, {"gateway", d.cfg.Gateway, &d.listeners.Gateway}, {"admin", d.cfg.Admin, &d.listeners.Admin}} {
+		key, role, addr string
+		ln              *net.Listener
+	}{{"addr", "rpc", d.cfg.Addr, &d.listeners.RPC}, {"gateway", "gateway", d.cfg.Gateway, &d.listeners.Gateway}, {"admin", "admin", d.cfg.Admin, &d.listeners.Admin}} {
 		if l.addr == "" || *l.ln != nil {
 			continue
 		}
@@ -177,7 +179,7 @@ func (u *upgrades) listen() (err error) {
 			ln, err = open(network, name)
 		}
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", l.role, l.addr, err)
+			return []any{l.key, l.addr}, err
 		}
 		u.lns = append(u.lns, handed{network, name, ln})
 		if l.role == "gateway" {
@@ -186,7 +188,7 @@ func (u *upgrades) listen() (err error) {
 		}
 		*l.ln = ln
 	}
-	return nil
+	return nil, nil
 }
 
 // handName returns the network of a listener on addr and tableflip's name
