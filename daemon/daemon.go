@@ -220,9 +220,11 @@ func (d *Daemon) Close() error {
 // systemd hears STOPPING, the gateway and the server send GoAway and
 // answer the calls in flight for up to DrainTimeout, the admin listener
 // closes (it says 503 on /readyz meanwhile), and last the spans still
-// buffered are exported (WithTracingFromEnv). An error means it
-// could not serve (logged), or that calls were still in flight when the
-// drain ended (cancelled).
+// buffered are exported (WithTracingFromEnv). With WithUpgrades, an
+// upgrade whose new process serves ends Run too, through a drain that
+// leaves it what it took over (Upgrade). An error means it could not
+// serve (logged), or that calls were still in flight when the drain ended
+// (cancelled).
 func (d *Daemon) Run(ctx context.Context) error {
 	if !d.ran.CompareAndSwap(false, true) {
 		return errors.New("rpcd: daemon: Run after Close, or a second time")

@@ -76,6 +76,7 @@ func WithUpgrades() Option {
 type upgrades struct {
 	d      *Daemon
 	child  bool          // an upgrade started this process
+	served bool          // it has said it serves
 	parent int           // then the pid of the process it replaces
 	lns    []handed      // the listeners the daemon opened, to hand over
 	done   chan struct{} // closed once a new process serves: Run hands over
@@ -218,6 +219,7 @@ func (d *Daemon) notifyReady(status string) {
 		if err == nil {
 			err = flip.Ready()
 		}
+		u.served = true
 		if err != nil {
 			d.log.Warn("rpcd: cannot tell the old process that this one serves; it will stop it", "err", err)
 		} else {
@@ -445,7 +447,8 @@ func (u *upgrades) handingOver() bool { return u != nil && u.handing.Load() }
 // stop ends the daemon's upgrades when it drains or fails to start: an
 // upgrade running is stopped (its new process killed), and so are the
 // upgrader's copies of the listeners (a Unix socket's file is removed).
-// Nothing on a nil u.
+// A new process that fails before it serves leaves them, and the files,
+// to the old one, which serves on. Nothing on a nil u.
 func (u *upgrades) stop() {
 	if u == nil {
 		return
@@ -453,6 +456,9 @@ func (u *upgrades) stop() {
 	u.mu.Lock()
 	u.stopped = true
 	u.mu.Unlock()
+	if u.child && !u.served {
+		return
+	}
 	flipper.Lock()
 	if flipper.owner == u {
 		flipper.u.Stop()

@@ -662,3 +662,40 @@ func TestProcessUpgradeEtcd(t *testing.T) {
 	}
 	t.Errorf("no delete of the key once the new process stopped: %v", ctx.Err())
 }
+
+// TestProcessUpgradeUnix upgrades a server whose RPC port is a Unix
+// socket: its file stays while the old process drains and exits, calls
+// reach the new process through it, and the last process's stop removes
+// it.
+func TestProcessUpgradeUnix(t *testing.T) {
+	dir, err := os.MkdirTemp("", "rpcd-up-") // short: a socket's path has at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "rpcd.sock")
+	s := startUpgradable(t, rpcdBin, "-addr", "unix://"+path)
+	call := func(key string) {
+		t.Helper()
+		c, err := client.Dial(context.Background(), "unix://"+path, client.Options{})
+		if err != nil {
+			t.Fatalf("dialling %s: %v", path, err)
+		}
+		defer c.Close()
+		if reply, err := c.CallRaw(context.Background(), load.ChaosRecord, []byte(key), nil); err != nil || string(reply) != "ok" {
+			t.Fatalf("a call: %q, %v", reply, err)
+		}
+	}
+	call("0-0")
+	s.upgrade()
+	call("0-1")
+	s.upgrade()
+	call("0-2")
+	s.stop()
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the socket's file once the last process stopped: %v, want none", err)
+	}
+	if b, _ := os.ReadFile(s.ledger); string(b) != "0-0\n0-1\n0-2\n" {
+		t.Errorf("the ledger has %q", b)
+	}
+}
