@@ -106,6 +106,7 @@ func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string
 			}
 		})
 	}
+	watchDeadline := cl.deadline != 0 // read before register: from then on, a failing wire may complete cl
 	w, err := c.pick()
 	if err == nil {
 		err = w.register(cl)
@@ -122,7 +123,7 @@ func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string
 			return
 		}
 	}
-	if cl.deadline != 0 {
+	if watchDeadline {
 		c.async.watch(c)
 	}
 	w.enqueueCall(h, route, md, payload)

@@ -40,7 +40,7 @@ func (d *Daemon) startAdmin() (*adminServer, error) {
 	a := &adminServer{
 		h: h,
 		srv: &http.Server{
-			Handler:           h,
+			Handler:           d.upgradeHandler(h), // POST /upgrade, with WithUpgrades
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),

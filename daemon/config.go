@@ -100,6 +100,9 @@ func (c *Config) check() (*rules, []error) {
 	if c.DrainTimeout <= 0 {
 		add("%s is %v, want more than 0", key("drain-timeout"), c.DrainTimeout)
 	}
+	if c.UpgradeTimeout <= 0 {
+		add("%s is %v, want more than 0", key("upgrade-timeout"), c.UpgradeTimeout)
+	}
 	errs = append(errs, checkListenAddr("addr", c.Addr, true))
 	if c.Gateway != "" {
 		errs = append(errs, checkListenAddr("gateway", c.Gateway, true))

@@ -52,16 +52,17 @@ type Daemon struct {
 	gw            *httpGateway
 	adm           *adminServer
 	node          *registration   // in etcd
+	up            *upgrades       // binary upgrades (WithUpgrades); nil without
 	closed        context.Context // ended by Close
 	close         context.CancelFunc
 	gwAddr, admin net.Addr
 }
 
 // Listeners are listeners a program gives the daemon instead of the
-// addresses of its Config: a process that hands its sockets to the next
-// one on an upgrade passes them on so. A nil field leaves the Config's
-// address to listen on; a Gateway or Admin listener turns that listener
-// on whatever the Config says. Run closes them.
+// addresses of its Config (sockets systemd or a test opened). A nil field
+// leaves the Config's address to listen on; a Gateway or Admin listener
+// turns that listener on whatever the Config says. Run closes them. An
+// upgrade (WithUpgrades) hands over only the listeners the daemon opened.
 type Listeners struct {
 	RPC, Gateway, Admin net.Listener
 }
@@ -215,9 +216,11 @@ func (d *Daemon) Close() error {
 // systemd hears STOPPING, the gateway and the server send GoAway and
 // answer the calls in flight for up to DrainTimeout, the admin listener
 // closes (it says 503 on /readyz meanwhile), and last the spans still
-// buffered are exported (WithTracingFromEnv). An error means it
-// could not serve (logged), or that calls were still in flight when the
-// drain ended (cancelled).
+// buffered are exported (WithTracingFromEnv). With WithUpgrades, an
+// upgrade whose new process serves ends Run too, through a drain that
+// leaves it what it took over (Upgrade). An error means it could not
+// serve (logged), or that calls were still in flight when the drain ended
+// (cancelled).
 func (d *Daemon) Run(ctx context.Context) error {
 	if !d.ran.CompareAndSwap(false, true) {
 		return errors.New("rpcd: daemon: Run after Close, or a second time")
@@ -229,6 +232,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case <-d.closed.Done():
+	case <-d.up.handedOver(): // an upgrade's new process serves
+		return d.handOver()
 	}
 	return d.drain(context.Cause(ctx))
 }
@@ -247,11 +252,14 @@ var ErrSecondSignal = errors.New("rpcd: daemon: a second signal cut the drain sh
 // does on SIGINT and SIGTERM: the first begins the drain (Signal{sig} is
 // its cause); the same again within SameSignal is taken for the same
 // request; another after that stops the drain at once (Close). SIGHUP
-// reloads the configuration instead (WithReloadFrom, Reload). It returns
-// Run's error, or ErrSecondSignal.
+// reloads the configuration instead (WithReloadFrom, Reload); with
+// WithUpgrades, SIGUSR2 upgrades (Upgrade). It returns Run's error, or
+// ErrSecondSignal.
 func (d *Daemon) RunSignals(sigs <-chan os.Signal) error {
 	ctx, stop := context.WithCancelCause(context.Background())
 	defer stop(nil)
+	upgradeSigs, stopUpgradeSigs := d.up.signals()
+	defer stopUpgradeSigs()
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	var first time.Time // of the signal that began the drain
@@ -259,6 +267,8 @@ func (d *Daemon) RunSignals(sigs <-chan os.Signal) error {
 		select {
 		case err := <-done:
 			return err
+		case <-upgradeSigs:
+			go d.Upgrade(context.Background()) // which logs how it ends
 		case sig := <-sigs:
 			if isReload(sig) { // SIGHUP: reload.go
 				d.reloadOnSignal()
@@ -286,6 +296,7 @@ func (d *Daemon) start() error {
 	cfg := &d.cfg
 	fail := func(msg string, err error, attrs ...any) error {
 		d.log.Error(msg, append(attrs, "err", err)...)
+		d.up.stop()
 		_ = d.shutdown(context.Background())
 		d.adm.stop()
 		for _, ln := range []net.Listener{d.listeners.Gateway, d.listeners.Admin} {
@@ -294,6 +305,10 @@ func (d *Daemon) start() error {
 			}
 		}
 		return fmt.Errorf("%s: %w", msg, err)
+	}
+	setting, err := d.up.listen() // the listeners to hand over on an upgrade, maybe inherited
+	if err != nil {
+		return fail("rpcd: cannot listen", err, setting...)
 	}
 	ln, err := listen(d.listeners.RPC, cfg.Addr)
 	if err == nil {
@@ -321,6 +336,9 @@ func (d *Daemon) start() error {
 			return fail("rpcd: cannot register in etcd", err, "etcd", cfg.Etcd, "service", cfg.Service)
 		}
 	}
+	if err := d.writePIDFile(); err != nil {
+		return fail("rpcd: cannot write the pid file", err, "pid-file", cfg.PIDFile)
+	}
 	// What serves the connections (reactor.Server.Transport): event
 	// loops, epoll or kqueue, and how many; or, over TLS and on Windows,
 	// the standard library's transport, a goroutine per connection, with
@@ -337,7 +355,7 @@ func (d *Daemon) start() error {
 		"auth", sec.authenticator != nil,
 		"topics", sec.topics != nil,
 		"compression", compressionText(cfg.CompressMin))...)
-	notifySystemd(d.log, "READY=1\nSTATUS=serving on "+d.srv.Addr().String())
+	d.notifyReady("serving on " + d.srv.Addr().String()) // and to the old process of an upgrade
 	close(d.ready)
 	return nil
 }
@@ -346,6 +364,7 @@ func (d *Daemon) start() error {
 func (d *Daemon) drain(cause error) error {
 	timeout := d.cfg.DrainTimeout.String()
 	d.draining.Store(true)
+	d.up.stop() // no upgrade from here on; one running is stopped
 	var sig Signal
 	if errors.As(cause, &sig) {
 		d.log.Info("rpcd: draining", "signal", sig.String(), "timeout", timeout)
@@ -367,6 +386,7 @@ func (d *Daemon) drain(cause error) error {
 	}
 	d.adm.stop()    // last: /readyz says 503 and /metrics answers while the drain lasts
 	d.stopTracing() // the spans of the drain too
+	d.removePIDFile()
 	if !closed {
 		d.log.Info("rpcd: stopped")
 	}

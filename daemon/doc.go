@@ -35,8 +35,7 @@
 //
 // RunSignals runs it as rpcd serve does on SIGINT and SIGTERM: the first
 // signal drains, a second one later stops at once. Listeners may be given
-// instead of addresses (WithListeners), as a process that takes over
-// another's sockets would.
+// instead of addresses (WithListeners).
 //
 // Reload applies a new Config while the daemon serves: the settings that
 // can change so (LiveSettings: tokens and keys, roles, topic rules, rate
@@ -46,8 +45,15 @@
 // nothing. RunSignals reloads on SIGHUP, the configuration read again as
 // Load read it (WithReloadFrom, Loaded.Again).
 //
-// Two helpers serve what runs beside a daemon: Ready asks an admin
+// With WithUpgrades, as rpcd serve has it, the daemon upgrades its binary
+// without a lost call (Upgrade; SIGUSR2 through RunSignals; POST /upgrade
+// on the admin listener): it starts the program again, hands it its
+// listeners, and drains once the new process serves; a daemon an upgrade
+// started takes its listeners from the old one.
+//
+// Three helpers serve what runs beside a daemon: Ready asks an admin
 // listener whether its daemon is ready (a container's health check, rpcd
-// health), and a Process is a daemon in a child process, started and
-// stopped by signals (the server of rpcd bench, soak and chaos).
+// health), RequestUpgrade asks it to upgrade (rpcd upgrade), and a Process
+// is a daemon in a child process, started and stopped by signals (the
+// server of rpcd bench, soak and chaos).
 package daemon

@@ -72,6 +72,9 @@ func (d *Daemon) startGateway() (*httpGateway, error) {
 	openapi := g.gw.OpenAPI(gateway.OpenAPIOptions{JSONRPCPath: gateway.JSONRPCPath})
 	g.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if d.up.handingOver() && r.URL.Path != ws.Path { // after an upgrade: the next request goes to the new process
+				w.Header().Set("Connection", "close")
+			}
 			switch r.URL.Path {
 			case ws.Path:
 				wsHandler.ServeHTTP(w, r)

@@ -17,17 +17,10 @@ import (
 // the admin setting of a container serves for its check too. An addr
 // without a port is a ConfigError.
 func Ready(ctx context.Context, addr string) (string, error) {
-	host, port, err := net.SplitHostPort(addr)
+	url, err := adminURL(addr, "/readyz")
 	if err != nil {
-		return "", configErrorf("the admin address is %q, want host:port", addr)
+		return "", err
 	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-		if ip != nil && ip.To4() == nil {
-			host = "::1"
-		}
-	}
-	url := "http://" + net.JoinHostPort(host, port) + "/readyz"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return "", configErrorf("%v", err)
@@ -44,4 +37,21 @@ func Ready(ctx context.Context, addr string) (string, error) {
 		return "", fmt.Errorf("rpcd: not ready: %s answered %s: %s", url, resp.Status, answer)
 	}
 	return answer, nil
+}
+
+// adminURL returns the URL of path on the admin listener at addr, whose
+// unspecified host (none, 0.0.0.0, ::) is this machine's loopback; an addr
+// without a port is a ConfigError.
+func adminURL(addr, path string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", configErrorf("the admin address is %q, want host:port", addr)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port) + path, nil
 }

@@ -47,6 +47,9 @@ type Config struct {
 	LogLevel  string // "debug", "info", "warn" or "error"
 	LogFormat string // "text" or "json"
 
+	PIDFile        string        // written with the serving process's pid once it serves (upgrade.go)
+	UpgradeTimeout time.Duration // how long an upgrade's new process has to serve (WithUpgrades)
+
 	TLSCert       string // with TLSKey: reactor.Options.TLS; the gateway's
 	TLSKey        string
 	TLSClientCA   string // the CAs of mutual TLS
@@ -98,6 +101,7 @@ func DefaultConfig() Config {
 		CompressMin:      r.CompressMin,
 		LogLevel:         "info",
 		LogFormat:        "text",
+		UpgradeTimeout:   DefaultUpgradeTimeout,
 		TLSClientAuth:    "require",
 		Weight:           1,
 		EtcdTTL:          etcd.DefaultTTL,
@@ -148,6 +152,9 @@ var settings = []Setting{
 
 	{Group: "Logs", Key: "log-level", ptr: func(c *Config) any { return &c.LogLevel }, Help: "log `level`: debug, info, warn or error"},
 	{Group: "Logs", Key: "log-format", ptr: func(c *Config) any { return &c.LogFormat }, Help: "log `format`: text or json"},
+
+	{Group: "Upgrades", Key: "pid-file", ptr: func(c *Config) any { return &c.PIDFile }, Help: "write the serving process's pid to this `path` once it serves (after an upgrade, the new process's); empty for none"},
+	{Group: "Upgrades", Key: "upgrade-timeout", ptr: func(c *Config) any { return &c.UpgradeTimeout }, Help: "how long the new process of an upgrade (SIGUSR2, rpcd upgrade) has to serve before it is killed and the old one serves on"},
 
 	{Group: "Security", Key: "tls-cert", ptr: func(c *Config) any { return &c.TLSCert }, Help: "serve TLS with this certificate (PEM `file`); with -tls-key"},
 	{Group: "Security", Key: "tls-key", ptr: func(c *Config) any { return &c.TLSKey }, Help: "the certificate's private key (PEM `file`)"},

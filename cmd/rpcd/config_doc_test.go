@@ -37,6 +37,7 @@ var groupHeadings = map[string]string{
 	"Listening": "Listening",
 	"Limits":    `Limits (docs/reliability.md, "Limits and their defaults")`,
 	"Logs":      "Logs",
+	"Upgrades":  `Upgrades (docs/operating.md, "Upgrades")`,
 	"Security":  `TLS and authentication (docs/reliability.md, "Security"); the gateway requires the same`,
 	"Etcd":      "Service discovery in etcd (docs/scale-out.md)",
 	"":          "Testing", // serve's own flags

@@ -21,10 +21,12 @@ to and the transport. On SIGINT or SIGTERM it drains: it sends GoAway on
 every connection, answers the calls in flight for up to -drain-timeout,
 logs "rpcd: stopped" and exits 0, or 1 if the calls outlast
 -drain-timeout. A second signal, half a second or more after the first,
-exits at once with status 1. SIGHUP reloads (docs/operating.md). Mistakes
-in the flags, the environment or the file are all reported before it
-listens, with exit status 78. Each flag is also $RPCD_NAME and the file's
-key NAME (docs/configuration.md).`,
+exits at once with status 1. SIGHUP reloads (docs/operating.md); SIGUSR2
+(or rpcd upgrade) starts the program at its path again, hands it the
+listeners, and once that serves, drains and exits 0 (docs/operating.md,
+"Upgrades"). Mistakes in the flags, the environment or the file are all
+reported before it listens, with exit status 78. Each flag is also
+$RPCD_NAME and the file's key NAME (docs/configuration.md).`,
 	example: `rpcd serve -addr 127.0.0.1:7070 -log-format json`,
 	setup:   setupServe,
 	args:    true, // checked with the settings, so that every mistake is reported at once
@@ -48,7 +50,7 @@ func (c *cli) serve(cfg rpcdaemon.Config, ledger string, args []string) error {
 	if len(args) > 0 {
 		errs = append(errs, usagef("unexpected argument %q", args[0]))
 	}
-	opts := []rpcdaemon.Option{rpcdaemon.WithLogOutput(c.stderr), rpcdaemon.WithReloadFrom(c.conf)}
+	opts := []rpcdaemon.Option{rpcdaemon.WithLogOutput(c.stderr), rpcdaemon.WithReloadFrom(c.conf), rpcdaemon.WithUpgrades()}
 	if errors.Join(errs...) == nil { // spans for a daemon that will run
 		opts = append(opts, rpcdaemon.WithTracingFromEnv())
 	}
