@@ -106,17 +106,18 @@ func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string
 			}
 		})
 	}
-	watchDeadline := cl.deadline != 0 // read before register: from then on, a failing wire may complete cl
+	// Read before register: from then on a failing wire may complete cl,
+	// and a pooled cl may then serve another call.
+	watchDeadline, unpooled := cl.deadline != 0, cl.unpooled
 	w, err := c.pick()
 	if err == nil {
-		err = w.register(cl)
+		h.ID, err = w.register(cl)
 	}
 	if err != nil {
 		cl.finishAsync(err)
 		return
 	}
-	h.ID = cl.id
-	if cl.unpooled {
+	if unpooled {
 		cl.on.Store(w)
 		if err := ctx.Err(); err != nil && w.forget(cl) { // ended before the watch could see w
 			cl.complete(engine.ContextError(err, route))

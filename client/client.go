@@ -542,10 +542,9 @@ func (c *Client) start(ctx context.Context, h proto.Header, route string, md pro
 	if err != nil {
 		return nil, err
 	}
-	if err := w.register(cl); err != nil {
+	if h.ID, err = w.register(cl); err != nil {
 		return nil, err
 	}
-	h.ID = cl.id
 	dl, _ := ctx.Deadline()
 	if err := w.enqueueRequest(h, route, md, payload, dl); err != nil {
 		if w.forget(cl) {

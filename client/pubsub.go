@@ -122,10 +122,11 @@ func (c *Client) subscribe(ctx context.Context, sub *Subscription) (*Subscriptio
 func (c *Client) roundTrip(ctx context.Context, w *wire, what string) error {
 	cl := getCall()
 	defer putCall(cl)
-	if err := w.register(cl); err != nil {
+	id, err := w.register(cl)
+	if err != nil {
 		return err
 	}
-	h := proto.Header{Kind: proto.KindRequest, ID: cl.id}
+	h := proto.Header{Kind: proto.KindRequest, ID: id}
 	dl, _ := ctx.Deadline()
 	if err := w.enqueueRequest(h, pingRoute, nil, nil, dl); err != nil && w.forget(cl) {
 		return err

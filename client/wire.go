@@ -124,11 +124,12 @@ func pendingShardsFor(conns int) int {
 }
 
 // register gives cl a call id and enters it in the pending table.
-func (w *wire) register(cl *call) error {
-	if cl.id = w.pending.Add(cl); cl.id == 0 {
-		return w.failure()
+func (w *wire) register(cl *call) (uint32, error) {
+	id := w.pending.Add(cl, &cl.id)
+	if id == 0 {
+		return 0, w.failure()
 	}
-	return nil
+	return id, nil
 }
 
 // newID returns an id for a one-way call, which never waits for a reply.

@@ -69,7 +69,7 @@ func TestWriteFailureWaitsForTheReadSide(t *testing.T) {
 	defer w.close(nil)
 	calls := []*call{getCall(), getCall()}
 	for i, cl := range calls {
-		if err := w.register(cl); err != nil {
+		if _, err := w.register(cl); err != nil {
 			t.Fatal(err)
 		}
 		if cl.id != uint32(i+1) {
@@ -83,7 +83,7 @@ func TestWriteFailureWaitsForTheReadSide(t *testing.T) {
 
 	w.writeFailed(errors.New("write: broken pipe"))
 	cl3 := getCall()
-	if err := w.register(cl3); err != nil {
+	if _, err := w.register(cl3); err != nil {
 		t.Fatal(err)
 	}
 	err = w.enqueueRequest(proto.Header{Kind: proto.KindRequest, ID: cl3.id}, "Any/Route", nil, nil, time.Time{})

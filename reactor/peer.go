@@ -141,8 +141,7 @@ func (c *conn) send(h proto.Header, route string, md proto.Metadata, payload []b
 			c.peerCalls = engine.NewCalls[peerCall](1)
 		}
 		if pc != nil {
-			h.ID = c.peerCalls.Add(pc)
-			pc.id = h.ID
+			h.ID = c.peerCalls.Add(pc, &pc.id)
 		} else {
 			h.ID = c.peerCalls.FreeID()
 		}

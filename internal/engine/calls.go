@@ -80,9 +80,11 @@ func (t *Calls[T]) remove(s *callShard[T], id uint32, c *T) {
 	s.n.Add(-1)
 }
 
-// Add gives c an id no waiting call has, enters it and returns the id; 0
-// if the table is closed.
-func (t *Calls[T]) Add(c *T) uint32 {
+// Add gives c an id no waiting call has, stores it in *idp (c's own
+// field: under the shard's lock, before anyone who takes c out can look),
+// enters c and returns the id; 0 if the table is closed. Once Add returns,
+// c may be taken and completed by another goroutine at any moment.
+func (t *Calls[T]) Add(c *T, idp *uint32) uint32 {
 	for {
 		id := t.newID()
 		s := t.shard(id)
@@ -95,6 +97,7 @@ func (t *Calls[T]) Add(c *T) uint32 {
 			s.mu.Unlock()
 			continue // a call 2^32 ids old still waits; take the next id
 		}
+		*idp = id
 		if e := t.place(s, id); e.c == nil {
 			*e = callEntry[T]{id, c}
 		} else {

@@ -23,7 +23,7 @@ func TestCalls(t *testing.T) {
 	held := map[uint32]*rec{}
 	for i := range calls {
 		calls[i] = &rec{}
-		if calls[i].id = tb.Add(calls[i]); calls[i].id == 0 {
+		if tb.Add(calls[i], &calls[i].id) == 0 {
 			t.Fatal("add refused on an open table")
 		}
 		if held[calls[i].id] != nil {
@@ -59,7 +59,7 @@ func TestCalls(t *testing.T) {
 	}
 	tb.next.Store(old.id - 1)
 	again := &rec{}
-	again.id = tb.Add(again)
+	tb.Add(again, &again.id)
 	if again.id == old.id {
 		t.Fatalf("id %d given again while its call waits", old.id)
 	}
@@ -108,7 +108,7 @@ func TestCalls(t *testing.T) {
 			t.Fatalf("Close returned call %d, which was not waiting", id)
 		}
 	}
-	if tb.Add(&rec{}) != 0 || tb.Waiting() || tb.Len() != 0 {
+	if r := (&rec{}); tb.Add(r, &r.id) != 0 || tb.Waiting() || tb.Len() != 0 {
 		t.Fatal("a closed table took a call, or still holds some")
 	}
 }
