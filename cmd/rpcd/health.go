@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -31,22 +32,23 @@ takes from the environment, with 0.0.0.0 or :: as loopback; failing that,
 const defaultAdmin = "127.0.0.1:7071"
 
 func setupHealth(fs *flag.FlagSet) func(*cli, []string) error {
+	return adminAsk(fs, 2*time.Second, "how long to wait for the answer", rpcdaemon.Ready)
+}
+
+// adminAsk defines the flags of a command that asks the admin listener of
+// a running server something (health, upgrade): -admin, else $RPCD_ADMIN,
+// else defaultAdmin, and -timeout; it prints the answer.
+func adminAsk(fs *flag.FlagSet, timeout time.Duration, wait string, ask func(context.Context, string) (string, error)) func(*cli, []string) error {
 	addr := fs.String("admin", "", "the admin listener's `address`; default $RPCD_ADMIN, else "+defaultAdmin)
-	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
+	fs.DurationVar(&timeout, "timeout", timeout, wait)
 	return func(c *cli, args []string) error {
-		if *timeout <= 0 {
-			return usagef("-timeout is %v, want more than 0", *timeout)
+		if timeout <= 0 {
+			return usagef("-timeout is %v, want more than 0", timeout)
 		}
-		a := *addr
-		if a == "" {
-			a = os.Getenv(rpcdaemon.EnvName("admin"))
-		}
-		if a == "" {
-			a = defaultAdmin
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		a := cmp.Or(*addr, os.Getenv(rpcdaemon.EnvName("admin")), defaultAdmin)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		answer, err := rpcdaemon.Ready(ctx, a)
+		answer, err := ask(ctx, a)
 		if err != nil {
 			return err
 		}

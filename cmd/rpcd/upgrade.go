@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"flag"
-	"fmt"
-	"os"
 	"time"
 
 	rpcdaemon "github.com/rpcd/rpcd/daemon"
@@ -27,26 +24,5 @@ runs, or the new process exited or did not serve within -upgrade-timeout
 }
 
 func setupUpgrade(fs *flag.FlagSet) func(*cli, []string) error {
-	addr := fs.String("admin", "", "the admin listener's `address`; default $RPCD_ADMIN, else "+defaultAdmin)
-	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the outcome")
-	return func(c *cli, args []string) error {
-		if *timeout <= 0 {
-			return usagef("-timeout is %v, want more than 0", *timeout)
-		}
-		a := *addr
-		if a == "" {
-			a = os.Getenv(rpcdaemon.EnvName("admin"))
-		}
-		if a == "" {
-			a = defaultAdmin
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-		defer cancel()
-		answer, err := rpcdaemon.RequestUpgrade(ctx, a)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(c.stdout, answer)
-		return nil
-	}
+	return adminAsk(fs, 2*time.Minute, "how long to wait for the outcome", rpcdaemon.RequestUpgrade)
 }
