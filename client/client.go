@@ -234,10 +234,13 @@ func handshake(ctx context.Context, nc net.Conn, cr *Credentials, takes []proto.
 }
 
 // keep redials s's connection whenever it breaks or the server sends it a
-// GoAway, until Close. The successor of a connection the server sent away
-// after serving it (wire.movedOn: a drain, its maximum age) is dialled at
-// once, and calls that find no connection meanwhile wait for it
-// (awaitSuccessor); any other is dialled after a backoff.
+// GoAway, until Close, after a backoff. The successor of a connection the
+// server sent away after serving it (wire.movedOn: a drain, its maximum
+// age) is dialled after the first backoff, however short the connection's
+// life, and calls that find no connection meanwhile wait for it
+// (awaitSuccessor). (Not at once: a draining server's connections send
+// their GoAway as they wake, a moment before it closes its listener, and
+// a connection dialled in that moment is reset.)
 func (c *Client) keep(s *slot) {
 	defer c.wg.Done()
 	for attempt := 0; ; {
@@ -258,17 +261,18 @@ func (c *Client) keep(s *slot) {
 				attempt = 0
 			}
 			if moved {
-				c.replacing.Add(1) // before w leaves its slot: no call finds neither
+				c.replacing.Add(1) // before w leaves its slot: a call that finds it gone waits
 			}
 			s.w.Store(nil)
 			c.retire(w)
 		}
-		if !moved {
-			select {
-			case <-time.After(c.backoff(attempt)):
-			case <-c.ctx.Done():
-				return
+		select {
+		case <-time.After(c.backoff(attempt)):
+		case <-c.ctx.Done():
+			if moved {
+				c.replacing.Add(-1)
 			}
+			return
 		}
 		attempt++
 		w, err := c.dial(c.ctx)

@@ -28,10 +28,10 @@
 // time, ends their calls when it ends. Calls on a broken
 // connection fail fast with an Unavailable error, and the client reconnects
 // in the background with exponential backoff and jitter; a connection that
-// receives a GoAway takes no new call, is replaced (at once when the server
-// sent it away after serving it, a drain or its maximum age, and calls that
-// find no connection meanwhile wait for the new one; after a backoff when
-// the GoAway refused it at once) and closes when its calls are answered. No call stays pending: each leaves the table on its reply, its
+// receives a GoAway takes no new call, is replaced after the first backoff
+// (MinBackoff, halved at random) and closes when its calls are answered;
+// when the server sent it away after serving it (a drain, its maximum
+// age), calls that find no connection meanwhile wait for the new one. No call stays pending: each leaves the table on its reply, its
 // deadline, its cancel, or the loss of its connection.
 //
 // A call that provably did not run (an Unavailable or ResourceExhausted

@@ -74,11 +74,11 @@ func (g *gatedDial) dial(ctx context.Context, addr string) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-// TestGoAwaySuccessor: a connection the server sends away after serving it
-// (a drain, its maximum age) is replaced at once, without the reconnection
-// backoff (here a minute), and a call made while its successor is being
+// TestGoAwaySuccessor: a call made while the successor of a connection the
+// server sent away after serving it (a drain, its maximum age) is being
 // dialled waits for it and goes on it, with no retry counted, rather than
-// failing because no connection is usable in the moment between the two.
+// failing because no connection is usable in the moment between the two
+// (here the dial is held for longer than the call's retries would take).
 // If that dial fails, the calls waiting for it are not held: they fail
 // (Unavailable, unprocessed) by the retry rules, before their deadline.
 func TestGoAwaySuccessor(t *testing.T) {
@@ -88,16 +88,14 @@ func TestGoAwaySuccessor(t *testing.T) {
 	}{{"the successor comes", false}, {"its dial fails", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := &gatedDial{open: make(chan struct{}), fail: tc.fail}
-			opts := client.Options{Dial: g.dial, MinBackoff: time.Minute, MaxBackoff: time.Minute}
-			if tc.fail {
-				opts.MinBackoff, opts.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
-			}
+			opts := fast
+			opts.Dial = g.dial
 			c := dial(t, goneAwayServer(t), opts)
 			ctx := ctxFor(t, 10*time.Second)
 			if reply, err := c.CallRaw(ctx, "Any/Route", nil, nil); err != nil || string(reply) != "1" {
 				t.Fatalf("the first call: %q, %v", reply, err)
 			}
-			waitFor(t, func() bool { return g.dials.Load() == 2 }) // the successor is dialled at once
+			waitFor(t, func() bool { return g.dials.Load() == 2 }) // the successor is being dialled
 
 			var wg sync.WaitGroup
 			var reply []byte

@@ -566,7 +566,7 @@ var errGoAway = errors.New("rpcd: server sent go-away")
 // age, rather than a refusal such as ResourceExhausted) and that names a
 // call the server took in, or that came after w's first second. One that
 // came at once, naming none, is a refusal (a draining server's to a new
-// connection), after which the client backs off.
+// connection), after which the reconnection backoff grows.
 func (w *wire) movedOn() bool {
 	if !w.goingAway.Load() {
 		return false

@@ -127,10 +127,10 @@ func (s *events) OnTraffic(gc gnet.Conn) (action gnet.Action) {
 // service does a wake-up's work for a connection of either transport and
 // returns what is left to write: a GoAway if the sweeper ends it, else its
 // own GoAway once the server drains or it is past its maximum age, a Ping
-// the sweeper asked for, the
-// blocking pool's replies, and the answers to every whole frame in. Past
-// the high-water mark it writes what it has before it runs more frames,
-// and stops once the socket does not take it all.
+// the sweeper asked for, the blocking pool's replies, and the answers to
+// every whole frame in. Past the high-water mark it writes what it has
+// before it runs more frames, and stops once the socket does not take it
+// all.
 func (c *conn) service(in inbound, out []byte) ([]byte, gnet.Action) {
 	if r := c.ending.Load(); r != nil {
 		return c.endNow(out, r), gnet.Close
