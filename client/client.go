@@ -29,19 +29,20 @@ type Client struct {
 	slots []*slot
 	next  atomic.Uint32
 
-	noConn  error         // a call's error when no connection is usable
-	readyMu sync.Mutex    // guards ready
-	ready   chan struct{} // closed, and replaced, when a slot gets a new connection
-	retries atomic.Uint64 // calls sent again, for tests
-	srv     *serving      // the routes the server may call here
-	dropped atomic.Uint64 // pushes Options.Pushes had no room for
-	subs    subTable      // publish/subscribe: the live subscriptions
-	idle    *idleWires    // connections no call waits on, with Conns > 1 (read.go)
-	watch   *lingerWatch  // gives unused read tokens back to listeners (read.go)
-	sweep   *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
-	async   asyncSweep    // ends asynchronous calls' Options.Timeout deadlines (async.go)
-	ctxs    ctxWatches    // contexts callers share, watched once (ctxwatch.go)
-	icpt    Interceptor   // Options.Interceptors as one; nil for none (intercept.go)
+	noConn    error         // a call's error when no connection is usable
+	readyMu   sync.Mutex    // guards ready
+	ready     chan struct{} // closed, and replaced, when a slot gets a new connection or fails to replace one that went away
+	replacing atomic.Int32  // slots dialling the successor of a connection the server sent away (keep)
+	retries   atomic.Uint64 // calls sent again, for tests
+	srv       *serving      // the routes the server may call here
+	dropped   atomic.Uint64 // pushes Options.Pushes had no room for
+	subs      subTable      // publish/subscribe: the live subscriptions
+	idle      *idleWires    // connections no call waits on, with Conns > 1 (read.go)
+	watch     *lingerWatch  // gives unused read tokens back to listeners (read.go)
+	sweep     *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
+	async     asyncSweep    // ends asynchronous calls' Options.Timeout deadlines (async.go)
+	ctxs      ctxWatches    // contexts callers share, watched once (ctxwatch.go)
+	icpt      Interceptor   // Options.Interceptors as one; nil for none (intercept.go)
 
 	pubs publishRefusals // publish/subscribe: the server's refusals of publishes
 
@@ -262,11 +263,18 @@ func handshake(ctx context.Context, nc net.Conn, cr *Credentials, takes []proto.
 }
 
 // keep redials s's connection whenever it breaks or the server sends it a
-// GoAway, until Close.
+// GoAway, until Close, after a backoff. The successor of a connection the
+// server sent away after serving it (wire.movedOn: a drain, its maximum
+// age) is dialled after the first backoff, however short the connection's
+// life, and calls that find no connection meanwhile wait for it
+// (awaitSuccessor). (Not at once: a draining server's connections send
+// their GoAway as they wake, a moment before it closes its listener, and
+// a connection dialled in that moment is reset.)
 func (c *Client) keep(s *slot) {
 	defer c.wg.Done()
 	for attempt := 0; ; {
 		w := s.w.Load()
+		moved := false
 		if w != nil {
 			select {
 			case <-w.done:
@@ -275,38 +283,60 @@ func (c *Client) keep(s *slot) {
 				w.close(ErrClosed)
 				return
 			}
-			s.w.Store(nil)
-			c.retire(w)
-			// A connection that lived a while resets the backoff; one cut at
-			// once (a draining server turns new ones away) keeps it growing.
-			if time.Since(w.born) > time.Second {
+			// A connection that lived a while, or was sent away after
+			// serving, resets the backoff; one cut at once (a draining
+			// server turns new ones away) keeps it growing.
+			if moved = w.movedOn(); moved || time.Since(w.born) > time.Second {
 				attempt = 0
 			}
+			if moved {
+				c.replacing.Add(1) // before w leaves its slot: a call that finds it gone waits
+			}
+			s.w.Store(nil)
+			c.retire(w)
 		}
 		select {
 		case <-time.After(c.backoff(attempt)):
 		case <-c.ctx.Done():
+			if moved {
+				c.replacing.Add(-1)
+			}
 			return
 		}
 		attempt++
 		w, err := c.dial(c.ctx)
 		if err != nil {
 			c.log.Debug("rpcd: reconnecting", "addr", c.addr, "attempt", attempt, "err", err)
+			if moved {
+				c.replacing.Add(-1)
+				c.wakeWaiting() // the calls waiting for this successor go on without it
+			}
 			continue
 		}
 		s.w.Store(w)
+		if moved {
+			c.replacing.Add(-1)
+		}
 		if c.closed.Load() { // Close ran between the check and the store
 			w.close(ErrClosed)
+			c.wakeWaiting()
 			return
 		}
 		if s == c.slots[0] {
 			c.resubscribe(w) // subscriptions ride the first connection
 		}
-		c.readyMu.Lock()
-		close(c.ready) // wake the calls waiting for a connection
-		c.ready = make(chan struct{})
-		c.readyMu.Unlock()
+		c.wakeWaiting()
 	}
+}
+
+// wakeWaiting wakes the calls waiting for a connection (WaitForReady,
+// awaitSuccessor): a slot has a new one, or gave up dialling the successor
+// they waited for.
+func (c *Client) wakeWaiting() {
+	c.readyMu.Lock()
+	close(c.ready)
+	c.ready = make(chan struct{})
+	c.readyMu.Unlock()
 }
 
 // retire closes w, which left its slot, once it fails (a connection that

@@ -29,7 +29,9 @@
 // connection fail fast with an Unavailable error, and the client reconnects
 // in the background with exponential backoff and jitter; a connection that
 // receives a GoAway takes no new call, is replaced after the first backoff
-// (MinBackoff, halved at random) and closes when its calls are answered. No call stays pending: each leaves the table on its reply, its
+// (MinBackoff, halved at random) and closes when its calls are answered;
+// when the server sent it away after serving it (a drain, its maximum
+// age), calls that find no connection meanwhile wait for the new one. No call stays pending: each leaves the table on its reply, its
 // deadline, its cancel, or the loss of its connection.
 //
 // A call that provably did not run (an Unavailable or ResourceExhausted

@@ -46,7 +46,9 @@ type retrier struct {
 
 // again decides whether a call whose attempt failed with err is sent again,
 // and waits until it may be: its backoff, or, for a call that found no
-// usable connection under WaitForReady, a connection. It returns the
+// usable connection under WaitForReady, a connection, or, for one that
+// found none while the successor of a connection the server sent away is
+// dialled, that successor (awaitSuccessor). It returns the
 // deadline field for the next attempt's header, or the error to give the
 // caller.
 func (r *retrier) again(ctx context.Context, err error, torn bool) (uint32, error) {
@@ -54,11 +56,15 @@ func (r *retrier) again(ctx context.Context, err error, torn bool) (uint32, erro
 	if !handler.IsUnprocessed(err) {
 		r.ran = true
 	}
-	if err == c.noConn && c.opts.WaitForReady {
+	switch {
+	case err == c.noConn && c.opts.WaitForReady:
 		if _, werr := c.awaitConn(ctx, r.route, err); werr != nil {
 			return 0, retryResult(r.ran, werr)
 		}
-	} else {
+	case err == c.noConn && c.opts.MaxRetries > 0 && c.awaitSuccessor(ctx):
+		// The server sent the connection away and its successor is up:
+		// no backoff, and no retry counted.
+	default:
 		if r.n >= c.opts.MaxRetries || !c.retryable(r.route, err, torn) {
 			return 0, retryResult(r.ran, err)
 		}
@@ -157,6 +163,39 @@ func (c *Client) awaitConn(ctx context.Context, route string, last error) (*wire
 			return nil, ErrClosed
 		}
 	}
+}
+
+// awaitSuccessor waits, for a call that found no usable connection, while
+// a slot dials the successor of a connection the server sent away after
+// serving it (a drain, its maximum age: Client.keep), so that the call goes
+// on the new connection rather than failing in the moment between the two.
+// It reports whether a connection is usable now; false, at once, if no
+// successor is being dialled, or if the dial failed, ctx ended or the
+// client closed first.
+func (c *Client) awaitSuccessor(ctx context.Context) bool {
+	if c.replacing.Load() == 0 {
+		return false
+	}
+	for c.replacing.Load() > 0 {
+		c.readyMu.Lock()
+		ready := c.ready
+		c.readyMu.Unlock()
+		if _, err := c.pick(); err != c.noConn {
+			return err == nil
+		}
+		if c.replacing.Load() == 0 {
+			break
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return false
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+	_, err := c.pick()
+	return err == nil
 }
 
 // waitError is the error of a call whose context ended (or whose deadline

@@ -585,6 +585,21 @@ func (w *wire) closeIfIdle() {
 
 var errGoAway = errors.New("rpcd: server sent go-away")
 
+// movedOn reports whether the server sent w away after serving it: a
+// GoAway that goes away (Unavailable, a drain or the connection's maximum
+// age, rather than a refusal such as ResourceExhausted) and that names a
+// call the server took in, or that came after w's first second. One that
+// came at once, naming none, is a refusal (a draining server's to a new
+// connection), after which the reconnection backoff grows.
+func (w *wire) movedOn() bool {
+	if !w.goingAway.Load() {
+		return false
+	}
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	return w.goAwayErr == nil && (w.goAwayID != 0 || time.Since(w.born) > time.Second)
+}
+
 func protocolError(msg string) error {
 	return &handler.Error{Code: proto.CodeInternal, Message: "protocol error: " + msg}
 }

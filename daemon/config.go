@@ -196,6 +196,8 @@ func (c *Config) reactorOptions() reactor.Options {
 		KeepAlive:        c.KeepAlive,
 		KeepAliveTimeout: c.KeepAliveTimeout,
 		WriteTimeout:     c.WriteTimeout,
+		MaxConnAge:       c.MaxConnAge,
+		MaxConnAgeGrace:  c.MaxConnAgeGrace,
 		HandshakeTimeout: c.HandshakeTimeout,
 		CompressMin:      c.CompressMin,
 	}

@@ -301,6 +301,7 @@ func TestSettingsTable(t *testing.T) {
 		MaxSubscriptions: r.MaxSubscriptions, SubscriberQueue: r.SubscriberQueue, SlowSubscriber: r.SlowSubscriber,
 		FrameTimeout: r.FrameTimeout, IdleTimeout: r.IdleTimeout, KeepAlive: r.KeepAlive, KeepAliveTimeout: r.KeepAliveTimeout,
 		WriteTimeout: r.WriteTimeout, HandshakeTimeout: r.HandshakeTimeout, CompressMin: r.CompressMin,
+		MaxConnAge: r.MaxConnAge, MaxConnAgeGrace: r.MaxConnAgeGrace,
 	}) || ro.Limits.MaxFrameSize != r.Limits.MaxFrameSize {
 		t.Errorf("DefaultConfig's reactor options %+v are not reactor.DefaultOptions' %+v", ro, r)
 	}

@@ -39,6 +39,8 @@ type Config struct {
 	KeepAlive        time.Duration // reactor.Options.KeepAlive
 	KeepAliveTimeout time.Duration // reactor.Options.KeepAliveTimeout
 	WriteTimeout     time.Duration // reactor.Options.WriteTimeout
+	MaxConnAge       time.Duration // reactor.Options.MaxConnAge
+	MaxConnAgeGrace  time.Duration // reactor.Options.MaxConnAgeGrace
 	HandshakeTimeout time.Duration // reactor.Options.HandshakeTimeout
 	DrainTimeout     time.Duration // the context of Run's drain
 	RateLimit        string        // ratelimit.ParseLimits' text
@@ -96,6 +98,8 @@ func DefaultConfig() Config {
 		KeepAlive:        r.KeepAlive,
 		KeepAliveTimeout: r.KeepAliveTimeout,
 		WriteTimeout:     r.WriteTimeout,
+		MaxConnAge:       r.MaxConnAge,
+		MaxConnAgeGrace:  r.MaxConnAgeGrace,
 		HandshakeTimeout: r.HandshakeTimeout,
 		DrainTimeout:     10 * time.Second,
 		CompressMin:      r.CompressMin,
@@ -145,6 +149,8 @@ var settings = []Setting{
 	{Group: "Limits", Key: "keepalive", ptr: func(c *Config) any { return &c.KeepAlive }, Help: "ping a connection silent for this long; negative never"},
 	{Group: "Limits", Key: "keepalive-timeout", ptr: func(c *Config) any { return &c.KeepAliveTimeout }, Help: "close a connection that does not answer a ping within this"},
 	{Group: "Limits", Key: "write-timeout", ptr: func(c *Config) any { return &c.WriteTimeout }, Help: "cut off a connection whose peer reads none of its output for this long"},
+	{Group: "Limits", Key: "max-conn-age", ptr: func(c *Config) any { return &c.MaxConnAge }, Help: "send a connection this old (give or take a tenth at random) a GoAway, so that its client dials again and, behind a load balancer, may reach another server; 0 means never"},
+	{Group: "Limits", Key: "max-conn-age-grace", ptr: func(c *Config) any { return &c.MaxConnAgeGrace }, Help: "with -max-conn-age: close a connection this long after its GoAway, with what it still runs; negative never"},
 	{Group: "Limits", Key: "handshake-timeout", ptr: func(c *Config) any { return &c.HandshakeTimeout }, Help: "with authentication or TLS: how long a connection has to complete it"},
 	{Group: "Limits", Key: "drain-timeout", ptr: func(c *Config) any { return &c.DrainTimeout }, Help: "how long a shutdown waits for the calls in flight"},
 	{Group: "Limits", Key: "rate-limit", ptr: func(c *Config) any { return &c.RateLimit }, Help: "hold routes to rates, as `ROUTE=RATE[:BURST],...` in calls a second (burst: at once, default a second's worth); route * is every route not listed, each on its own; past it a call gets ResourceExhausted"},

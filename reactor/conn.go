@@ -59,6 +59,8 @@ type conn struct {
 	frameStart atomic.Int64 // when the frame now arriving began; 0 if none
 	pingSent   atomic.Int64 // when the sweeper asked for a Ping; 0 if none is out
 	openedAt   int64        // when the connection opened; set before the sweeper sees it
+	maxAge     int64        // how long it may be served (Options.MaxConnAge, jittered), in ns; 0 for ever; set with openedAt
+	aged       atomic.Bool  // the sweeper found it past maxAge: the loop sends a GoAway
 	authedAt   atomic.Int64 // not 0 once authed
 	wantPing   atomic.Bool  // the loop sends a Ping at its next wake-up
 	ending     atomic.Pointer[ending]
@@ -92,6 +94,7 @@ func newConn(s *Server, gc gnet.Conn, remote net.Addr) *conn {
 	c.streams.Init(s.streamCfg, (*connLink)(c))
 	c.newInlineCall()
 	c.openedAt = s.clock.Load()
+	c.maxAge = s.opts.maxConnAge()
 	if s.opts.Authenticator == nil {
 		c.authed = true
 		c.authedAt.Store(1)
@@ -222,7 +225,7 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	oneWay := f.Kind == proto.KindOneWay
 	c.tookIn(f.ID)
 	if c.goingAway {
-		return c.refuse(out, f, proto.CodeUnavailable, "server is draining")
+		return c.refuse(out, f, proto.CodeUnavailable, c.awayReason())
 	}
 	rt := c.s.reg.LookupCached(f.Route, &c.routes)
 	if rt == nil {
@@ -296,7 +299,16 @@ func (c *conn) cancel(id uint32) {
 // goAway appends the connection's GoAway and refuses calls from now on.
 func (c *conn) goAway(out []byte) []byte {
 	c.goingAway = true
-	return proto.AppendGoAway(out, c.lastID, proto.CodeUnavailable, "server is draining")
+	return proto.AppendGoAway(out, c.lastID, proto.CodeUnavailable, c.awayReason())
+}
+
+// awayReason is why the connection goes away: the server drains, or the
+// connection is past its maximum age (sweep.go).
+func (c *conn) awayReason() string {
+	if c.s.draining.Load() || !c.aged.Load() {
+		return "server is draining"
+	}
+	return msgAged
 }
 
 // unlockAndWake ends a hand-over to the loop: with c.mu held and frames

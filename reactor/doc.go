@@ -23,5 +23,7 @@
 //
 // Shutdown drains: it refuses new connections, sends GoAway on every
 // connection naming the last call it will answer, answers the calls in
-// flight, flushes, and only then stops gnet.
+// flight, flushes, and only then stops gnet. With Options.MaxConnAge, a
+// connection past its age gets the same GoAway on its own, so that a
+// client behind an L4 balancer dials again and may reach another server.
 package reactor

@@ -126,16 +126,17 @@ func (s *events) OnTraffic(gc gnet.Conn) (action gnet.Action) {
 
 // service does a wake-up's work for a connection of either transport and
 // returns what is left to write: a GoAway if the sweeper ends it, else its
-// own GoAway once the server drains, a Ping the sweeper asked for, the
-// blocking pool's replies, and the answers to every whole frame in. Past
-// the high-water mark it writes what it has before it runs more frames,
-// and stops once the socket does not take it all.
+// own GoAway once the server drains or it is past its maximum age, a Ping
+// the sweeper asked for, the blocking pool's replies, and the answers to
+// every whole frame in. Past the high-water mark it writes what it has
+// before it runs more frames, and stops once the socket does not take it
+// all.
 func (c *conn) service(in inbound, out []byte) ([]byte, gnet.Action) {
 	if r := c.ending.Load(); r != nil {
 		return c.endNow(out, r), gnet.Close
 	}
-	if c.s.draining.Load() && !c.goingAway {
-		out = c.goAway(out)
+	if !c.goingAway && (c.s.draining.Load() || c.aged.Load()) {
+		out = c.goAway(out) // a drain's, or the connection's maximum age's (sweep.go)
 	}
 	if c.wantPing.Load() && c.wantPing.CompareAndSwap(true, false) { // a load first: no locked instruction per wake-up
 		out = proto.AppendPing(out, nil)

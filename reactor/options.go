@@ -106,6 +106,23 @@ type Options struct {
 	// finish. Default 30s.
 	WriteTimeout time.Duration
 
+	// MaxConnAge, if set, bounds how long a connection is served: once it
+	// is that old, give or take up to a tenth at random (so that
+	// connections opened together do not end together), it gets a GoAway,
+	// as every connection does on a drain: its calls in flight are
+	// answered, later ones refused (Unavailable, Unprocessed), and a client
+	// dials a new connection, which a balancer in front of several servers
+	// may send to another. Clients that dialled one address behind an L4
+	// balancer so spread over servers added since. Default 0: a connection
+	// lasts as long as its peer keeps it (a negative value too).
+	MaxConnAge time.Duration
+
+	// MaxConnAgeGrace is how long a connection that got its GoAway for
+	// MaxConnAge has to finish its calls and streams before it is closed
+	// with whatever it still has running. Default DefaultMaxConnAgeGrace
+	// (30s); a negative value never closes it: its peer does.
+	MaxConnAgeGrace time.Duration
+
 	// Authenticator, if set, makes every connection authenticate with a
 	// Hello before anything else (docs/protocol.md, "The handshake"); the
 	// Identity it returns goes with every call of the connection. It runs
@@ -231,6 +248,7 @@ func DefaultOptions() Options {
 		KeepAliveTimeout: proto.DefaultKeepAliveTimeout,
 		MaxOutbound:      8 << 20,
 		WriteTimeout:     30 * time.Second,
+		MaxConnAgeGrace:  DefaultMaxConnAgeGrace,
 		HandshakeTimeout: 5 * time.Second,
 		PreAuthMaxFrame:  4 << 10,
 		MaxSubscriptions: 1024,
@@ -268,6 +286,7 @@ func (o Options) withDefaults() Options {
 	optcheck.SetZero(&o.KeepAliveTimeout, d.KeepAliveTimeout)
 	optcheck.SetZero(&o.MaxOutbound, d.MaxOutbound)
 	optcheck.SetZero(&o.WriteTimeout, d.WriteTimeout)
+	optcheck.SetZero(&o.MaxConnAgeGrace, d.MaxConnAgeGrace)
 	optcheck.SetZero(&o.HandshakeTimeout, d.HandshakeTimeout)
 	optcheck.SetZero(&o.PreAuthMaxFrame, d.PreAuthMaxFrame)
 	optcheck.SetZero(&o.MaxSubscriptions, d.MaxSubscriptions)
@@ -337,6 +356,12 @@ func (o *Options) sweepEvery() time.Duration {
 	}
 	if o.IdleTimeout > 0 {
 		d = min(d, o.IdleTimeout)
+	}
+	if o.MaxConnAge > 0 {
+		d = min(d, o.MaxConnAge)
+		if o.MaxConnAgeGrace > 0 {
+			d = min(d, o.MaxConnAgeGrace)
+		}
 	}
 	return min(max(d/4, 10*time.Millisecond), time.Second)
 }

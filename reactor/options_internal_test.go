@@ -43,11 +43,11 @@ func TestOptionsZeroRule(t *testing.T) {
 	if err := d.Validate(); err != nil {
 		t.Errorf("DefaultOptions: %v", err)
 	}
-	off := Options{KeepAlive: -1, IdleTimeout: -1, InlineThreshold: -1, InlineBudget: -1, CompressMin: -1}
+	off := Options{KeepAlive: -1, IdleTimeout: -1, InlineThreshold: -1, InlineBudget: -1, CompressMin: -1, MaxConnAge: -1, MaxConnAgeGrace: -1}
 	if err := off.Validate(); err != nil {
 		t.Errorf("negative values that turn things off: %v", err)
 	}
-	if o := off.withDefaults(); o.KeepAlive != -1 || o.InlineThreshold != -1 || o.InlineBudget != -1 || o.CompressMin != -1 {
+	if o := off.withDefaults(); o.KeepAlive != -1 || o.InlineThreshold != -1 || o.InlineBudget != -1 || o.CompressMin != -1 || o.MaxConnAge != -1 || o.MaxConnAgeGrace != -1 {
 		t.Errorf("withDefaults changed a negative value that turns something off: %+v", o)
 	}
 	bad := Options{Loops: -1, MaxConns: -2, FrameTimeout: -time.Second, SlowSubscriber: 7, Limits: proto.Limits{MaxFrameSize: 8}}
@@ -69,5 +69,47 @@ func TestOptionsZeroRule(t *testing.T) {
 	if err := s.Start("127.0.0.1:0"); !errors.Is(err, s.invalid) || err == nil {
 		t.Errorf("Start with bad Options: %v, want Validate's error", err)
 		_ = s.Shutdown(context.Background())
+	}
+}
+
+// TestMaxConnAgeJitter: a connection's maximum age is Options.MaxConnAge
+// give or take up to a tenth, drawn for each connection, so that
+// connections opened together do not go away together; none without
+// MaxConnAge (zero, the default, or negative). The sweeper looks often
+// enough to keep to it: at least four times an age, and a grace.
+func TestMaxConnAgeJitter(t *testing.T) {
+	for _, age := range []time.Duration{0, -time.Second} {
+		o := Options{MaxConnAge: age}.withDefaults()
+		if got := o.maxConnAge(); got != 0 {
+			t.Errorf("MaxConnAge %v: a connection's maximum age %v, want none", age, time.Duration(got))
+		}
+	}
+	o := Options{MaxConnAge: time.Second}.withDefaults()
+	lo, hi := int64(900*time.Millisecond), int64(1100*time.Millisecond)
+	seen := map[int64]bool{}
+	below, above := false, false
+	for range 1000 {
+		got := o.maxConnAge()
+		if got < lo || got > hi {
+			t.Fatalf("MaxConnAge 1s: a connection's maximum age %v, want 0.9s to 1.1s", time.Duration(got))
+		}
+		seen[got] = true
+		below, above = below || got < int64(time.Second), above || got > int64(time.Second)
+	}
+	if len(seen) < 100 || !below || !above {
+		t.Errorf("1000 connections' maximum ages: %d distinct, some below 1s %v, some above %v; want them spread both ways", len(seen), below, above)
+	}
+	for _, tc := range []struct {
+		age, grace, want time.Duration
+	}{
+		{0, 0, time.Second}, // the defaults alone: 30s limits, looked at every 1s at most
+		{400 * time.Millisecond, 0, 100 * time.Millisecond},
+		{time.Minute, 200 * time.Millisecond, 50 * time.Millisecond},
+		{time.Minute, -1, time.Second},
+	} {
+		o := Options{MaxConnAge: tc.age, MaxConnAgeGrace: tc.grace}.withDefaults()
+		if got := o.sweepEvery(); got != tc.want {
+			t.Errorf("MaxConnAge %v, grace %v: the sweeper looks every %v, want %v", tc.age, tc.grace, got, tc.want)
+		}
 	}
 }

@@ -103,6 +103,7 @@ func TestSuiteOverStdTransport(t *testing.T) {
 		"TestGoAwayOutlivesUnreadInput", "TestFrameOutcomes", "TestNoCallsToAPeerGoingAway", "TestCancelledBeforeItRan",
 		"TestTopicPermissions", "TestTopicRefusalsOnTheWire", "TestTopicsWithoutIdentity",
 		"TestInlineHandlerCallingOut", "TestWatchdog", "TestInlineRouteMoves",
+		"TestMaxConnAge", "TestMaxConnAgeOff", "TestMaxConnAgeSpreadsCalls",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -165,17 +165,24 @@ func (l *connLink) OpenErr() error {
 	return nil
 }
 
-// AcceptErr refuses the client's streams once the server drains. It runs
-// on the loop, which alone sets goingAway.
+// AcceptErr refuses the client's streams once the server drains, or the
+// connection has gone away for its age. It runs on the loop, which alone
+// sets goingAway.
 func (l *connLink) AcceptErr() *handler.Error {
 	c := (*conn)(l)
-	if c.goingAway || c.s.draining.Load() {
+	switch {
+	case c.s.draining.Load():
 		return errDraining
+	case c.goingAway:
+		return errAged
 	}
 	return nil
 }
 
-var errDraining = &handler.Error{Code: proto.CodeUnavailable, Message: "server is draining", Unprocessed: true}
+var (
+	errDraining = &handler.Error{Code: proto.CodeUnavailable, Message: "server is draining", Unprocessed: true}
+	errAged     = &handler.Error{Code: proto.CodeUnavailable, Message: msgAged, Unprocessed: true}
+)
 
 // NewCall returns the Call of a stream handler on the connection.
 func (l *connLink) NewCall() *handler.Call {

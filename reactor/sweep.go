@@ -2,6 +2,7 @@ package reactor
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -10,7 +11,8 @@ import (
 )
 
 // The sweeper enforces the limits that need a clock: the handshake and
-// whole-frame deadlines, the idle timeout and keep-alive pings. (The
+// whole-frame deadlines, the idle timeout, keep-alive pings and the
+// maximum connection age with its grace. (The
 // write-progress deadline is a write deadline, on the goroutine a
 // connection moves to when its peer does not take its output: write.go.) It reads what each connection's loop records and acts through
 // the loop (a Wake), never on a connection directly. It also keeps the
@@ -47,6 +49,9 @@ func (s *Server) check(c *conn, now int64) {
 		c.end(proto.CodeUnauthenticated, fmt.Sprintf("no handshake within %v", o.HandshakeTimeout))
 		return
 	}
+	if c.maxAge > 0 && c.pastAge(now) {
+		return
+	}
 	if fs := c.frameStart.Load(); fs != 0 && since(fs) > o.FrameTimeout {
 		c.end(proto.CodeDeadlineExceeded, fmt.Sprintf("a frame not completed within %v", o.FrameTimeout))
 		return
@@ -68,6 +73,48 @@ func (s *Server) check(c *conn, now int64) {
 			c.wake()
 		}
 	}
+}
+
+// DefaultMaxConnAgeGrace is Options.MaxConnAgeGrace's default: how long
+// a connection past its maximum age has to finish what it runs.
+const DefaultMaxConnAgeGrace = 30 * time.Second
+
+// maxConnAge returns the maximum age, in nanoseconds, of a connection
+// opened now: Options.MaxConnAge give or take up to a tenth of it at random
+// (grpc's jitter), so that connections opened together, as a client's are
+// after a restart, do not all go away together; 0 if there is none.
+func (o *Options) maxConnAge() int64 {
+	if o.MaxConnAge <= 0 {
+		return 0
+	}
+	age := int64(o.MaxConnAge)
+	j := age / 10
+	return age - j + rand.Int64N(2*j+1)
+}
+
+// msgAged is what the GoAway of a connection past its maximum age, and
+// the refusal of its later calls, say.
+const msgAged = "connection past its maximum age"
+
+// pastAge applies the maximum age to a connection that has one, at now:
+// past it, the loop sends a GoAway (once; service) and the connection
+// carries on with the calls it has; past its grace after that, it ends.
+// It reports whether the connection ends.
+func (c *conn) pastAge(now int64) bool {
+	o := &c.s.opts
+	age := now - c.openedAt
+	switch {
+	case age <= c.maxAge:
+		return false
+	case o.MaxConnAgeGrace >= 0 && age > c.maxAge+int64(o.MaxConnAgeGrace):
+		c.end(proto.CodeUnavailable, fmt.Sprintf("%s and its grace (%v)", msgAged, o.MaxConnAgeGrace))
+		return true
+	case !c.aged.Load():
+		c.s.log.Debug("rpcd: GoAway to a connection past its maximum age", "remote", c.remote, "age", time.Duration(age))
+		c.aged.Store(true)
+		c.wake()
+	}
+	return false
 }
 
 // end asks the connection's loop to send a GoAway saying why and close.

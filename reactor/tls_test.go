@@ -109,7 +109,7 @@ func TestSuiteOverTLS(t *testing.T) {
 		"TestClientCancelReachesHandler", "TestDeadlineExceeded", "TestBlockingInflightLimit",
 		"TestNotify", "TestFutures", "TestPipelinedRequests", "TestBadPeerIsolated",
 		"TestShutdownAnswersCallsInFlight", "TestShutdownTimeout", "TestShutdownUnderLoad",
-		"TestFrameTimeout", "TestIdleTimeout", "TestKeepAlive", "TestMaxConns",
+		"TestFrameTimeout", "TestIdleTimeout", "TestKeepAlive", "TestMaxConns", "TestMaxConnAge",
 		"TestCancelFloodBounded", "TestReplyToGoneClient", "TestAuthentication", "TestAuthorization",
 		"TestReverseCall", "TestReverseCallRules", "TestPushToAll", "TestPushToSlowClient",
 		"TestPubSub", "TestPubSubFanOut", "TestPubSubLimits",

@@ -69,7 +69,7 @@ func TestSuiteOverWebSocket(t *testing.T) {
 		"TestClientCancelReachesHandler", "TestDeadlineExceeded", "TestBlockingInflightLimit",
 		"TestNotify", "TestFutures", "TestPipelinedRequests", "TestBadPeerIsolated",
 		"TestShutdownAnswersCallsInFlight", "TestShutdownTimeout", "TestShutdownUnderLoad",
-		"TestKeepAlive", "TestCancelFloodBounded", "TestReplyToGoneClient",
+		"TestKeepAlive", "TestMaxConnAge", "TestCancelFloodBounded", "TestReplyToGoneClient",
 		"TestAuthentication", "TestAuthorization",
 		"TestReverseCall", "TestReverseCallRules", "TestPushToAll",
 		"TestPubSub", "TestPubSubFanOut", "TestClientCredentials",
