@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -155,6 +156,33 @@ type RouteInfo struct {
 	Inline   bool   `json:"inline,omitempty"`   // pinned to the event loop (registered with Inline)
 	Overruns uint64 `json:"overruns,omitempty"` // inline runs a watchdog saw pass its threshold
 	Stream   bool   `json:"stream,omitempty"`   // a stream route (HandleStream)
+}
+
+// Notes says in words where the route runs and what the watchdog saw of
+// it: "blocking", "moved from the event loop", "pinned inline", "9 inline
+// overruns", "stream" (rpcd routes prints them); none for a route inline
+// and unremarked.
+func (r RouteInfo) Notes() []string {
+	var notes []string
+	if r.Blocking {
+		notes = append(notes, "blocking")
+	}
+	if r.Moved {
+		notes = append(notes, "moved from the event loop")
+	}
+	if r.Inline {
+		notes = append(notes, "pinned inline")
+	}
+	switch {
+	case r.Overruns == 1:
+		notes = append(notes, "1 inline overrun")
+	case r.Overruns > 1:
+		notes = append(notes, strconv.FormatUint(r.Overruns, 10)+" inline overruns")
+	}
+	if r.Stream {
+		notes = append(notes, "stream")
+	}
+	return notes
 }
 
 // Routes lists the registered routes, stream routes among them, sorted by

@@ -3,6 +3,7 @@ package proto
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 )
 
 // Metadata is an encoded metadata section: a sequence of entries, each a
@@ -107,6 +108,23 @@ func (md Metadata) Validate() error {
 		off = end
 	}
 	return nil
+}
+
+// ParsePair parses "key=value", the text form of one metadata pair (rpcd
+// call's -meta), refusing what AppendMetadata would panic on: a key outside
+// CheckMetadataKey's rules, a value past 65,535 bytes.
+func ParsePair(kv string) (key, value string, err error) {
+	key, value, ok := strings.Cut(kv, "=")
+	switch {
+	case !ok:
+		return "", "", fmt.Errorf("%q is not key=value", kv)
+	case len(value) > 0xffff:
+		return "", "", fmt.Errorf("value of %q has %d bytes, want at most 65535", key, len(value))
+	}
+	if err := CheckMetadataKey(key); err != nil {
+		return "", "", fmt.Errorf("key %q: %v", key, strings.TrimPrefix(err.Error(), "rpcd: "))
+	}
+	return key, value, nil
 }
 
 // CheckMetadataKey reports why key cannot be a metadata key, or nil if it

@@ -106,18 +106,11 @@ func (m *metaFlag) String() string {
 
 // Set checks what proto.AppendMetadata would otherwise panic on.
 func (m *metaFlag) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	switch {
-	case !ok:
-		return fmt.Errorf("%q is not key=value", s)
-	case len(v) > 0xffff:
-		return fmt.Errorf("value of %q has %d bytes, want at most 65535", k, len(v))
+	k, v, err := proto.ParsePair(s)
+	if err == nil {
+		*m = append(*m, [2]string{k, v})
 	}
-	if err := proto.CheckMetadataKey(k); err != nil {
-		return fmt.Errorf("key %q: %v", k, strings.TrimPrefix(err.Error(), "rpcd: "))
-	}
-	*m = append(*m, [2]string{k, v})
-	return nil
+	return err
 }
 
 // callFlags are call's flags.

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
-	"fmt"
 	"strings"
 
 	"github.com/rpcd/rpcd/gen"
@@ -73,18 +71,11 @@ func (c *cli) describe(f *describeFlags, args []string) error {
 	if f.json {
 		return c.write(append(reply, '\n'))
 	}
-	var ds []schema.Description
-	if err := json.Unmarshal(reply, &ds); err != nil {
-		return fmt.Errorf("rpcd: the server's descriptions do not decode: %w", err)
+	text, err := schema.RenderJSON(reply)
+	if err != nil {
+		return err
 	}
-	var b strings.Builder
-	for i, d := range ds {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(schema.Render(d))
-	}
-	return c.write([]byte(b.String()))
+	return c.write([]byte(text))
 }
 
 // fetch returns the server's descriptions of route (all routes if empty),

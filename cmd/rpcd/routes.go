@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"strconv"
 	"strings"
 
 	"github.com/rpcd/rpcd/handler"
@@ -51,34 +50,10 @@ func (c *cli) routes(f *dialFlags, args []string) error {
 	var b strings.Builder
 	for _, r := range routes {
 		b.WriteString(r.Name)
-		if notes := routeNotes(r); len(notes) > 0 {
+		if notes := r.Notes(); len(notes) > 0 {
 			b.WriteString(" (" + strings.Join(notes, ", ") + ")")
 		}
 		b.WriteByte('\n')
 	}
 	return c.write([]byte(b.String()))
-}
-
-// routeNotes says where r runs and what the watchdog saw of it.
-func routeNotes(r handler.RouteInfo) []string {
-	var notes []string
-	if r.Blocking {
-		notes = append(notes, "blocking")
-	}
-	if r.Moved {
-		notes = append(notes, "moved from the event loop")
-	}
-	if r.Inline {
-		notes = append(notes, "pinned inline")
-	}
-	switch {
-	case r.Overruns == 1:
-		notes = append(notes, "1 inline overrun")
-	case r.Overruns > 1:
-		notes = append(notes, strconv.FormatUint(r.Overruns, 10)+" inline overruns")
-	}
-	if r.Stream {
-		notes = append(notes, "stream")
-	}
-	return notes
 }

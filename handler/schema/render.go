@@ -1,10 +1,28 @@
 package schema
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 )
+
+// RenderJSON renders the descriptions in b, a JSON array as Sys/Describe
+// answers it (Descriptions), as Render does, a blank line between two.
+func RenderJSON(b []byte) (string, error) {
+	var ds []Description
+	if err := json.Unmarshal(b, &ds); err != nil {
+		return "", fmt.Errorf("rpcd: the descriptions do not decode: %w", err)
+	}
+	var sb strings.Builder
+	for i, d := range ds {
+		if i > 0 {
+			sb.WriteByte('\n')
+		}
+		sb.WriteString(Render(d))
+	}
+	return sb.String(), nil
+}
 
 // Render writes d for people, as `rpcd describe` prints it: its name and
 // kind on the first line ("typed", "raw" or "stream", with "blocking" or

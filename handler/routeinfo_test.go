@@ -1,4 +1,4 @@
-package main
+package handler_test
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 	"github.com/rpcd/rpcd/handler"
 )
 
-// TestRouteNotes: rpcd routes says where each route runs and what the
+// TestRouteNotes: RouteInfo.Notes says where each route runs and what the
 // watchdog saw of it.
 func TestRouteNotes(t *testing.T) {
 	for _, tc := range []struct {
@@ -20,7 +20,7 @@ func TestRouteNotes(t *testing.T) {
 		{handler.RouteInfo{Name: "A/Pinned", Inline: true, Overruns: 1}, "pinned inline, 1 inline overrun"},
 		{handler.RouteInfo{Name: "A/Stream", Stream: true}, "stream"},
 	} {
-		if got := strings.Join(routeNotes(tc.info), ", "); got != tc.want {
+		if got := strings.Join(tc.info.Notes(), ", "); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.info.Name, got, tc.want)
 		}
 	}
