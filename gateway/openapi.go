@@ -76,27 +76,26 @@ var jsonrpcStatuses = []int{400, 401, 408, 413, 415, 431}
 func (g *Gateway) OpenAPI(opts OpenAPIOptions) http.Handler {
 	tl := tally{route: RouteOpenAPI}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.cors.on && g.cors.handle(g, w, r, tl, methodsGet) {
+			return
+		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			g.fail(w, tl, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
+			g.fail(w, r, tl, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
 				Message: "method " + r.Method + ": the OpenAPI document is read with GET"})
 			return
 		}
 		if _, err := g.authenticate(r); err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="rpcd"`)
-			g.fail(w, tl, 0, err)
+			g.fail(w, r, tl, 0, err)
 			return
 		}
 		doc := g.OpenAPIDocument(opts)
 		h := w.Header()
-		h.Set("Content-Type", ContentJSON)
-		h.Set("Content-Length", strconv.Itoa(len(doc)))
+		h["Content-Type"] = contentJSONValue
 		h.Set("Cache-Control", "no-cache")
 		g.counts.response(RouteOpenAPI, http.StatusOK)
-		w.WriteHeader(http.StatusOK)
-		if r.Method == http.MethodGet {
-			_, _ = w.Write(doc)
-		}
+		writeBody(w, r, http.StatusOK, doc, g.opts.CompressMin)
 	})
 }
 
