@@ -63,7 +63,7 @@ func (c CORS) Validate() error {
 // gives it, may call the gateway.
 func (c CORS) AllowsOrigin(origin string) bool {
 	for _, o := range c.Origins {
-		if o == "*" || strings.EqualFold(o, origin) {
+		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
 			return true
 		}
 	}
