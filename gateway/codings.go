@@ -51,12 +51,31 @@ func writeBody(w http.ResponseWriter, r *http.Request, status int, body []byte, 
 			}
 		}
 	}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Content-Length"] = contentLength(len(body))
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)
 	}
 }
+
+// contentLength returns the Content-Length header value for n bytes:
+// shared for the small bodies most replies have.
+func contentLength(n int) []string {
+	if n < len(smallLengths) {
+		return smallLengths[n]
+	}
+	return []string{strconv.Itoa(n)}
+}
+
+// smallLengths are the values of contentLength under 512, shared: assigned
+// to a header map whole, they are never written through.
+var smallLengths = func() [][]string {
+	out := make([][]string, 512)
+	for n := range out {
+		out[n] = []string{strconv.Itoa(n)}
+	}
+	return out
+}()
 
 // addVary says in h that the reply depends on Accept-Encoding, beside the
 // Origin that CORS may have put there.

@@ -220,23 +220,39 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // rest, its reply appended to out: the request's end (the client went
 // away) cancels the call.
 func (g *Gateway) runCall(r *http.Request, rt *handler.Route, codec proto.Codec, md proto.Metadata, id *handler.Identity, deadline time.Time, arg, out []byte) ([]byte, error) {
-	call := &handler.Call{
-		Route: rt.Name(), ID: g.ids.Add(1), Codec: codec, Metadata: md,
-		Remote: remoteAddr(r.RemoteAddr), Identity: id,
-	}
+	gc := callPool.Get().(*gatewayCall)
+	call := &gc.call
+	call.Route, call.ID, call.Codec, call.Metadata = rt.Name(), g.ids.Add(1), codec, md
+	call.Remote, call.Identity = remoteAddr(r.RemoteAddr), id
 	call.Start(g.opts.BaseContext, deadline)
-	cancelled := make(chan struct{})
-	stop := context.AfterFunc(r.Context(), func() {
-		call.Cancel(context.Canceled)
-		close(cancelled)
-	})
+	stop := context.AfterFunc(r.Context(), gc.cancel)
 	out, err := g.run.Outcome(rt, call, arg, out)
 	if !stop() {
-		<-cancelled // the cancel has run; End must not race it
+		<-gc.cancelled // the cancel has run; End must not race it
 	}
-	call.End()
+	if call.End() {
+		call.Remote, call.Identity = nil, nil
+		callPool.Put(gc)
+	}
 	return out, err
 }
+
+// gatewayCall is a Call and what cancels it, kept for the next request
+// while no context derived from the Call outlives its handler.
+type gatewayCall struct {
+	call      handler.Call
+	cancel    func()        // cancels call, then says so on cancelled; bound once
+	cancelled chan struct{} // the cancel has run
+}
+
+var callPool = sync.Pool{New: func() any {
+	gc := &gatewayCall{cancelled: make(chan struct{}, 1)}
+	gc.cancel = func() {
+		gc.call.Cancel(context.Canceled)
+		gc.cancelled <- struct{}{}
+	}
+	return gc
+}}
 
 // fail writes err as a JSON error body, with status, or the status that
 // stands for err's code when status is 0, having counted it as tl says.
