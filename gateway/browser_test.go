@@ -99,21 +99,23 @@ async function attempt(name, path, body) {
 func TestCORSInBrowser(t *testing.T) {
 	bin := findChromium(t)
 	reg := testRegistry(t)
-	allowedPage := httptest.NewServer(nil)
-	refusedPage := httptest.NewServer(nil)
-	t.Cleanup(allowedPage.Close)
-	t.Cleanup(refusedPage.Close)
-	g := gateway.New(reg, gateway.Options{CORS: gateway.CORS{Origins: []string{allowedPage.URL}}})
-	mux := http.NewServeMux()
-	mux.Handle("/rpc/", g)
-	mux.Handle(gateway.JSONRPCPath, g.JSONRPC())
-	gwURL, _ := serve(t, mux)
+	var gwURL string // set before the pages serve
 	page := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = w.Write([]byte(strings.Replace(corsPage, "%q", strconvQuote(gwURL), 1)))
 	})
-	allowedPage.Config.Handler = page
-	refusedPage.Config.Handler = page
+	allowedPage := httptest.NewUnstartedServer(page)
+	refusedPage := httptest.NewUnstartedServer(page)
+	allowedOrigin := "http://" + allowedPage.Listener.Addr().String()
+	g := gateway.New(reg, gateway.Options{CORS: gateway.CORS{Origins: []string{allowedOrigin}}})
+	mux := http.NewServeMux()
+	mux.Handle("/rpc/", g)
+	mux.Handle(gateway.JSONRPCPath, g.JSONRPC())
+	gwURL, _ = serve(t, mux)
+	allowedPage.Start()
+	refusedPage.Start()
+	t.Cleanup(allowedPage.Close)
+	t.Cleanup(refusedPage.Close)
 
 	type result struct {
 		Name, Body, Error string
