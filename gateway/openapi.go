@@ -206,7 +206,7 @@ func (g *Gateway) OpenAPIDocument(opts OpenAPIOptions) []byte {
 			"method":  method,
 			"params": obj{"description": "the argument (an object of any fields), or an array holding it",
 				"anyOf": []any{obj{"type": "object", "additionalProperties": obj{}}, obj{"type": "array"}, obj{"type": "null"}}},
-			"id":      obj{"type": []string{"string", "number", "null"}, "description": "absent in a notification"},
+			"id": obj{"type": []string{"string", "number", "null"}, "description": "absent in a notification"},
 		}}
 		schemas[oaJSONRPCResponse] = obj{"type": "object", "required": []string{"jsonrpc", "id"}, "properties": obj{
 			"jsonrpc": obj{"const": "2.0"},
