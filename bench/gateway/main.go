@@ -58,11 +58,12 @@ func main() {
 	shipped := flag.String("shipped", "", "measure `rpcd` (the path of its binary) serving -gateway in its own process against net/http in its own process (the flags after -- go to rpcd serve), instead of the servers in this process")
 	jsonOut := flag.String("json", "", "with -shipped: write the runs to this `file`")
 	direct := flag.String("direct", "", "serve the net/http sum on this `address` and nothing else (what -shipped starts)")
+	directGateway := flag.Bool("direct-gateway", false, "with -direct: serve the gateway on the same minimal http.Server instead")
 	flag.Parse()
 	var err error
 	switch {
 	case *direct != "":
-		err = serveDirect(*direct)
+		err = serveDirect(*direct, *directGateway)
 	case *shipped != "":
 		err = runShipped(*shipped, flag.Args(), *d, *runs, *wrkConns, *wrkThreads, *jsonOut)
 	default:

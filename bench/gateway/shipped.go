@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/bench/internal/cputime"
+	"github.com/rpcd/rpcd/gateway"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
 )
 
 // The gateway as users run it: `rpcd serve -gateway` in a process of its
@@ -40,15 +43,26 @@ type shippedRun struct {
 
 // serveDirect serves directSum at POST /rpc/Math/Sum on addr until the
 // process is killed: the net/http side of -shipped, in its own process.
-func serveDirect(addr string) error {
+// With gw set, it serves the gateway (the built-in routes) instead, on the
+// same minimal http.Server: the gateway's handler without the rest of
+// rpcd serve.
+func serveDirect(addr string, gw bool) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /rpc/Math/Sum", directSum)
+	var h http.Handler
+	if gw {
+		reg := handler.NewRegistry()
+		builtin.Register(reg)
+		h = gateway.New(reg, gateway.Options{})
+	} else {
+		mux := http.NewServeMux()
+		mux.HandleFunc("POST /rpc/Math/Sum", directSum)
+		h = mux
+	}
 	fmt.Println("serving", ln.Addr()) // read by -shipped
-	return (&http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}).Serve(ln)
+	return (&http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}).Serve(ln)
 }
 
 // child is a server process started for -shipped.
@@ -141,7 +155,12 @@ func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wr
 		return err
 	}
 	defer direct.stop()
-	systems := []*child{gw, direct}
+	handlerOnly, err := startChild("gateway on net/http", []string{self, "-direct", "127.0.0.1:0", "-direct-gateway"}, "serving ")
+	if err != nil {
+		return err
+	}
+	defer handlerOnly.stop()
+	systems := []*child{gw, handlerOnly, direct}
 	for _, c := range systems {
 		if err := checkSum(c.url); err != nil {
 			return fmt.Errorf("%s: %v", c.name, err)
@@ -158,11 +177,11 @@ func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wr
 	var all []shippedRun
 	rps := map[string][]float64{}
 	cpu := map[string][]float64{}
-	ratioCPU, ratioRPS := []float64{}, []float64{}
+	ratioCPU, ratioRPS, ratioHandler := []float64{}, []float64{}, []float64{}
 	for r := 1; r <= runs; r++ {
 		order := systems
 		if r%2 == 0 {
-			order = []*child{direct, gw}
+			order = []*child{direct, handlerOnly, gw}
 		}
 		got := map[string]shippedRun{}
 		for _, c := range order {
@@ -187,6 +206,7 @@ func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wr
 			fmt.Fprintf(os.Stderr, "round %d %-22s %9.0f req/s %6.2f µs CPU/req\n", r, c.name, run.PerSec, run.CPUPerReqUS)
 		}
 		ratioCPU = append(ratioCPU, got[gw.name].CPUPerReqUS/got[direct.name].CPUPerReqUS)
+		ratioHandler = append(ratioHandler, got[handlerOnly.name].CPUPerReqUS/got[direct.name].CPUPerReqUS)
 		ratioRPS = append(ratioRPS, got[gw.name].PerSec/got[direct.name].PerSec)
 	}
 	fmt.Println("| POST /rpc/Math/Sum, its own process | requests/s (median) | server CPU µs/request (median) | runs, requests/s | runs, µs/request |")
@@ -196,20 +216,24 @@ func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wr
 	}
 	fmt.Printf("\nrpcd against net/http, round by round: CPU per request %s (median %.3f×); requests/s %s (median %.3f×)\n",
 		list(ratioCPU, "%.3f"), median(ratioCPU), list(ratioRPS, "%.3f"), median(ratioRPS))
+	fmt.Printf("the gateway on net/http's server against net/http: CPU per request %s (median %.3f×)\n", list(ratioHandler, "%.3f"), median(ratioHandler))
 	if jsonOut == "" {
 		return nil
 	}
 	b, err := json.MarshalIndent(map[string]any{
-		"command":              "cd bench && go run ./gateway -shipped RPCD " + strings.Join(extra, " ") + fmt.Sprintf(" -c %d -t %d -d %v -runs %d", wrkConns, wrkThreads, d, runs),
-		"serve":                strings.Join(args[1:], " "),
-		"kind":                 "POST /rpc/Math/Sum {\"a\":1,\"b\":2} under wrk; each server a process of its own; CPU per request from /proc/PID/stat",
-		"runs":                 all,
-		"cpu_ratio_by_round":   ratioCPU,
-		"rps_ratio_by_round":   ratioRPS,
-		"cpu_ratio_median":     median(ratioCPU),
-		"rps_ratio_median":     median(ratioRPS),
-		"rpcd_cpu_median_us":   median(cpu[gw.name]),
-		"direct_cpu_median_us": median(cpu[direct.name]),
+		"command":                         "cd bench && go run ./gateway -shipped RPCD " + strings.Join(extra, " ") + fmt.Sprintf(" -c %d -t %d -d %v -runs %d", wrkConns, wrkThreads, d, runs),
+		"serve":                           strings.Join(args[1:], " "),
+		"kind":                            "POST /rpc/Math/Sum {\"a\":1,\"b\":2} under wrk; each server a process of its own; CPU per request from /proc/PID/stat",
+		"runs":                            all,
+		"cpu_ratio_by_round":              ratioCPU,
+		"rps_ratio_by_round":              ratioRPS,
+		"cpu_ratio_median":                median(ratioCPU),
+		"handler_only_cpu_ratio_by_round": ratioHandler,
+		"handler_only_cpu_ratio_median":   median(ratioHandler),
+		"handler_only":                    "the gateway's handler (gateway.New over the built-in routes) on the same minimal http.Server as net/http's, its own process",
+		"rps_ratio_median":                median(ratioRPS),
+		"rpcd_cpu_median_us":              median(cpu[gw.name]),
+		"direct_cpu_median_us":            median(cpu[direct.name]),
 	}, "", " ")
 	if err != nil {
 		return err
