@@ -59,13 +59,15 @@ func main() {
 	jsonOut := flag.String("json", "", "with -shipped: write the runs to this `file`")
 	direct := flag.String("direct", "", "serve the net/http sum on this `address` and nothing else (what -shipped starts)")
 	directGateway := flag.Bool("direct-gateway", false, "with -direct: serve the gateway on the same minimal http.Server instead")
+	directDaemon := flag.Bool("direct-daemon-server", false, "with -direct-gateway: configure the http.Server as rpcd serve does")
+	withServer := flag.Bool("daemon-server", false, "with -shipped: also measure the gateway on an http.Server configured as rpcd serve's, in a process without the rest of rpcd serve")
 	flag.Parse()
 	var err error
 	switch {
 	case *direct != "":
-		err = serveDirect(*direct, *directGateway)
+		err = serveDirect(*direct, *directGateway, *directDaemon)
 	case *shipped != "":
-		err = runShipped(*shipped, flag.Args(), *d, *runs, *wrkConns, *wrkThreads, *jsonOut)
+		err = runShipped(*shipped, flag.Args(), *d, *runs, *wrkConns, *wrkThreads, *jsonOut, *withServer)
 	default:
 		err = run(*d, *runs, *wrkConns, *wrkThreads, *callers, *dials)
 	}

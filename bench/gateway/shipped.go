@@ -11,9 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/netutil"
 
 	"github.com/rpcd/rpcd/bench/internal/cputime"
 	"github.com/rpcd/rpcd/gateway"
@@ -46,10 +49,19 @@ type shippedRun struct {
 // With gw set, it serves the gateway (the built-in routes) instead, on the
 // same minimal http.Server: the gateway's handler without the rest of
 // rpcd serve.
-func serveDirect(addr string, gw bool) error {
+//
+// With daemonServer set too, the http.Server is configured as rpcd serve's
+// (daemon/gateway.go): a read timeout for the whole request, an idle
+// timeout, a header limit and the connection cap's listener.
+func serveDirect(addr string, gw, daemonServer bool) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
+	}
+	srv := &http.Server{ReadHeaderTimeout: 30 * time.Second}
+	if daemonServer {
+		ln = netutil.LimitListener(ln, 10000)
+		srv.ReadTimeout, srv.IdleTimeout, srv.MaxHeaderBytes = 30*time.Second, 2*time.Minute, 64<<10
 	}
 	var h http.Handler
 	if gw {
@@ -62,7 +74,8 @@ func serveDirect(addr string, gw bool) error {
 		h = mux
 	}
 	fmt.Println("serving", ln.Addr()) // read by -shipped
-	return (&http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}).Serve(ln)
+	srv.Handler = h
+	return srv.Serve(ln)
 }
 
 // child is a server process started for -shipped.
@@ -135,7 +148,7 @@ func (c *child) stop() {
 
 // runShipped measures rpcd (the path of an rpcd binary) serving its
 // gateway against net/http in its own process.
-func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wrkThreads int, jsonOut string) error {
+func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wrkThreads int, jsonOut string, withServer bool) error {
 	wrk, err := exec.LookPath("wrk")
 	if err != nil {
 		return errors.New("wrk not found: apt-get install wrk")
@@ -161,6 +174,14 @@ func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wr
 	}
 	defer handlerOnly.stop()
 	systems := []*child{gw, handlerOnly, direct}
+	if withServer {
+		daemonServer, err := startChild("gateway on rpcd's http.Server", []string{self, "-direct", "127.0.0.1:0", "-direct-gateway", "-direct-daemon-server"}, "serving ")
+		if err != nil {
+			return err
+		}
+		defer daemonServer.stop()
+		systems = append(systems, daemonServer)
+	}
 	for _, c := range systems {
 		if err := checkSum(c.url); err != nil {
 			return fmt.Errorf("%s: %v", c.name, err)
@@ -177,11 +198,13 @@ func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wr
 	var all []shippedRun
 	rps := map[string][]float64{}
 	cpu := map[string][]float64{}
-	ratioCPU, ratioRPS, ratioHandler := []float64{}, []float64{}, []float64{}
+	ratioCPU, ratioRPS := []float64{}, []float64{}
+	cpuRatios := map[string][]float64{} // by system, against net/http, round by round
 	for r := 1; r <= runs; r++ {
 		order := systems
 		if r%2 == 0 {
-			order = []*child{direct, handlerOnly, gw}
+			order = slices.Clone(systems)
+			slices.Reverse(order)
 		}
 		got := map[string]shippedRun{}
 		for _, c := range order {
@@ -206,8 +229,10 @@ func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wr
 			fmt.Fprintf(os.Stderr, "round %d %-22s %9.0f req/s %6.2f µs CPU/req\n", r, c.name, run.PerSec, run.CPUPerReqUS)
 		}
 		ratioCPU = append(ratioCPU, got[gw.name].CPUPerReqUS/got[direct.name].CPUPerReqUS)
-		ratioHandler = append(ratioHandler, got[handlerOnly.name].CPUPerReqUS/got[direct.name].CPUPerReqUS)
 		ratioRPS = append(ratioRPS, got[gw.name].PerSec/got[direct.name].PerSec)
+		for _, c := range systems {
+			cpuRatios[c.name] = append(cpuRatios[c.name], got[c.name].CPUPerReqUS/got[direct.name].CPUPerReqUS)
+		}
 	}
 	fmt.Println("| POST /rpc/Math/Sum, its own process | requests/s (median) | server CPU µs/request (median) | runs, requests/s | runs, µs/request |")
 	fmt.Println("| --- | ---: | ---: | --- | --- |")
@@ -216,24 +241,30 @@ func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wr
 	}
 	fmt.Printf("\nrpcd against net/http, round by round: CPU per request %s (median %.3f×); requests/s %s (median %.3f×)\n",
 		list(ratioCPU, "%.3f"), median(ratioCPU), list(ratioRPS, "%.3f"), median(ratioRPS))
-	fmt.Printf("the gateway on net/http's server against net/http: CPU per request %s (median %.3f×)\n", list(ratioHandler, "%.3f"), median(ratioHandler))
+	for _, c := range systems[1:] {
+		if c != direct {
+			fmt.Printf("%s against net/http: CPU per request %s (median %.3f×)\n", c.name, list(cpuRatios[c.name], "%.3f"), median(cpuRatios[c.name]))
+		}
+	}
 	if jsonOut == "" {
 		return nil
 	}
 	b, err := json.MarshalIndent(map[string]any{
-		"command":                         "cd bench && go run ./gateway -shipped RPCD " + strings.Join(extra, " ") + fmt.Sprintf(" -c %d -t %d -d %v -runs %d", wrkConns, wrkThreads, d, runs),
-		"serve":                           strings.Join(args[1:], " "),
-		"kind":                            "POST /rpc/Math/Sum {\"a\":1,\"b\":2} under wrk; each server a process of its own; CPU per request from /proc/PID/stat",
-		"runs":                            all,
-		"cpu_ratio_by_round":              ratioCPU,
-		"rps_ratio_by_round":              ratioRPS,
-		"cpu_ratio_median":                median(ratioCPU),
-		"handler_only_cpu_ratio_by_round": ratioHandler,
-		"handler_only_cpu_ratio_median":   median(ratioHandler),
-		"handler_only":                    "the gateway's handler (gateway.New over the built-in routes) on the same minimal http.Server as net/http's, its own process",
-		"rps_ratio_median":                median(ratioRPS),
-		"rpcd_cpu_median_us":              median(cpu[gw.name]),
-		"direct_cpu_median_us":            median(cpu[direct.name]),
+		"command":                       "cd bench && go run ./gateway -shipped RPCD " + strings.Join(extra, " ") + fmt.Sprintf(" -c %d -t %d -d %v -runs %d", wrkConns, wrkThreads, d, runs),
+		"serve":                         strings.Join(args[1:], " "),
+		"kind":                          "POST /rpc/Math/Sum {\"a\":1,\"b\":2} under wrk; each server a process of its own; CPU per request from /proc/PID/stat",
+		"runs":                          all,
+		"cpu_ratio_by_round":            ratioCPU,
+		"rps_ratio_by_round":            ratioRPS,
+		"cpu_ratio_median":              median(ratioCPU),
+		"cpu_ratio_by_system_and_round": cpuRatios,
+		"systems": map[string]string{
+			"gateway on net/http":           "the gateway's handler (gateway.New over the built-in routes) on the same minimal http.Server as net/http's, a process of its own",
+			"gateway on rpcd's http.Server": "the same, on an http.Server configured as rpcd serve's (read and idle timeouts, header limit, the connection cap's listener)",
+		},
+		"rps_ratio_median":     median(ratioRPS),
+		"rpcd_cpu_median_us":   median(cpu[gw.name]),
+		"direct_cpu_median_us": median(cpu[direct.name]),
 	}, "", " ")
 	if err != nil {
 		return err
