@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/pprof"
@@ -49,6 +50,13 @@ type Options struct {
 	// DefaultHistory.
 	History time.Duration
 
+	// CompressMin is the smallest JSON reply (/stats.json,
+	// /history.json) compressed for a client whose Accept-Encoding takes
+	// zstd or gzip, by the gateway's rules (gateway.Write): 0 means
+	// gateway.DefaultCompressMin (1 KiB), negative never. (/metrics
+	// compresses as promhttp does: gzip when asked.)
+	CompressMin int
+
 	// Config, if set, says which configuration the server runs: /metrics
 	// exports its generation, the time it was loaded and the reloads
 	// refused (rpcd_config_generation,
@@ -79,6 +87,7 @@ type Handler struct {
 	gw      *gateway.Gateway
 	mux     *http.ServeMux
 	build   buildinfo.Info
+	zipMin  int // Options.CompressMin
 
 	interval      time.Duration // between samples
 	rateWindow    time.Duration // the least age of a rate's base sample
@@ -103,7 +112,7 @@ func New(srv *reactor.Server, opts Options) *Handler {
 		opts.History = DefaultHistory
 	}
 	h := &Handler{
-		srv: srv, metrics: opts.Metrics, gw: opts.Gateway, mux: http.NewServeMux(), build: buildinfo.Read(),
+		srv: srv, metrics: opts.Metrics, gw: opts.Gateway, mux: http.NewServeMux(), build: buildinfo.Read(), zipMin: opts.CompressMin,
 		interval:      opts.SampleInterval,
 		rateWindow:    opts.SampleInterval,
 		latencyWindow: 10 * opts.SampleInterval,
@@ -219,6 +228,24 @@ func (h *Handler) page(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	_, _ = w.Write(pageHTML)
+}
+
+// writeJSON writes v as a JSON reply, not to be cached, compressed by the
+// gateway's rules.
+func (h *Handler) writeJSON(w http.ResponseWriter, r *http.Request, v any, indent bool) {
+	var b []byte
+	var err error
+	if indent {
+		b, err = json.MarshalIndent(v, "", " ")
+	} else {
+		b, err = json.Marshal(v)
+	}
+	if err != nil {
+		plain(w, http.StatusInternalServerError, "rpcd: admin: "+err.Error()+"\n")
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	gateway.Write(w, r, http.StatusOK, "application/json", append(b, '\n'), h.zipMin)
 }
 
 func plain(w http.ResponseWriter, code int, body string) {

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"encoding/json"
 	"net/http"
 	"runtime"
 	"time"
@@ -281,10 +280,6 @@ func find(rs []metrics.RouteStats, name string) *metrics.RouteStats {
 }
 
 // statsJSON serves Stats as JSON.
-func (h *Handler) statsJSON(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", " ")
-	_ = enc.Encode(h.Stats())
+func (h *Handler) statsJSON(w http.ResponseWriter, r *http.Request) {
+	h.writeJSON(w, r, h.Stats(), true)
 }

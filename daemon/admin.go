@@ -36,7 +36,7 @@ func (d *Daemon) startAdmin() (*adminServer, error) {
 			return nil, err
 		}
 	}
-	h := admin.New(d.srv, admin.Options{Metrics: d.counted, Gateway: d.gw.counted(), Config: d.configStatus})
+	h := admin.New(d.srv, admin.Options{Metrics: d.counted, Gateway: d.gw.counted(), Config: d.configStatus, CompressMin: d.cfg.CompressMin})
 	a := &adminServer{
 		h: h,
 		srv: &http.Server{

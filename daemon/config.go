@@ -116,6 +116,11 @@ func (c *Config) check() (*rules, []error) {
 	case c.Gateway == "" && c.GatewayMaxConns != 0 && c.GatewayMaxConns != DefaultConfig().GatewayMaxConns:
 		add("%s goes with %s", key("gateway-max-conns"), key("gateway"))
 	}
+	if cors, err := c.gatewayCORS(); err != nil {
+		add("%s: %s", key("gateway-cors"), strings.TrimPrefix(bare(err), "gateway: CORS: "))
+	} else if c.GatewayCORSCred && len(cors.Origins) == 0 {
+		add("%s goes with %s", key("gateway-cors-credentials"), key("gateway-cors"))
+	}
 	errs = append(errs, c.checkEtcd(r)...)
 
 	switch {

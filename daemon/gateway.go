@@ -58,8 +58,13 @@ func (d *Daemon) startGateway() (*httpGateway, error) {
 		idleTimeout = gatewayIdleTimeout
 	}
 	limits := proto.Limits{MaxFrameSize: cfg.MaxFrame}
+	cors, err := cfg.gatewayCORS()
+	if err != nil { // Validate has said so
+		return nil, errors.Join(err, ln.Close())
+	}
 	g := &httpGateway{
-		gw:   gateway.New(d.reg, gateway.Options{Limits: limits, CompressMin: cfg.CompressMin, Authenticator: d.authenticator(), Logger: log}),
+		gw: gateway.New(d.reg, gateway.Options{Limits: limits, CompressMin: cfg.CompressMin, CORS: cors,
+			Authenticator: d.authenticator(), Logger: log}),
 		addr: ln.Addr(),
 		done: make(chan error, 1),
 	}
@@ -67,7 +72,11 @@ func (d *Daemon) startGateway() (*httpGateway, error) {
 	// itself (a redirect to a cleaned path), which nothing would count.
 	// Every response is counted in the gateway's Stats, /ws's as "ws" and
 	// /openapi.json's as "openapi".
-	wsHandler := g.gw.Counted(gateway.RouteWebSocket, ws.Handler(d.srv, ws.Options{MaxFrameSize: limits.MaxFrameSize, Logger: log}))
+	wsOpts := ws.Options{MaxFrameSize: limits.MaxFrameSize, Logger: log}
+	if len(cors.Origins) > 0 {
+		wsOpts.CheckOrigin = cors.CheckOrigin // the gateway's own origin and its CORS origins
+	}
+	wsHandler := g.gw.Counted(gateway.RouteWebSocket, ws.Handler(d.srv, wsOpts))
 	jsonrpc := g.gw.JSONRPC()
 	openapi := g.gw.OpenAPI(gateway.OpenAPIOptions{JSONRPCPath: gateway.JSONRPCPath})
 	g.srv = &http.Server{
@@ -99,6 +108,17 @@ func (d *Daemon) startGateway() (*httpGateway, error) {
 		go func() { g.done <- g.srv.Serve(ln) }()
 	}
 	return g, nil
+}
+
+// gatewayCORS returns the gateway's CORS policy: -gateway-cors and
+// -gateway-cors-credentials.
+func (c *Config) gatewayCORS() (gateway.CORS, error) {
+	origins, err := gateway.ParseOrigins(c.GatewayCORS)
+	if err != nil {
+		return gateway.CORS{}, err
+	}
+	cors := gateway.CORS{Origins: origins, Credentials: c.GatewayCORSCred}
+	return cors, cors.Validate()
 }
 
 // counted returns the gateway, whose counters the admin listener exports;

@@ -24,6 +24,8 @@ type Config struct {
 	Addr            string // the RPC port: reactor.Server's listener
 	Gateway         string // the HTTP listener of package gateway and ws
 	GatewayMaxConns int    // its connections at once (0: MaxConns' default)
+	GatewayCORS     string // gateway.ParseOrigins' list: gateway.CORS's Origins, and /ws's
+	GatewayCORSCred bool   // gateway.CORS's Credentials
 	Admin           string // the HTTP listener of package admin
 	Loops           int    // reactor.Options.Loops (0: one per P, one fewer with a gateway)
 
@@ -134,6 +136,8 @@ var settings = []Setting{
 	{Group: "Listening", Key: "addr", ptr: func(c *Config) any { return &c.Addr }, Help: "`address` to listen on: host:port (port 0 picks one), or unix:///path"},
 	{Group: "Listening", Key: "gateway", ptr: func(c *Config) any { return &c.Gateway }, Help: "also serve the routes over HTTP on this `address`: HTTP/JSON (POST /rpc/Controller/Action), JSON-RPC 2.0 (/jsonrpc), rpcd over WebSocket (/ws), OpenAPI (/openapi.json); empty for none (docs/gateway.md)"},
 	{Group: "Listening", Key: "gateway-max-conns", ptr: func(c *Config) any { return &c.GatewayMaxConns }, Help: "with -gateway: most gateway connections open at once; past it, new ones wait to be accepted"},
+	{Group: "Listening", Key: "gateway-cors", ptr: func(c *Config) any { return &c.GatewayCORS }, Help: "with -gateway: let pages of these `origins` call it from a browser (CORS): scheme://host[:port],... or * for any; /ws then takes WebSockets from them and from its own origin alone; empty for none (docs/gateway.md)"},
+	{Group: "Listening", Key: "gateway-cors-credentials", ptr: func(c *Config) any { return &c.GatewayCORSCred }, Help: "with -gateway-cors: let those pages send the credentials their browser keeps for the gateway (cookies, a TLS client certificate); not with *"},
 	{Group: "Listening", Key: "admin", ptr: func(c *Config) any { return &c.Admin }, Help: "serve metrics (/metrics), pprof, /healthz, /readyz and a live page (/) over HTTP on this `address`; empty for none (docs/operating.md)"},
 	{Group: "Listening", Key: "loops", ptr: func(c *Config) any { return &c.Loops }, Help: "event loops; 0 means GOMAXPROCS, or one fewer (at least 1) with -gateway"},
 

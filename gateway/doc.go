@@ -36,6 +36,15 @@
 // the error statuses with the error body, the headers, and a bearer scheme
 // with an Authenticator.
 //
+// Every endpoint follows the same HTTP rules: a request body in
+// Content-Encoding zstd or gzip is expanded, any other coding refused with
+// 415; a reply of Options.CompressMin bytes or more (1 KiB) is compressed
+// as Accept-Encoding asks (Write gives the rule to other handlers). With
+// Options.CORS listing origins, pages of those origins may call from a
+// browser: preflights are answered, replies carry
+// Access-Control-Allow-Origin, and CORS.CheckOrigin is the same policy for
+// a WebSocket upgrade.
+//
 // docs/gateway.md has the status table, the headers, and why rpcd serve
 // runs the gateway on a port of its own (-gateway) rather than on the
 // main port, with the measurements behind that.

@@ -21,7 +21,6 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/transport"
-	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -76,10 +75,16 @@ type Options struct {
 
 	// CompressMin is the smallest reply body, in bytes, compressed for a
 	// client whose Accept-Encoding takes zstd or gzip (when compressing
-	// makes it smaller); 0 means 1 KiB, negative sends every reply as it
-	// is. Request bodies in Content-Encoding zstd or gzip are expanded
-	// whatever it is.
+	// makes it smaller), on every endpoint: calls, JSON-RPC, the OpenAPI
+	// document, error bodies; 0 means DefaultCompressMin (1 KiB), negative
+	// sends every reply as it is. Request bodies in Content-Encoding zstd
+	// or gzip are expanded whatever it is.
 	CompressMin int
+
+	// CORS says which pages of other origins may call the gateway from a
+	// browser; the zero CORS lets none (no CORS headers, and OPTIONS is
+	// 405).
+	CORS CORS
 }
 
 // Gateway is an http.Handler that calls a registry's routes. It is safe
@@ -92,6 +97,7 @@ type Gateway struct {
 	ids      atomic.Uint32
 	draining atomic.Bool
 	counts   counters // Stats
+	cors     corsPolicy
 }
 
 // New returns a gateway to reg's routes.
@@ -107,9 +113,9 @@ func New(reg *handler.Registry, opts Options) *Gateway {
 		opts.Logger = slog.Default()
 	}
 	if opts.CompressMin == 0 {
-		opts.CompressMin = 1 << 10
+		opts.CompressMin = DefaultCompressMin
 	}
-	return &Gateway{reg: reg, opts: opts, log: opts.Logger,
+	return &Gateway{reg: reg, opts: opts, log: opts.Logger, cors: newCORSPolicy(opts.CORS),
 		run: transport.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger}}
 }
 
@@ -138,7 +144,7 @@ const maxPooled = 256 << 10
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	route, ok := strings.CutPrefix(r.URL.Path, g.opts.Prefix)
 	if !ok {
-		g.fail(w, tally{route: RouteUnknown}, http.StatusNotFound, &handler.Error{Code: proto.CodeNotFound, Unprocessed: true,
+		g.fail(w, r, tally{route: RouteUnknown}, http.StatusNotFound, &handler.Error{Code: proto.CodeNotFound, Unprocessed: true,
 			Message: "no route: paths are " + g.opts.Prefix + "Controller/Action"})
 		return
 	}
@@ -147,86 +153,50 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt != nil {
 		tl.route = rt.Name()
 	}
+	if g.cors.on && g.cors.handle(g, w, r, tl, methodsPost) {
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		g.fail(w, tl, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
+		g.fail(w, r, tl, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
 			Message: "method " + r.Method + ": routes are called with POST"})
 		return
 	}
 	codec, err := codecOf(r.Header.Get("Content-Type"))
 	if err != nil {
-		g.fail(w, tl, http.StatusUnsupportedMediaType, err)
+		g.fail(w, r, tl, http.StatusUnsupportedMediaType, err)
 		return
 	}
-	bodyZip, err := contentEncoding(r.Header.Values("Content-Encoding"))
-	if err != nil {
-		w.Header().Set("Accept-Encoding", "zstd, gzip")
-		g.fail(w, tl, http.StatusUnsupportedMediaType, err)
+	zip, ok := g.bodyCoding(w, r, tl)
+	if !ok {
 		return
 	}
 	if g.draining.Load() {
-		g.fail(w, tl, 0, &handler.Error{Code: proto.CodeUnavailable, Message: "server is draining", Unprocessed: true})
+		g.fail(w, r, tl, 0, &handler.Error{Code: proto.CodeUnavailable, Message: "server is draining", Unprocessed: true})
 		return
 	}
-	id, ok := g.admit(w, tl, r)
+	id, ok := g.admit(w, r, tl)
 	if !ok {
 		return
 	}
 	if rt == nil || handler.ValidRoute(route) != nil || len(route) > g.opts.Limits.MaxRoute {
-		g.fail(w, tl, 0, &handler.Error{Code: proto.CodeNotFound, Message: "no route " + route, Unprocessed: true})
+		g.fail(w, r, tl, 0, &handler.Error{Code: proto.CodeNotFound, Message: "no route " + route, Unprocessed: true})
 		return
 	}
-	md, deadline, ok := g.callHeaders(w, tl, r)
+	md, deadline, ok := g.callHeaders(w, r, tl)
 	if !ok {
 		return
 	}
 
 	limit := g.opts.Limits.MaxFrameSize - proto.HeaderSize - len(route) - len(md)
-	bp := bufPool.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= maxPooled {
-			bufPool.Put(bp)
-		}
-	}()
-	body, err := readBody(r.Body, r.ContentLength, limit, "the frame limit, less the route and metadata", (*bp)[:0])
-	*bp = body[:0]
-	if err != nil {
-		g.fail(w, tl, bodyStatus(err), err)
+	in, ok := g.readBody(w, r, tl, zip, limit, "the frame limit, less the route and metadata")
+	defer in.release()
+	if !ok {
 		return
 	}
-	if bodyZip != proto.CompressionNone {
-		xp := compression.GetBuffer()
-		expanded, err := compression.Expand((*xp)[:0], body, bodyZip, limit)
-		defer func() { compression.PutBuffer(xp, expanded) }()
-		switch {
-		case errors.Is(err, compression.ErrTooLarge):
-			g.fail(w, tl, http.StatusRequestEntityTooLarge, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
-				Message: "body expands past the limit of " + strconv.Itoa(max(limit, 0)) + " (the frame limit, less the route and metadata)"})
-			return
-		case err != nil:
-			g.fail(w, tl, http.StatusBadRequest, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
-				Message: "body does not expand as its Content-Encoding says: " + handler.MessageOf(err)})
-			return
-		}
-		body = expanded
-	}
 
-	call := &handler.Call{
-		Route: rt.Name(), ID: g.ids.Add(1), Codec: codec, Metadata: md,
-		Remote: remoteAddr(r.RemoteAddr), Identity: id,
-	}
-	call.Start(g.opts.BaseContext, deadline)
-	cancelled := make(chan struct{})
-	stop := context.AfterFunc(r.Context(), func() {
-		call.Cancel(context.Canceled)
-		close(cancelled)
-	})
 	rp := bufPool.Get().(*[]byte)
-	out, err := g.run.Outcome(rt, call, body, (*rp)[:0])
-	if !stop() {
-		<-cancelled // the cancel has run; End must not race it
-	}
-	call.End()
+	out, err := g.runCall(r, rt, codec, md, id, deadline, in.b, (*rp)[:0])
 	defer func() {
 		if cap(out) <= maxPooled {
 			*rp = out[:0]
@@ -234,111 +204,59 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	if err != nil {
-		g.fail(w, tl, 0, err)
+		g.fail(w, r, tl, 0, err)
 		return
 	}
-	h := w.Header()
 	if codec == proto.CodecRaw {
-		h["Content-Type"] = contentRawValue
+		w.Header()["Content-Type"] = contentRawValue
 	} else {
-		h["Content-Type"] = contentJSONValue
+		w.Header()["Content-Type"] = contentJSONValue
 	}
-	reply := out
-	if g.opts.CompressMin >= 0 {
-		h["Vary"] = varyValue
-		if zip := g.replyCompression(r, len(out)); zip != proto.CompressionNone {
-			zp := compression.GetBuffer()
-			z := compression.Append((*zp)[:0], out, zip)
-			defer func() { compression.PutBuffer(zp, z) }()
-			if len(z) < len(out) {
-				reply = z
-				h.Set("Content-Encoding", zip.String())
-			}
-		}
-	}
-	h.Set("Content-Length", strconv.Itoa(len(reply)))
 	g.counts.response(tl.route, http.StatusOK)
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(reply)
+	writeBody(w, r, http.StatusOK, out, g.opts.CompressMin)
 }
 
-// replyCompression returns the compression for a reply of n bytes to r:
-// none under CompressMin, else what r's Accept-Encoding takes.
-func (g *Gateway) replyCompression(r *http.Request, n int) proto.Compression {
-	if n < g.opts.CompressMin {
-		return proto.CompressionNone
+// runCall runs rt with the argument arg under a Call made from r and the
+// rest, its reply appended to out: the request's end (the client went
+// away) cancels the call.
+func (g *Gateway) runCall(r *http.Request, rt *handler.Route, codec proto.Codec, md proto.Metadata, id *handler.Identity, deadline time.Time, arg, out []byte) ([]byte, error) {
+	gc := callPool.Get().(*gatewayCall)
+	call := &gc.call
+	call.Route, call.ID, call.Codec, call.Metadata = rt.Name(), g.ids.Add(1), codec, md
+	call.Remote, call.Identity = remoteAddr(r.RemoteAddr), id
+	call.Start(g.opts.BaseContext, deadline)
+	stop := context.AfterFunc(r.Context(), gc.cancel)
+	out, err := g.run.Outcome(rt, call, arg, out)
+	if !stop() {
+		<-gc.cancelled // the cancel has run; End must not race it
 	}
-	return acceptEncoding(r.Header.Values("Accept-Encoding"))
+	if call.End() {
+		call.Remote, call.Identity = nil, nil
+		callPool.Put(gc)
+	}
+	return out, err
 }
 
-// contentEncoding returns the compression a request body's
-// Content-Encoding names: none for no header or identity, zstd or gzip
-// (x-gzip); any other, or more than one coding, is refused.
-func contentEncoding(values []string) (proto.Compression, error) {
-	var codings []string
-	for _, v := range values {
-		for c := range strings.SplitSeq(v, ",") {
-			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
-				codings = append(codings, c)
-			}
-		}
-	}
-	switch {
-	case len(codings) == 0:
-		return proto.CompressionNone, nil
-	case len(codings) > 1:
-	case codings[0] == "zstd":
-		return proto.CompressionZstd, nil
-	case codings[0] == "gzip" || codings[0] == "x-gzip":
-		return proto.CompressionGzip, nil
-	}
-	return proto.CompressionNone, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
-		Message: "Content-Encoding " + strings.Join(codings, ", ") + ": want zstd, gzip or none"}
+// gatewayCall is a Call and what cancels it, kept for the next request
+// while no context derived from the Call outlives its handler.
+type gatewayCall struct {
+	call      handler.Call
+	cancel    func()        // cancels call, then says so on cancelled; bound once
+	cancelled chan struct{} // the cancel has run
 }
 
-// acceptEncoding returns the compression to answer in for an
-// Accept-Encoding (RFC 9110, 12.5.3): zstd or gzip, whichever has the
-// higher weight, zstd on a tie; "*" stands for both unless named apart; a
-// weight of 0 refuses. None when it takes neither.
-func acceptEncoding(values []string) proto.Compression {
-	z, gz, star := -1.0, -1.0, 0.0 // -1: not named
-	for _, v := range values {
-		for item := range strings.SplitSeq(v, ",") {
-			coding, params, _ := strings.Cut(item, ";")
-			weight := 1.0
-			if k, val, ok := strings.Cut(strings.TrimSpace(params), "="); ok && strings.EqualFold(strings.TrimSpace(k), "q") {
-				if f, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
-					weight = f
-				}
-			}
-			switch coding = strings.TrimSpace(coding); {
-			case strings.EqualFold(coding, "zstd"):
-				z = weight
-			case strings.EqualFold(coding, "gzip"), strings.EqualFold(coding, "x-gzip"):
-				gz = weight
-			case coding == "*":
-				star = weight
-			}
-		}
+var callPool = sync.Pool{New: func() any {
+	gc := &gatewayCall{cancelled: make(chan struct{}, 1)}
+	gc.cancel = func() {
+		gc.call.Cancel(context.Canceled)
+		gc.cancelled <- struct{}{}
 	}
-	if z < 0 {
-		z = star
-	}
-	if gz < 0 {
-		gz = star
-	}
-	switch {
-	case z > 0 && z >= gz:
-		return proto.CompressionZstd
-	case gz > 0:
-		return proto.CompressionGzip
-	}
-	return proto.CompressionNone
-}
+	return gc
+}}
 
 // fail writes err as a JSON error body, with status, or the status that
 // stands for err's code when status is 0, having counted it as tl says.
-func (g *Gateway) fail(w http.ResponseWriter, tl tally, status int, err error) {
+func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, tl tally, status int, err error) {
 	code := handler.CodeOf(err)
 	if status == 0 {
 		status = HTTPStatus(code)
@@ -349,11 +267,9 @@ func (g *Gateway) fail(w http.ResponseWriter, tl tally, status int, err error) {
 	}
 	body, _ := json.Marshal(errorBody{Code: CodeName(code), Message: handler.MessageOf(err), Unprocessed: transport.AnswersUnprocessed(err)})
 	h := w.Header()
-	h.Set("Content-Type", ContentJSON)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Length", strconv.Itoa(len(body)+1))
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	h["Content-Type"] = contentJSONValue
+	h["X-Content-Type-Options"] = nosniffValue
+	writeBody(w, r, status, append(body, '\n'), g.opts.CompressMin)
 }
 
 // Header values the gateway sets on every reply, shared rather than
@@ -363,6 +279,9 @@ var (
 	contentJSONValue = []string{ContentJSON}
 	contentRawValue  = []string{ContentRaw}
 	varyValue        = []string{"Accept-Encoding"}
+	varyOriginValue  = []string{"Origin"}
+	varyBothValue    = []string{"Origin, Accept-Encoding"}
+	nosniffValue     = []string{"nosniff"}
 )
 
 // codecOf returns the codec a Content-Type asks for: JSON for
@@ -388,11 +307,11 @@ func codecOf(contentType string) (proto.Codec, error) {
 
 // admit authenticates r; if that fails it answers with the error and the
 // Bearer challenge, and reports false.
-func (g *Gateway) admit(w http.ResponseWriter, tl tally, r *http.Request) (*handler.Identity, bool) {
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, tl tally) (*handler.Identity, bool) {
 	id, err := g.authenticate(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rpcd"`)
-		g.fail(w, tl, 0, err)
+		g.fail(w, r, tl, 0, err)
 		return nil, false
 	}
 	return id, true
@@ -400,15 +319,15 @@ func (g *Gateway) admit(w http.ResponseWriter, tl tally, r *http.Request) (*hand
 
 // callHeaders reads a call's metadata and deadline from r's headers; if
 // either is bad it answers with the error and reports false.
-func (g *Gateway) callHeaders(w http.ResponseWriter, tl tally, r *http.Request) (proto.Metadata, time.Time, bool) {
+func (g *Gateway) callHeaders(w http.ResponseWriter, r *http.Request, tl tally) (proto.Metadata, time.Time, bool) {
 	md, status, err := g.metadata(r.Header)
 	if err != nil {
-		g.fail(w, tl, status, err)
+		g.fail(w, r, tl, status, err)
 		return nil, time.Time{}, false
 	}
 	deadline, err := deadlineOf(r)
 	if err != nil {
-		g.fail(w, tl, 0, err)
+		g.fail(w, r, tl, 0, err)
 		return nil, time.Time{}, false
 	}
 	return md, deadline, true
@@ -532,13 +451,13 @@ func deadlineOf(r *http.Request) (time.Time, error) {
 	return deadline, nil
 }
 
-// readBody reads the request body into buf; limitIs says what limit is,
+// readAll reads the request body into buf; limitIs says what limit is,
 // for the error. It fails, the call unrun and so Unprocessed, with
 // ResourceExhausted if the body is longer than limit, DeadlineExceeded if
 // it does not arrive within the server's read timeout, and InvalidArgument
 // if it ends early or is not valid HTTP (a bad chunk); bodyStatus gives
 // each its HTTP status.
-func readBody(body io.Reader, length int64, limit int, limitIs string, buf []byte) ([]byte, error) {
+func readAll(body io.Reader, length int64, limit int, limitIs string, buf []byte) ([]byte, error) {
 	tooLarge := func(n string) error {
 		return &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
 			Message: "body of " + n + " bytes exceeds the limit of " + strconv.Itoa(max(limit, 0)) + " (" + limitIs + ")"}
@@ -567,7 +486,7 @@ func readBody(body io.Reader, length int64, limit int, limitIs string, buf []byt
 	}
 }
 
-// bodyError is readBody's error for a body that could not be read.
+// bodyError is readAll's error for a body that could not be read.
 func bodyError(err error) error {
 	var ne net.Error
 	switch {
@@ -581,7 +500,7 @@ func bodyError(err error) error {
 	return &handler.Error{Code: proto.CodeInvalidArgument, Message: "reading the body: " + err.Error(), Unprocessed: true}
 }
 
-// bodyStatus is the HTTP status of readBody's error: 413 for a body past
+// bodyStatus is the HTTP status of readAll's error: 413 for a body past
 // the limit, 408 for one too slow, 400 for one that is not whole.
 func bodyStatus(err error) int {
 	switch handler.CodeOf(err) {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -82,30 +81,38 @@ func (g *Gateway) JSONRPC() http.Handler {
 
 func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 	tl := tally{route: RouteJSONRPC, call: true} // a request refused whole counts as one call
+	if g.cors.on && g.cors.handle(g, w, r, tl, methodsPost) {
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		g.fail(w, tl, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
+		g.fail(w, r, tl, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
 			Message: "method " + r.Method + ": JSON-RPC requests are POSTed"})
 		return
 	}
 	if codec, err := codecOf(r.Header.Get("Content-Type")); err != nil || codec != proto.CodecJSON {
-		g.fail(w, tl, http.StatusUnsupportedMediaType, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
+		g.fail(w, r, tl, http.StatusUnsupportedMediaType, &handler.Error{Code: proto.CodeInvalidArgument, Unprocessed: true,
 			Message: "Content-Type " + r.Header.Get("Content-Type") + ": JSON-RPC takes " + ContentJSON})
 		return
 	}
-	id, ok := g.admit(w, tl, r)
+	zip, ok := g.bodyCoding(w, r, tl)
 	if !ok {
 		return
 	}
-	md, deadline, ok := g.callHeaders(w, tl, r)
+	id, ok := g.admit(w, r, tl)
 	if !ok {
 		return
 	}
-	body, err := readBody(r.Body, r.ContentLength, g.opts.Limits.MaxFrameSize, "the frame limit", nil)
-	if err != nil {
-		g.fail(w, tl, bodyStatus(err), err)
+	md, deadline, ok := g.callHeaders(w, r, tl)
+	if !ok {
 		return
 	}
+	in, ok := g.readBody(w, r, tl, zip, g.opts.Limits.MaxFrameSize, "the frame limit")
+	defer in.release()
+	if !ok {
+		return
+	}
+	body := in.b
 	c := jsonrpcCall{g: g, r: r, id: id, md: md, deadline: deadline}
 	var out []byte
 	switch trimmed := bytes.TrimLeft(body, " \t\r\n"); {
@@ -129,7 +136,7 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 			}
 			out = append(append(out, ','), mustJSON(resp)...)
 			if len(out) > g.opts.Limits.MaxFrameSize {
-				g.fail(w, tl, http.StatusTooManyRequests, &handler.Error{Code: proto.CodeResourceExhausted,
+				g.fail(w, r, tl, http.StatusTooManyRequests, &handler.Error{Code: proto.CodeResourceExhausted,
 					Message: fmt.Sprintf("the batch's responses pass the frame limit of %d bytes at its call %d of %d: those before it ran, those after did not", g.opts.Limits.MaxFrameSize, i+1, len(batch))})
 				return
 			}
@@ -143,17 +150,14 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 			out = mustJSON(resp)
 		}
 	}
-	h := w.Header()
 	if out == nil { // notifications only
 		g.counts.response(RouteJSONRPC, http.StatusNoContent)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	h["Content-Type"] = contentJSONValue
-	h.Set("Content-Length", strconv.Itoa(len(out)+1))
+	w.Header()["Content-Type"] = contentJSONValue
 	g.counts.response(RouteJSONRPC, http.StatusOK)
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(out, '\n'))
+	writeBody(w, r, http.StatusOK, append(out, '\n'), g.opts.CompressMin)
 }
 
 // jsonrpcCall is what the calls of one JSON-RPC request share.
@@ -224,21 +228,7 @@ func (c *jsonrpcCall) call(route string, arg []byte) (json.RawMessage, error) {
 		return nil, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
 			Message: "call of " + strconv.Itoa(n) + " bytes exceeds the frame limit of " + strconv.Itoa(g.opts.Limits.MaxFrameSize)}
 	}
-	call := &handler.Call{
-		Route: rt.Name(), ID: g.ids.Add(1), Codec: proto.CodecJSON, Metadata: c.md,
-		Remote: remoteAddr(c.r.RemoteAddr), Identity: c.id,
-	}
-	call.Start(g.opts.BaseContext, c.deadline)
-	cancelled := make(chan struct{})
-	stop := context.AfterFunc(c.r.Context(), func() {
-		call.Cancel(context.Canceled)
-		close(cancelled)
-	})
-	out, err := g.run.Outcome(rt, call, arg, nil)
-	if !stop() {
-		<-cancelled // the cancel has run; End must not race it
-	}
-	call.End()
+	out, err := g.runCall(c.r, rt, proto.CodecJSON, c.md, c.id, c.deadline, arg, nil)
 	switch {
 	case err != nil:
 		return nil, err

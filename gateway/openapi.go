@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,7 +66,7 @@ var errorStatuses = []struct {
 
 // jsonrpcStatuses are the statuses the JSON-RPC handler fails a request
 // with before any call; a call's own errors are in its response object.
-var jsonrpcStatuses = []int{400, 401, 408, 413, 415, 431}
+var jsonrpcStatuses = []int{400, 401, 408, 413, 415, 429, 431}
 
 // OpenAPI returns the handler of the gateway's OpenAPI 3.1 document
 // (OpenAPIDocument), for GET and HEAD, its responses counted in Stats
@@ -76,27 +77,26 @@ var jsonrpcStatuses = []int{400, 401, 408, 413, 415, 431}
 func (g *Gateway) OpenAPI(opts OpenAPIOptions) http.Handler {
 	tl := tally{route: RouteOpenAPI}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.cors.on && g.cors.handle(g, w, r, tl, methodsGet) {
+			return
+		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			g.fail(w, tl, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
+			g.fail(w, r, tl, http.StatusMethodNotAllowed, &handler.Error{Code: proto.CodeUnimplemented, Unprocessed: true,
 				Message: "method " + r.Method + ": the OpenAPI document is read with GET"})
 			return
 		}
 		if _, err := g.authenticate(r); err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="rpcd"`)
-			g.fail(w, tl, 0, err)
+			g.fail(w, r, tl, 0, err)
 			return
 		}
 		doc := g.OpenAPIDocument(opts)
 		h := w.Header()
-		h.Set("Content-Type", ContentJSON)
-		h.Set("Content-Length", strconv.Itoa(len(doc)))
+		h["Content-Type"] = contentJSONValue
 		h.Set("Cache-Control", "no-cache")
 		g.counts.response(RouteOpenAPI, http.StatusOK)
-		w.WriteHeader(http.StatusOK)
-		if r.Method == http.MethodGet {
-			_, _ = w.Write(doc)
-		}
+		writeBody(w, r, http.StatusOK, doc, g.opts.CompressMin)
 	})
 }
 
@@ -204,8 +204,9 @@ func (g *Gateway) OpenAPIDocument(opts OpenAPIOptions) []byte {
 		schemas[oaJSONRPCRequest] = obj{"type": "object", "required": []string{"jsonrpc", "method"}, "properties": obj{
 			"jsonrpc": obj{"const": "2.0"},
 			"method":  method,
-			"params":  obj{"type": []string{"object", "array", "null"}, "description": "the argument, or an array holding it"},
-			"id":      obj{"type": []string{"string", "number", "null"}, "description": "absent in a notification"},
+			"params": obj{"description": "the argument (an object of any fields), or an array holding it",
+				"anyOf": []any{obj{"type": "object", "additionalProperties": obj{}}, obj{"type": "array"}, obj{"type": "null"}}},
+			"id": obj{"type": []string{"string", "number", "null"}, "description": "absent in a notification"},
 		}}
 		schemas[oaJSONRPCResponse] = obj{"type": "object", "required": []string{"jsonrpc", "id"}, "properties": obj{
 			"jsonrpc": obj{"const": "2.0"},
@@ -312,11 +313,17 @@ type hoister struct {
 }
 
 // schema returns s as the document holds it: s itself if it has no $defs
-// (it is shared, and not changed), else a copy whose $refs point to
-// components.
+// and no object left open (it is shared, and not changed), else a copy
+// whose $refs point to components and whose open objects say so.
 func (h *hoister) schema(s *schema.Schema) *schema.Schema {
-	if s == nil || len(s.Defs) == 0 {
-		return s
+	if s == nil {
+		return nil
+	}
+	if len(s.Defs) == 0 {
+		if !hasOpenObject(s) {
+			return s
+		}
+		return closeOpen(copySchema(s))
 	}
 	key, _ := json.Marshal(s.Defs)
 	names, ok := h.byKey[string(key)]
@@ -336,13 +343,74 @@ func (h *hoister) schema(s *schema.Schema) *schema.Schema {
 			h.components[name] = &schema.Schema{} // taken; filled below
 		}
 		for _, local := range locals {
-			h.components[names[local]] = repoint(copySchema(s.Defs[local]), names)
+			h.components[names[local]] = closeOpen(repoint(copySchema(s.Defs[local]), names))
 		}
 		h.byKey[string(key)] = names
 	}
 	c := copySchema(s)
 	c.Defs = nil
-	return repoint(c, names)
+	return closeOpen(repoint(c, names))
+}
+
+// An open object is a schema of type object with neither properties nor
+// additionalProperties: any object, as JSON Schema reads it (a value whose
+// type describes itself as an object, schema.Schema in Sys/Describe's
+// reply; a struct with no fields, whose decoding ignores every field). A
+// generator need not read it so: openapi-typescript, by default, makes it
+// Record<string, never>, an object with no fields, which no argument of
+// Sys/Describe's sort fits. So the document says additionalProperties: {}
+// (any fields), and generators read what the server does.
+
+// hasOpenObject reports whether s or a schema within it is an open object.
+func hasOpenObject(s *schema.Schema) bool {
+	if s == nil {
+		return false
+	}
+	if isOpen(s) || hasOpenObject(s.Items) || hasOpenObject(s.AdditionalProperties) {
+		return true
+	}
+	for _, p := range s.Properties {
+		if hasOpenObject(p.Schema) {
+			return true
+		}
+	}
+	for _, a := range s.AnyOf {
+		if hasOpenObject(a) {
+			return true
+		}
+	}
+	for _, d := range s.Defs {
+		if hasOpenObject(d) {
+			return true
+		}
+	}
+	return false
+}
+
+func isOpen(s *schema.Schema) bool {
+	return slices.Contains(s.Type, "object") && len(s.Properties) == 0 && s.AdditionalProperties == nil && s.Ref == ""
+}
+
+// closeOpen gives every open object in s, a copy, additionalProperties: {}.
+func closeOpen(s *schema.Schema) *schema.Schema {
+	if s == nil {
+		return nil
+	}
+	if isOpen(s) {
+		s.AdditionalProperties = &schema.Schema{}
+	}
+	closeOpen(s.Items)
+	closeOpen(s.AdditionalProperties)
+	for _, p := range s.Properties {
+		closeOpen(p.Schema)
+	}
+	for _, a := range s.AnyOf {
+		closeOpen(a)
+	}
+	for _, d := range s.Defs {
+		closeOpen(d)
+	}
+	return s
 }
 
 // copySchema returns a deep copy of s.

@@ -15,6 +15,10 @@
 // figure is the median of -runs runs, the systems interleaved.
 //
 //	cd bench && go run ./gateway -d 5s -runs 3
+//
+// With -shipped, it measures `rpcd serve -gateway` as users run it, a
+// process of its own, beside net/http in a process of its own
+// (shipped.go).
 package main
 
 import (
@@ -51,8 +55,23 @@ func main() {
 	wrkThreads := flag.Int("t", 1, "wrk's threads")
 	callers := flag.Int("callers", 32, "rpcd callers (one client, 2 connections)")
 	dials := flag.Int("dials", 2000, "connections opened (each with one call) per connection-rate run")
+	shipped := flag.String("shipped", "", "measure `rpcd` (the path of its binary) serving -gateway in its own process against net/http in its own process (the flags after -- go to rpcd serve), instead of the servers in this process")
+	jsonOut := flag.String("json", "", "with -shipped: write the runs to this `file`")
+	direct := flag.String("direct", "", "serve the net/http sum on this `address` and nothing else (what -shipped starts)")
+	directGateway := flag.Bool("direct-gateway", false, "with -direct: serve the gateway on the same minimal http.Server instead")
+	directDaemon := flag.Bool("direct-daemon-server", false, "with -direct-gateway: configure the http.Server as rpcd serve does")
+	withServer := flag.Bool("daemon-server", false, "with -shipped: also measure the gateway on an http.Server configured as rpcd serve's, in a process without the rest of rpcd serve")
 	flag.Parse()
-	if err := run(*d, *runs, *wrkConns, *wrkThreads, *callers, *dials); err != nil {
+	var err error
+	switch {
+	case *direct != "":
+		err = serveDirect(*direct, *directGateway, *directDaemon)
+	case *shipped != "":
+		err = runShipped(*shipped, flag.Args(), *d, *runs, *wrkConns, *wrkThreads, *jsonOut, *withServer)
+	default:
+		err = run(*d, *runs, *wrkConns, *wrkThreads, *callers, *dials)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
