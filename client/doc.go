@@ -3,13 +3,14 @@
 // reply by call id.
 //
 // Per connection, a caller writes its own request when no write is in
-// progress, and a writer goroutine gathers every frame queued meanwhile
-// into one write. While the goroutine reading a connection delivers a
-// batch of replies read together, the requests of the callers they wake,
-// and of the calls their done functions start, wait, and the reader writes
-// them in one write at the batch's end, as far as the socket takes them
-// without waiting (the writer goroutine sends the rest); it reads and
-// writes with raw system calls. One goroutine at a time reads a connection: a caller that
+// progress, and a writer goroutine, which runs while it has something to
+// write, gathers every frame queued meanwhile into one write. While the
+// goroutine reading a connection delivers a batch of replies read
+// together, the requests of the callers they wake, and of the calls their
+// done functions start, wait, and the reader writes them in one write at
+// the batch's end, as far as the socket takes them without waiting (a
+// writer goroutine sends the rest); it reads and writes with raw system
+// calls. One goroutine at a time reads a connection: a caller that
 // finds no one reading reads until its own reply comes, so the network
 // poller wakes it directly with no hand-off between goroutines, and
 // completes any other call whose reply it meets on the way; the

@@ -449,25 +449,7 @@ func (w *wire) endBatch() {
 		w.wmu.Unlock()
 		return
 	}
-	if w.raw == nil || w.flushing || w.held > 0 || w.broken.Load() {
-		w.queuedLocked()
-		return
-	}
-	// Written here, as far as the socket takes it without waiting: a
-	// hand-over to the writer goroutine would cost a thread's wake-up per
-	// batch. What the socket does not take goes to the writer.
-	w.flushing = true
-	buf := w.takeLocked()
-	w.wmu.Unlock()
-	n, err := w.raw.writeNow(buf)
-	w.wmu.Lock()
-	if err == nil && n < len(buf) {
-		w.wbuf = append(buf[n:len(buf):len(buf)], w.wbuf...)
-		w.handOffLocked()
-		return
-	}
-	w.recycleLocked(buf)
-	_ = w.wroteLocked(err)
+	w.queuedLocked()
 }
 
 // readCompressed reads the compressed payload of a large reply whose

@@ -49,8 +49,6 @@ type wire struct {
 	wbuf     []byte        // frames queued while a write is in progress
 	spare    []byte        // a written buffer, for reuse
 	flushing bool          // a goroutine is writing; it or the writer sends wbuf
-	wsig     chan struct{} // hands the writer the frames queued during a write
-	writerUp atomic.Bool   // the writer goroutine runs: started at the first hand-over (kickWriter)
 	wdl      bool          // a write deadline is set; owned by whoever is flushing
 	// batching is set while the read token's holder delivers a batch of
 	// frames read together: the callers its replies wake, and the calls
@@ -85,12 +83,11 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 		zip:     zip,
 		zipMin:  o.CompressMin,
 		pending: engine.NewCalls[call](pendingShardsFor(o.Conns)),
-		wsig:    make(chan struct{}, 1),
 		away:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
 	w.streams.Init(&srv.streams, (*wireLink)(w))
-	w.wg.Add(1) // the listener; the writer at its first hand-over
+	w.wg.Add(1) // the listener; a writer at each hand-over (kickWriter)
 	var r io.Reader = nc
 	if raw := newRawReader(nc); raw != nil {
 		r = raw
@@ -191,16 +188,40 @@ func (w *wire) enqueueCall(h proto.Header, route string, md proto.Metadata, payl
 }
 
 // queuedLocked ends a hand-over of frames to the queue, with wmu held, and
-// unlocks it: the batch's end or a write in progress sends them; else the
-// writer goroutine is woken for them.
+// unlocks it: the batch's end, the end of a Batch or a write in progress
+// sends them; else they are sent now (sendQueuedLocked).
 func (w *wire) queuedLocked() {
 	if w.batching || w.held > 0 || w.flushing {
 		w.wmu.Unlock()
 		return
 	}
+	w.sendQueuedLocked()
+}
+
+// sendQueuedLocked sends the queue, with wmu held and no write in
+// progress, and unlocks wmu: at once, with a raw system call, as far as the
+// socket takes it without waiting; the rest, if any, by a writer goroutine.
+// It never waits for the socket, so any goroutine may call it: the reader
+// at a batch's end (a reader that waited could deadlock with a server
+// waiting to write to it), a done function starting a call.
+func (w *wire) sendQueuedLocked() {
 	w.flushing = true
+	if w.raw == nil || w.broken.Load() {
+		w.wmu.Unlock()
+		w.kickWriter()
+		return
+	}
+	buf := w.takeLocked()
 	w.wmu.Unlock()
-	w.kickWriter()
+	n, err := w.raw.writeNow(buf)
+	w.wmu.Lock()
+	if err == nil && n < len(buf) {
+		w.wbuf = append(buf[n:len(buf):len(buf)], w.wbuf...)
+		w.handOffLocked()
+		return
+	}
+	w.recycleLocked(buf)
+	_ = w.wroteLocked(err)
 }
 
 // hold counts a Batch in (+1) or out (-1); the last out sends what waits.
@@ -443,56 +464,46 @@ func (w *wire) roomLocked(n int) {
 // w.done would lock the channel, on every call.
 func (w *wire) dead() bool { return w.failed.Load() }
 
-// kickWriter hands the queue to the writer goroutine, which it starts at
-// the first hand-over: most writes are the callers' and the reader's own,
-// and a connection that never needs the writer (one of thousands a load
-// generator opens) saves its goroutine. A wire that has failed starts
+// kickWriter hands the queue to a writer goroutine, which the caller's
+// ownership of the write (flushing) passes to: it writes what is queued,
+// and what is queued meanwhile, and ends once the queue is empty. So a
+// connection keeps no writer while it has nothing to write (one of the
+// thousands a load generator opens saves its goroutine), and most writes
+// are the callers' and the reader's own. A wire that has failed starts
 // none: its queue is never sent.
 func (w *wire) kickWriter() {
-	if !w.writerUp.Load() {
-		w.pmu.Lock()
-		if !w.writerUp.Load() && w.err == nil { // before fail: the listener still counts in w.wg
-			w.writerUp.Store(true)
-			w.wg.Add(1)
-			go w.writeLoop()
-		}
+	w.pmu.Lock()
+	if w.err != nil {
 		w.pmu.Unlock()
+		return
 	}
-	select {
-	case w.wsig <- struct{}{}:
-	default:
-	}
+	w.wg.Add(1) // before fail: the listener still counts in w.wg
+	w.pmu.Unlock()
+	go w.writeLoop()
 }
 
 // writeLoop sends the frames handed to it, and those queued while it
 // writes, until the queue is empty; then it gives the writing back to the
-// callers.
+// callers, and ends.
 func (w *wire) writeLoop() {
 	defer w.wg.Done()
-	for {
-		select {
-		case <-w.wsig:
-		case <-w.done:
+	w.wmu.Lock()
+	w.setWriteDeadline(time.Time{})
+	for len(w.wbuf) > 0 && !w.dead() {
+		buf := w.takeLocked()
+		w.wmu.Unlock()
+		_, err := w.write(buf, time.Time{})
+		w.wmu.Lock()
+		w.recycleLocked(buf)
+		if err != nil {
+			w.flushing = false
+			w.wmu.Unlock()
+			w.writeFailed(err)
 			return
 		}
-		w.wmu.Lock()
-		w.setWriteDeadline(time.Time{})
-		for len(w.wbuf) > 0 {
-			buf := w.takeLocked()
-			w.wmu.Unlock()
-			_, err := w.write(buf, time.Time{})
-			w.wmu.Lock()
-			w.recycleLocked(buf)
-			if err != nil {
-				w.flushing = false
-				w.wmu.Unlock()
-				w.writeFailed(err)
-				return
-			}
-		}
-		w.flushing = false
-		w.wmu.Unlock()
 	}
+	w.flushing = false
+	w.wmu.Unlock()
 }
 
 // writeFailed acts on a failed write. The connection is lost, but what the
