@@ -46,10 +46,10 @@ type wire struct {
 	zipMin int
 
 	wmu      sync.Mutex
-	wbuf     []byte        // frames queued while a write is in progress
-	spare    []byte        // a written buffer, for reuse
-	flushing bool          // a goroutine is writing; it or the writer sends wbuf
-	wdl      bool          // a write deadline is set; owned by whoever is flushing
+	wbuf     []byte // frames queued while a write is in progress
+	spare    []byte // a written buffer, for reuse
+	flushing bool   // a goroutine is writing; it or the writer sends wbuf
+	wdl      bool   // a write deadline is set; owned by whoever is flushing
 	// batching is set while the read token's holder delivers a batch of
 	// frames read together: the callers its replies wake, and the calls
 	// their completions start, queue their frames without writing, and the
