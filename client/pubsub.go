@@ -54,7 +54,7 @@ type subTable struct {
 // ch. The goroutine reading the connection never waits for room in ch: a
 // message that does not fit is dropped and counted (Subscription.Dropped).
 // Subscribe returns once the server has taken the subscription in, or with
-// its refusal.
+// its refusal, marked Unprocessed (nothing was delivered).
 func (c *Client) Subscribe(ctx context.Context, pattern string, ch chan<- Message) (*Subscription, error) {
 	sub, err := c.subscribe(ctx, &Subscription{c: c, pattern: pattern, ch: ch, done: make(chan struct{})})
 	return sub, transport.Received(err)
@@ -111,6 +111,14 @@ func (c *Client) subscribe(ctx context.Context, sub *Subscription) (*Subscriptio
 	}
 	select {
 	case <-sub.done:
+		// Ended before Subscribe returns: the server refused it, and
+		// delivered nothing (protocol.md: unprocessed, as the other
+		// clients say).
+		if e, ok := sub.err.(*handler.Error); ok {
+			refused := *e
+			refused.Unprocessed = true
+			return nil, &refused
+		}
 		return nil, sub.err
 	default:
 	}
