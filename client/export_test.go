@@ -47,3 +47,17 @@ func Listened(c *Client) uint64 {
 	}
 	return n
 }
+
+// Listed returns the number of c's connections on its idle list (read.go's
+// idleWires), and the number of its connections.
+func Listed(c *Client) (listed, conns int) {
+	for _, s := range c.slots {
+		if w := s.w.Load(); w != nil {
+			conns++
+			if w.rd.listed.Load() {
+				listed++
+			}
+		}
+	}
+	return listed, conns
+}
