@@ -110,7 +110,7 @@ func TestRecorderKinds(t *testing.T) {
 		r.TapFrame(1, true, response(1, "3"))
 		r.TapFrame(1, false, frameOf(proto.KindOneWay, 2, "Log/Write", `"x"`))
 		r.TapFrame(1, true, frameOf(proto.KindRequest, 1, "Client/Double", "21")) // the server's call
-		r.TapFrame(1, false, response(1, "42"))                                    // the client's answer to it
+		r.TapFrame(1, false, response(1, "42"))                                   // the client's answer to it
 		r.TapFrame(1, true, proto.AppendGoAway(nil, 2, proto.CodeUnavailable, "draining"))
 		r.TapClose(1)
 	}
