@@ -219,7 +219,7 @@ func (r *Reader) parse(b []byte, at int64) (Entry, error) {
 		}
 		n, err := e.Frame.Decode(rest[4:], &r.limits)
 		if err == nil && n != len(rest)-4 {
-			err = errorf("the frame's header announces %d bytes, the record holds %d", e.Frame.Len(), len(rest)-4)
+			return e, badFile(at+RecordHeadSize+4, "the frame's header announces %d bytes, the record holds %d", e.Frame.Len(), len(rest)-4)
 		}
 		if err != nil {
 			return e, badFile(at+RecordHeadSize+4, "frame: %v", err)
