@@ -110,7 +110,7 @@ func TestGolden(t *testing.T) {
 	if _, err := r.Next(); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the last entry: %v, want io.EOF", err)
 	}
-	if s, ok := r.End(); !ok || s != (Stats{Frames: 3, Calls: 2, Conns: 1, Ended: EndStopped, Bytes: int64(len(want))}) {
+	if s, at, ok := r.End(); !ok || at != 2*time.Millisecond || s != (Stats{Frames: 3, Calls: 2, Conns: 1, Ended: EndStopped, Bytes: int64(len(want))}) {
 		t.Errorf("end %+v %v", s, ok)
 	}
 }

@@ -36,6 +36,7 @@ type Reader struct {
 	limits proto.Limits
 	buf    []byte
 	end    Stats
+	endAt  time.Duration
 	ended  bool  // the end record was read
 	err    error // sticky
 }
@@ -106,8 +107,9 @@ func (r *Reader) full(b []byte, what string) error {
 // Header returns what the file's header says.
 func (r *Reader) Header() Header { return r.hdr }
 
-// End returns the end record's figures, once Next has returned io.EOF.
-func (r *Reader) End() (Stats, bool) { return r.end, r.ended }
+// End returns the end record's figures and time (how long the recording
+// ran), once Next has returned io.EOF. Bytes is the file's length.
+func (r *Reader) End() (s Stats, at time.Duration, ok bool) { return r.end, r.endAt, r.ended }
 
 // Offset returns the offset of the next record.
 func (r *Reader) Offset() int64 { return r.off }
@@ -200,7 +202,7 @@ func (r *Reader) parse(b []byte, at int64) (Entry, error) {
 		r.end = Stats{Frames: int64(binary.BigEndian.Uint64(rest)), Calls: int64(binary.BigEndian.Uint64(rest[8:])),
 			Conns: int64(binary.BigEndian.Uint64(rest[16:])), Lost: int64(binary.BigEndian.Uint64(rest[24:])),
 			Ended: EndReason(rest[32]), Bytes: r.off}
-		r.ended = true
+		r.endAt, r.ended = e.At, true
 		return r.next()
 	case EntryFrame:
 		if flags&^flagOut != 0 {

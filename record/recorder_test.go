@@ -61,7 +61,7 @@ func entries(t *testing.T, b []byte) ([]rec, Stats) {
 		out = append(out, rec{typ: e.Type, conn: e.Conn, out: e.Out, kind: e.Frame.Kind, id: e.Frame.ID, route: string(e.Frame.Route),
 			payload: string(e.Frame.Payload), n: e.PayloadLen, red: e.Redacted, flags: e.Frame.Flags})
 	}
-	s, _ := r.End()
+	s, _, _ := r.End()
 	return out, s
 }
 

@@ -8,6 +8,7 @@ import "github.com/rpcd/rpcd/proto"
 // the writer goroutine's (and Filter's) alone.
 type conns struct {
 	routes  []string          // Options.Routes
+	drop    []string          // Filter.Drop
 	answers bool              // Options.Answers
 	intern  map[string]string // routes seen, so that tracking one allocates nothing
 	m       map[uint64]*connTrack
@@ -66,7 +67,7 @@ func (cs *conns) decide(c *connTrack, h *proto.Header, route []byte, out bool) (
 	if !out {
 		switch h.Kind {
 		case proto.KindRequest, proto.KindOneWay, proto.KindPublish, proto.KindSubscribe, proto.KindStreamOpen:
-			if !matchAny(cs.routes, route) {
+			if !matchAny(cs.routes, route) || (len(cs.drop) > 0 && matchAny(cs.drop, route)) {
 				return false, "", false
 			}
 			rt = cs.str(route)
