@@ -12,8 +12,8 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
-// mix records a known mix: 3 connections, 100 calls, 60 % Math/Sum, 30 %
-// Bench/EchoPacket, 10 % Log/Write (OneWays), with answers; every fifth
+// mixed records a known mix: 3 connections, 100 calls, 60 % Math/Sum, 30 %
+// Bench/EchoPacket, 10 % Log/Write (OneWays), with answers; a third of the
 // EchoPackets fail.
 func mixed(t *testing.T) []byte {
 	b, _ := record(t, Options{Answers: true, Server: "127.0.0.1:7070", Source: "proxy"}, func(r *Recorder) {
