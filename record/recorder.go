@@ -3,6 +3,7 @@ package record
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -430,4 +431,9 @@ func (r *Recorder) end(why EndReason) {
 		}
 	}
 	r.ended.Store(uint32(why))
+}
+
+// String says what s counts, on one line: what rpcd record prints.
+func (s Stats) String() string {
+	return fmt.Sprintf("%d connections, %d calls, %d frames, %d bytes, %d lost, ended: %v", s.Conns, s.Calls, s.Frames, s.Bytes, s.Lost, s.Ended)
 }

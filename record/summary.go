@@ -171,9 +171,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "duration %v, %d connections (%d at most at once), %d calls (%.1f/s), %d frames (%d answers), %d lost, %s\n",
 		s.Duration.Round(time.Millisecond), s.Conns, s.PeakConns, s.Calls, s.CallsPerSec, s.Frames, s.Answers, s.Lost, ended)
 	fmt.Fprintf(tw, "payloads: %s\n\n", sizes(&s.Payload))
-	fmt.Fprintf(tw, "route\tkind\tcalls\tshare\tcalls/s\tpayload min/mean/max\terrors\t\n")
+	fmt.Fprintf(tw, "route\tkind\tcalls\tshare\tcalls/s\tpayload min/mean/max\terrors\n")
 	for _, r := range s.Routes {
-		fmt.Fprintf(tw, "%s\t%v\t%d\t%.1f %%\t%.1f\t%s\t%d\t\n", r.Route, r.Kind, r.Calls, 100*r.Share, r.CallsPerSec, sizes(&r.Payload), r.Errors)
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%.1f %%\t%.1f\t%s\t%d\n", r.Route, r.Kind, r.Calls, 100*r.Share, r.CallsPerSec, sizes(&r.Payload), r.Errors)
 	}
 	return tw.Flush()
 }
