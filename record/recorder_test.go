@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -508,4 +509,34 @@ func BenchmarkTapFrame(b *testing.B) {
 	b.StopTimer()
 	s, _ := r.Stop()
 	b.ReportMetric(float64(s.Lost)/float64(b.N), "lost/op")
+}
+
+// BenchmarkRecorderThroughput measures how many frames a second the
+// recording keeps up with, tap and writer together: the tap waits while
+// the queue is more than half full, so that nothing is lost.
+func BenchmarkRecorderThroughput(b *testing.B) {
+	r, err := New(io.Discard, Options{Answers: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.TapOpen(1, nil)
+	req := request(1, "Bench/EchoPacket", string(bytes.Repeat([]byte("x"), 128)))
+	resp := response(1, string(bytes.Repeat([]byte("x"), 128)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for len(r.queue) > queueLen/2 {
+			runtime.Gosched()
+		}
+		if i%2 == 0 {
+			r.TapFrame(1, false, req)
+		} else {
+			r.TapFrame(1, true, resp)
+		}
+	}
+	s, _ := r.Stop()
+	b.StopTimer()
+	if s.Lost != 0 || s.Frames != int64(b.N) {
+		b.Fatalf("%+v after %d frames", s, b.N)
+	}
 }
