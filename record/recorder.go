@@ -172,7 +172,7 @@ func (r *Recorder) TapOpen(conn uint64, remote net.Addr) bool {
 // sent (out true), if it is of a kind recorded; the writer decides the
 // rest.
 func (r *Recorder) TapFrame(conn uint64, out bool, frame []byte) {
-	if len(frame) < proto.HeaderSize || len(frame) > r.limits.MaxFrameSize {
+	if len(frame) < proto.HeaderSize {
 		return
 	}
 	want := r.wantIn[frame[3]]
@@ -184,6 +184,9 @@ func (r *Recorder) TapFrame(conn uint64, out bool, frame []byte) {
 	}
 	if want == head {
 		frame = frame[:proto.HeaderSize]
+	} else if len(frame) > r.limits.MaxFrameSize { // a server that takes larger frames than a record holds
+		r.lost.Add(1)
+		return
 	}
 	if r.queued.Load()+int64(len(frame)) > queueBytes {
 		r.lost.Add(1)

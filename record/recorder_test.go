@@ -540,3 +540,15 @@ func BenchmarkRecorderThroughput(b *testing.B) {
 		b.Fatalf("%+v after %d frames", s, b.N)
 	}
 }
+
+// TestRecorderFrameTooLarge: a frame past the frame limit a record holds
+// (from a server configured for larger ones) is counted lost.
+func TestRecorderFrameTooLarge(t *testing.T) {
+	_, s := record(t, Options{}, func(r *Recorder) {
+		r.TapOpen(1, nil)
+		r.TapFrame(1, false, request(1, "A/B", string(make([]byte, proto.DefaultMaxFrameSize))))
+	})
+	if s.Lost != 1 || s.Frames != 0 {
+		t.Errorf("stats %+v, want 1 lost, no frame", s)
+	}
+}
