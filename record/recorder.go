@@ -120,6 +120,7 @@ func start(w io.Writer, o Options) (*Recorder, error) {
 		queue: make(chan *item, queueLen), stop: make(chan struct{}), done: make(chan struct{}),
 		w: bufio.NewWriterSize(w, 256<<10), track: newConns(o.Routes, o.Answers),
 	}
+	r.track.all = len(o.Routes) == 0 && len(o.Redact) == 0 && !o.Answers
 	r.wants()
 	h := Header{Version: FormatVersion, Start: r.start, Source: o.Source, Server: o.Server, MaxFrame: r.limits.MaxFrameSize, Options: o}
 	if r.buf, err = appendFileHeader(r.buf, &h); err != nil {
@@ -137,11 +138,16 @@ func start(w io.Writer, o Options) (*Recorder, error) {
 // wants fills in what the tap copies of each kind (docs/recording.md,
 // "What is recorded"): the client's calls, cancels, pub/sub and stream
 // frames whole; the server's answers whole with Answers, else only the
-// headers of those that end a call, a stream or a subscription.
+// headers of those that end a call, a stream or a subscription; none of
+// the server's when every call is recorded as it came (no route filter, no
+// redaction, no answers), as nothing then needs following.
 func (r *Recorder) wants() {
 	for _, k := range []proto.Kind{proto.KindRequest, proto.KindOneWay, proto.KindCancel, proto.KindPublish, proto.KindSubscribe,
 		proto.KindUnsubscribe, proto.KindStreamOpen, proto.KindStreamData, proto.KindStreamCredit, proto.KindStreamEnd, proto.KindStreamReset} {
 		r.wantIn[k] = whole
+	}
+	if r.track.all { // no call to follow: the server's frames are not needed
+		return
 	}
 	for _, k := range []proto.Kind{proto.KindResponse, proto.KindError, proto.KindStreamEnd, proto.KindStreamReset, proto.KindUnsubscribe} {
 		r.wantOut[k] = head
@@ -270,6 +276,10 @@ func (r *Recorder) run() {
 		select {
 		case it := <-r.queue:
 			r.handle(it)
+			// What else is queued, without a select each.
+			for n := len(r.queue); n > 0 && r.ended.Load() == 0; n-- {
+				r.handle(<-r.queue)
+			}
 			if !armed && r.w.Buffered() > 0 {
 				flush.Reset(flushAfter)
 				armed = true

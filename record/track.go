@@ -9,6 +9,7 @@ import "github.com/rpcd/rpcd/proto"
 type conns struct {
 	routes  []string          // Options.Routes
 	drop    []string          // Filter.Drop
+	all     bool              // every frame of the client's is recorded, none of the server's: nothing to follow
 	answers bool              // Options.Answers
 	intern  map[string]string // routes seen, so that tracking one allocates nothing
 	m       map[uint64]*connTrack
@@ -64,6 +65,13 @@ func (cs *conns) str(route []byte) string {
 // updates c as the frame says.
 func (cs *conns) decide(c *connTrack, h *proto.Header, route []byte, out bool) (rec bool, rt string, starts bool) {
 	id := h.ID
+	if cs.all {
+		switch h.Kind {
+		case proto.KindRequest, proto.KindOneWay, proto.KindPublish, proto.KindSubscribe, proto.KindStreamOpen:
+			return !out, "", !out
+		}
+		return !out, "", false
+	}
 	if !out {
 		switch h.Kind {
 		case proto.KindRequest, proto.KindOneWay, proto.KindPublish, proto.KindSubscribe, proto.KindStreamOpen:
