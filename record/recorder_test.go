@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -425,7 +424,6 @@ func TestRecorderDuration(t *testing.T) {
 // released.
 type blocking struct {
 	bytes.Buffer
-	once    sync.Once
 	release chan struct{}
 	writes  int
 }
@@ -446,10 +444,12 @@ func TestRecorderLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.TapOpen(1, nil)
-	big := request(1, "A/B", string(bytes.Repeat([]byte("x"), 300<<10)))
-	const n = 400 // 120 MiB, past the queue's 64 MiB
+	// The writer takes records until its 256 KiB buffer is full (about
+	// 1,600 of these) and blocks; the queue holds 8,192 more.
+	f := request(1, "A/B", string(bytes.Repeat([]byte("x"), 100)))
+	const n = 20000
 	for i := 0; i < n; i++ {
-		r.TapFrame(1, false, big)
+		r.TapFrame(1, false, f)
 	}
 	lost := r.Stats().Lost
 	close(w.release)
