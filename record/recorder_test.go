@@ -264,12 +264,16 @@ func TestRecorderCompressed(t *testing.T) {
 func TestSampled(t *testing.T) {
 	for _, s := range []float64{0.1, 0.5, 0.9} {
 		n := 0
+		taken := map[uint64]bool{}
 		for conn := uint64(1); conn <= 20000; conn++ {
 			if Sampled(conn, s) {
 				n++
+				taken[conn] = true
 			}
-			if Sampled(conn, s) != Sampled(conn, s) {
-				t.Fatal("Sampled is not deterministic")
+		}
+		for conn := uint64(20000); conn >= 1; conn-- {
+			if Sampled(conn, s) != taken[conn] {
+				t.Fatalf("Sampled(%d, %v) changed its mind", conn, s)
 			}
 		}
 		if f := float64(n) / 20000; math.Abs(f-s) > 0.02 {
