@@ -90,7 +90,9 @@ type item struct {
 var items = sync.Pool{New: func() any { return &item{buf: make([]byte, 0, 512)} }}
 
 // Create starts a recording into a new file at path, made with mode 0600;
-// it refuses a path that exists.
+// it refuses a path that exists. Its writer goroutine runs until Stop, or
+// until Options.Duration or MaxBytes ends the recording: call Stop in any
+// case, to release it and learn how the file ended.
 func Create(path string, o Options) (*Recorder, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -107,7 +109,7 @@ func Create(path string, o Options) (*Recorder, error) {
 }
 
 // New starts a recording into w, which it does not close. It writes the
-// file's header before it returns.
+// file's header before it returns. As with Create, call Stop.
 func New(w io.Writer, o Options) (*Recorder, error) { return start(w, o) }
 
 func start(w io.Writer, o Options) (*Recorder, error) {
