@@ -81,6 +81,20 @@ func (e EndReason) String() string {
 	return "EndReason(" + strconv.Itoa(int(e)) + ")"
 }
 
+// MarshalText writes e as String does ("stopped"), for JSON.
+func (e EndReason) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
+// UnmarshalText reads what MarshalText writes.
+func (e *EndReason) UnmarshalText(b []byte) error {
+	for r, n := range endNames {
+		if n == string(b) {
+			*e = EndReason(r)
+			return nil
+		}
+	}
+	return errorf("end reason %q", b)
+}
+
 // castagnoli is CRC-32C's table: every record's body is checked with it.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 

@@ -31,12 +31,12 @@ const (
 
 // Stats is what a recording holds so far, or held when it ended.
 type Stats struct {
-	Conns  int64     // connections recorded (open records)
-	Calls  int64     // calls, streams, subscriptions and publishes recorded
-	Frames int64     // frames recorded
-	Bytes  int64     // bytes of the file, its header included
-	Lost   int64     // records the full queue dropped
-	Ended  EndReason // why it ended; EndNone while it runs
+	Conns  int64     `json:"conns"`  // connections recorded (open records)
+	Calls  int64     `json:"calls"`  // calls, streams, subscriptions and publishes recorded
+	Frames int64     `json:"frames"` // frames recorded
+	Bytes  int64     `json:"bytes"`  // bytes of the file, its header included
+	Lost   int64     `json:"lost"`   // records the full queue dropped, and frames past max_frame
+	Ended  EndReason `json:"ended"`  // why it ended; EndNone while it runs
 }
 
 // Recorder writes a recording from the frames its tap methods are given.

@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -554,5 +555,18 @@ func TestRecorderFrameTooLarge(t *testing.T) {
 	})
 	if s.Lost != 1 || s.Frames != 0 {
 		t.Errorf("stats %+v, want 1 lost, no frame", s)
+	}
+}
+
+// TestStatsJSON: Stats in JSON (the admin listener's), and back.
+func TestStatsJSON(t *testing.T) {
+	s := Stats{Conns: 1, Calls: 2, Frames: 3, Bytes: 4, Lost: 5, Ended: EndMaxBytes}
+	b, err := json.Marshal(s)
+	if want := `{"conns":1,"calls":2,"frames":3,"bytes":4,"lost":5,"ended":"max bytes"}`; err != nil || string(b) != want {
+		t.Errorf("%s, %v; want %s", b, err, want)
+	}
+	var back Stats
+	if err := json.Unmarshal(b, &back); err != nil || back != s {
+		t.Errorf("back: %+v, %v", back, err)
 	}
 }
