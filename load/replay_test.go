@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/internal/servertest"
 	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/reactor"
@@ -327,7 +329,10 @@ func TestReplayKinds(t *testing.T) {
 		mu.Unlock()
 		return reply, nil
 	})
-	addr := servertest.Start(t, reg, reactor.Options{}).Addr().String()
+	var srv atomic.Pointer[reactor.Server] // set once started, read by Sys/Stats
+	builtin.HandleStats(reg, func() int { return srv.Load().Conns() })
+	srv.Store(servertest.Start(t, reg, reactor.Options{}))
+	addr := srv.Load().Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	sub, err := client.Dial(ctx, addr, client.Options{})
@@ -394,12 +399,18 @@ func TestReplayKinds(t *testing.T) {
 	mu.Lock()
 	calls = nil
 	mu.Unlock()
-	rep, err = Replay(ctx, ReplayConfig{Addr: addr, Recording: rec, Duration: 300 * time.Millisecond})
+	// Through Bench, as rpcd bench runs it, with the server's CPU read.
+	var starting bool
+	rep, err = Bench(ctx, Config{Addr: addr, Duration: 300 * time.Millisecond, Replay: &ReplayConfig{Recording: rec},
+		ServerCPU: ServerCPUFromStats(sub, runTimeout), Progress: func(p Progress) { starting = starting || p.Starting }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Replay.Sent["Request"] != 6 || rep.Replay.Sent["OneWay"] != 3 {
 		t.Errorf("for 300 ms of a 100 ms recording: sent %v, want 6 requests and 3 one-way calls", rep.Replay.Sent)
+	}
+	if !starting || rep.CPUPerCallUS <= 0 || rep.ServerCPUPerCallUS <= 0 || rep.Settings.Scenario != ReplayName || rep.Settings.Duration != "300ms" {
+		t.Errorf("progress started %v, CPU per call %v µs, server's %v µs, settings %+v", starting, rep.CPUPerCallUS, rep.ServerCPUPerCallUS, rep.Settings)
 	}
 	for range 3 {
 		<-notes
