@@ -37,6 +37,9 @@ type ReplayCall struct {
 	Answered bool
 	Code     proto.Code // proto.CodeOK for a Response
 	Answer   []byte     // a Response's payload; an Error's message
+	// AnswerCodeOnly says the recorded payload is not the answer's own
+	// (redacted, say): Compare checks the code alone.
+	AnswerCodeOnly bool
 }
 
 // Recording is the calls Replay makes again.
@@ -50,6 +53,9 @@ type Recording struct {
 	// again, by kind (proto.Kind's names: "Subscribe", "Cancel",
 	// "StreamOpen", ...): the report lists them.
 	Skipped map[string]int64
+	// CutShort says the recording ends without its end (a recorder that
+	// crashed): its calls are replayed as far as it goes.
+	CutShort bool
 }
 
 // ReplayConfig is a replay for Replay: the calls of Recording made again

@@ -14,10 +14,11 @@ import (
 // what was replayed, how fast, and what the answers were against the
 // recorded ones.
 type ReplayReport struct {
-	Recording     string  `json:"recording"`      // Recording.Name
-	RecordedCalls int     `json:"recorded_calls"` // calls in the recording
-	RecordedSec   float64 `json:"recorded_sec"`   // one play's span (Recording.Length)
-	RecordedRate  float64 `json:"recorded_rate"`  // calls/s as recorded
+	Recording     string  `json:"recording"`           // Recording.Name
+	CutShort      bool    `json:"cut_short,omitempty"` // Recording.CutShort
+	RecordedCalls int     `json:"recorded_calls"`      // calls in the recording
+	RecordedSec   float64 `json:"recorded_sec"`        // one play's span (Recording.Length)
+	RecordedRate  float64 `json:"recorded_rate"`       // calls/s as recorded
 	Speed         float64 `json:"speed"`
 	Loops         int     `json:"loops"` // plays asked for; 0: until Duration
 	// AskedRate is the recorded rate × Speed; ReachedRate the calls made
@@ -41,6 +42,7 @@ func (r *replayRun) report(cpu time.Duration) *Report {
 	cfg, rec := r.cfg, r.cfg.Recording
 	rr := &ReplayReport{
 		Recording:     rec.Name,
+		CutShort:      rec.CutShort,
 		RecordedCalls: len(rec.Calls),
 		RecordedSec:   round(r.length.Seconds(), 3),
 		RecordedRate:  round(float64(len(rec.Calls))/r.length.Seconds(), 1),
@@ -189,6 +191,9 @@ func (r *Report) writeReplayText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "replay: %s, %d calls over %d connections in %gs recorded (%.0f calls/s); speed %g, %s; open loop, %s timeout for calls recorded without a deadline; GOMAXPROCS %d; client driver\n",
 		rr.Recording, rr.RecordedCalls, s.Connections, rr.RecordedSec, rr.RecordedRate, rr.Speed, loops, s.Timeout, s.GOMAXPROCS)
+	if rr.CutShort {
+		b.WriteString("the recording ends without its end record (its recorder stopped short): replayed as far as it goes\n")
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tconns\tcalls\tcalls/s\terrors\tmean µs\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tmax µs\tMB/s\tCPU µs/call\tserver CPU µs/call")
 	fmt.Fprintf(tw, "%s\t%d\t%s\n", ReplayName, s.Connections, r.figures())

@@ -297,6 +297,9 @@ func TestCompareDiff(t *testing.T) {
 		})
 	}
 	c := newComparer(nil)
+	if m, differ := c.diff(&ReplayCall{Answer: []byte("x"), AnswerCodeOnly: true}, []byte("y"), nil); differ {
+		t.Errorf("a redacted answer's payload compared: %+v", m)
+	}
 	m, differ := c.diff(&ReplayCall{Code: proto.CodeNotFound, Answer: []byte("gone")}, nil, handler.Errorf(proto.CodeNotFound, "elsewhere"))
 	if differ {
 		t.Errorf("the same code with another message: %+v, want a match", m)
@@ -345,7 +348,7 @@ func TestReplayKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rec := &Recording{Name: "kinds", Length: 100 * time.Millisecond, Skipped: map[string]int64{"Subscribe": 1, "StreamOpen": 2},
+	rec := &Recording{Name: "kinds", Length: 100 * time.Millisecond, CutShort: true, Skipped: map[string]int64{"Subscribe": 1, "StreamOpen": 2},
 		Calls: []ReplayCall{
 			{At: 0, Conn: 1, Kind: proto.KindRequest, Route: "K/Call", Payload: []byte("1")},
 			{At: 10 * time.Millisecond, Conn: 1, Kind: proto.KindOneWay, Route: "K/Note", Codec: proto.CodecJSON, Payload: []byte(`"n"`)},
@@ -388,7 +391,7 @@ func TestReplayKinds(t *testing.T) {
 	if err := rep.WriteText(&b, 1); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"played 2 times", "made: 4 Request, 2 OneWay, 2 Publish", "skipped, not replayed: 2 StreamOpen, 1 Subscribe"} {
+	for _, s := range []string{"played 2 times", "ends without its end record", "made: 4 Request, 2 OneWay, 2 Publish", "skipped, not replayed: 2 StreamOpen, 1 Subscribe"} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("the report lacks %q:\n%s", s, &b)
 		}
