@@ -303,7 +303,7 @@ func (r *replayRun) play(ctx context.Context, closeClients func()) {
 	r.left.Store(int64(len(r.conns)))
 	for _, c := range r.conns {
 		if due := r.due(c); r.over(due) {
-			r.done(c)
+			r.finish()
 		} else {
 			c.wheel.Add(c, due)
 		}
@@ -359,8 +359,8 @@ func (r *replayRun) stopEarly(now time.Duration, closeClients func()) {
 	closeClients()
 }
 
-// done counts c as having made all its calls.
-func (r *replayRun) done(c *replayConn) {
+// finish counts a connection that has made all its calls.
+func (r *replayRun) finish() {
 	if r.left.Add(-1) == 0 {
 		close(r.finished)
 	}
@@ -378,7 +378,7 @@ func (r *replayRun) fire(e loadgen.Entry[*replayConn], now time.Duration) {
 		for {
 			due := r.due(c)
 			if r.over(due) {
-				r.done(c)
+				r.finish()
 				return
 			}
 			if due > now {
@@ -389,7 +389,7 @@ func (r *replayRun) fire(e loadgen.Entry[*replayConn], now time.Duration) {
 			if c.next++; c.next == len(c.calls) {
 				c.next = 0
 				if c.loop++; c.loop == r.loops {
-					r.done(c)
+					r.finish()
 					return
 				}
 			}
