@@ -147,7 +147,7 @@ func (r *replayRun) report(cpu time.Duration) *Report {
 	rep.RateReached = &reached
 	if rr.FellBehind {
 		rep.RateShortfall = fmt.Sprintf("the replay fell behind: %.0f calls/s of the %.0f asked (%.0f%%, the recorded %.0f × speed %g);"+
-			" calls went out %s after they were due on average, %s at most: this process, or the server holding its answers back, could not keep up (GOMAXPROCS %d, %.1f µs of this process's CPU a call).",
+			" calls went out %s after they were due on average, %s at most: this process could not send them on time (GOMAXPROCS %d, %.1f µs of its CPU a call), or the connections' writes waited for the server to read.",
 			rr.ReachedRate, asked, 100*rr.ReachedRate/asked, rr.RecordedRate, cfg.Speed,
 			usText(rr.LateMeanUS/1e6), usText(rr.LateMaxUS/1e6), runtime.GOMAXPROCS(0), rep.CPUPerCallUS)
 	}
@@ -189,8 +189,12 @@ func (r *Report) writeReplayText(w io.Writer) error {
 	if rr.Loops > 0 && s.Duration != "" {
 		loops += ", at most " + s.Duration
 	}
-	fmt.Fprintf(&b, "replay: %s, %d calls over %d connections in %gs recorded (%.0f calls/s); speed %g, %s; open loop, %s timeout for calls recorded without a deadline; GOMAXPROCS %d; client driver\n",
-		rr.Recording, rr.RecordedCalls, s.Connections, rr.RecordedSec, rr.RecordedRate, rr.Speed, loops, s.Timeout, s.GOMAXPROCS)
+	conns := fmt.Sprintf("%d connections", s.Connections)
+	if s.Connections == 1 {
+		conns = "1 connection"
+	}
+	fmt.Fprintf(&b, "replay: %s, %d calls over %s in %gs recorded (%.0f calls/s); speed %g, %s; open loop, %s timeout for calls recorded without a deadline; GOMAXPROCS %d; client driver\n",
+		rr.Recording, rr.RecordedCalls, conns, rr.RecordedSec, rr.RecordedRate, rr.Speed, loops, s.Timeout, s.GOMAXPROCS)
 	if rr.CutShort {
 		b.WriteString("the recording ends without its end record (its recorder stopped short): replayed as far as it goes\n")
 	}

@@ -443,3 +443,40 @@ func TestReplayBadRecording(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayFellBehind: a replay whose calls cannot go out on time (each
+// one-way call held 5 ms on the pacer's goroutine by an interceptor, 1,000
+// asked a second) says that it fell behind, by how much and how late.
+func TestReplayFellBehind(t *testing.T) {
+	reg := handler.NewRegistry()
+	reg.HandleFunc("K/Note", func(_ context.Context, _, reply []byte) ([]byte, error) { return reply, nil })
+	addr := servertest.Start(t, reg, reactor.Options{}).Addr().String()
+	rec := &Recording{Name: "slow", Length: 100 * time.Millisecond}
+	for i := range 100 {
+		rec.Calls = append(rec.Calls, ReplayCall{At: time.Duration(i) * time.Millisecond, Conn: 1, Kind: proto.KindOneWay, Route: "K/Note"})
+	}
+	slow := func(ctx context.Context, _ *client.CallInfo, req, reply []byte, next client.Invoker) ([]byte, error) {
+		time.Sleep(5 * time.Millisecond)
+		return next(ctx, req, reply)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	rep, err := Replay(ctx, ReplayConfig{Addr: addr, Recording: rec, Client: client.Options{Interceptors: []client.Interceptor{slow}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := rep.Replay
+	if !rr.FellBehind || rep.RateReached == nil || *rep.RateReached || !strings.Contains(rep.RateShortfall, "the replay fell behind") {
+		t.Fatalf("reached %v of %v calls/s: fell behind %v, shortfall %q", rr.ReachedRate, rr.AskedRate, rr.FellBehind, rep.RateShortfall)
+	}
+	if rr.ReachedRate > 250 || rr.LateMaxUS < 300e3 || rep.Calls != 100 {
+		t.Errorf("%d calls at %v calls/s, %v µs late at most; want 100 at 200 calls/s at most, the last ones 400 ms late", rep.Calls, rr.ReachedRate, rr.LateMaxUS)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteText(&b, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "\nfell behind: ") {
+		t.Errorf("the report lacks its fell behind line:\n%s", &b)
+	}
+}
