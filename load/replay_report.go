@@ -140,9 +140,7 @@ func (r *replayRun) report(cpu time.Duration) *Report {
 			GOMAXPROCS:   runtime.GOMAXPROCS(0),
 		},
 	}
-	if cfg.Duration > 0 {
-		rep.Settings.Duration = cfg.Duration.String()
-	}
+	rep.Settings.Duration = span.String() // the schedule's: the plays at Speed, or Duration
 	reached := !rr.FellBehind
 	rep.RateReached = &reached
 	if rr.FellBehind {
@@ -187,7 +185,7 @@ func (r *Report) writeReplayText(w io.Writer) error {
 		loops = "played once"
 	}
 	if rr.Loops > 0 && s.Duration != "" {
-		loops += ", at most " + s.Duration
+		loops += " (" + s.Duration + ")"
 	}
 	conns := fmt.Sprintf("%d connections", s.Connections)
 	if s.Connections == 1 {

@@ -88,6 +88,7 @@ func mixRecording() *Recording {
 // calls come in their recorded order with their metadata, and Mix/B's
 // with its deadline. With changeB, Mix/B answers another route's name.
 type mixServer struct {
+	srv  *reactor.Server
 	addr string
 
 	mu       sync.Mutex
@@ -113,7 +114,8 @@ func startMix(t *testing.T, changeB bool) *mixServer {
 			return append(reply, mixAnswer(route, seq, time.Now().UnixNano())...), nil
 		})
 	}
-	m.addr = servertest.Start(t, reg, reactor.Options{}).Addr().String()
+	m.srv = servertest.Start(t, reg, reactor.Options{})
+	m.addr = m.srv.Addr().String()
 	return m
 }
 
@@ -159,11 +161,18 @@ func (m *mixServer) check(t *testing.T, want map[string]int) {
 	}
 }
 
+// replayMix replays the generated mix (mixRecording) at addr.
 func replayMix(t *testing.T, addr string, speed float64, compare bool, ignore ...string) *Report {
+	t.Helper()
+	return replayAt(t, addr, mixRecording(), speed, compare, ignore...)
+}
+
+// replayAt replays rec at addr, every call's deadline within runTimeout.
+func replayAt(t *testing.T, addr string, rec *Recording, speed float64, compare bool, ignore ...string) *Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	rep, err := Replay(ctx, ReplayConfig{Addr: addr, Recording: mixRecording(), Speed: speed, Timeout: runTimeout,
+	rep, err := Replay(ctx, ReplayConfig{Addr: addr, Recording: rec, Speed: speed, Timeout: runTimeout,
 		Compare: compare, CompareIgnore: ignore})
 	if err != nil {
 		t.Fatal(err)
@@ -177,8 +186,32 @@ func replayMix(t *testing.T, addr string, speed float64, compare bool, ignore ..
 // exactly their proportions, at the recorded rate ±5 %; at 4× the rate is
 // four times that, or the report says it fell behind.
 func TestReplayMix(t *testing.T) {
+	recorded := float64(mixSteady+mixBurst) / mixLength.Seconds()
 	m := startMix(t, false)
 	rep := replayMix(t, m.addr, 1, false)
+	checkMixReplay(t, m, rep, 1, recorded)
+
+	m4 := startMix(t, false)
+	rep = replayMix(t, m4.addr, 4, false)
+	checkMixReplay(t, m4, rep, 4, recorded)
+	var b bytes.Buffer
+	if err := rep.WriteText(&b, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"replay: mix, 1800 calls over 4 connections", "speed 4", "routes: 1080 Mix/A (60.0%), 540 Mix/B (30.0%), 180 Mix/C (10.0%)", "errors: 180 not found"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("the report lacks %q:\n%s", s, &b)
+		}
+	}
+}
+
+// checkMixReplay checks the replay rep of the mix, recorded at recorded
+// calls/s, into m at speed: every call made, each connection's in order
+// with its metadata and deadline (m.check), the routes in exactly their
+// proportions; at 1× the recorded rate ±5 %; faster, that rate × speed
+// ±5 %, or a report that it fell behind.
+func checkMixReplay(t *testing.T, m *mixServer, rep *Report, speed, recorded float64) {
+	t.Helper()
 	total := mixSteady + mixBurst
 	want := map[string]int{"Mix/A": total * 6 / 10, "Mix/B": total * 3 / 10, "Mix/C": total / 10}
 	m.check(t, want)
@@ -194,43 +227,23 @@ func TestReplayMix(t *testing.T) {
 	if rr.Sent["Request"] != int64(total) || rep.Settings.Connections != mixConns {
 		t.Errorf("sent %v over %d connections, want %d requests over %d", rr.Sent, rep.Settings.Connections, total, mixConns)
 	}
-	recorded := float64(total) / mixLength.Seconds()
-	if rr.RecordedRate != recorded || rr.AskedRate != recorded || rep.Settings.Rate != recorded {
-		t.Errorf("recorded rate %v, asked %v (settings %v); want %v", rr.RecordedRate, rr.AskedRate, rep.Settings.Rate, recorded)
+	asked := recorded * speed
+	if math.Abs(rr.RecordedRate-recorded) > 0.1 || math.Abs(rr.AskedRate-asked) > 0.1 || rep.Settings.Rate != rr.AskedRate || rr.Speed != speed {
+		t.Errorf("recorded rate %v, asked %v (settings %v) at speed %v; want %v and %v", rr.RecordedRate, rr.AskedRate, rep.Settings.Rate, rr.Speed, recorded, asked)
 	}
-	if math.Abs(rr.ReachedRate-recorded) > 0.05*recorded || rep.CallsPerSec != rr.ReachedRate {
-		t.Errorf("reached %v calls/s (report %v), want %v ±5%%", rr.ReachedRate, rep.CallsPerSec, recorded)
+	if rep.CallsPerSec != rr.ReachedRate || rep.P50US <= 0 || rep.MaxUS < rep.P50US {
+		t.Errorf("calls/s %v, reached %v; latencies p50 %v µs, max %v µs", rep.CallsPerSec, rr.ReachedRate, rep.P50US, rep.MaxUS)
 	}
-	if rr.FellBehind || rep.RateShortfall != "" || rep.RateReached == nil || !*rep.RateReached {
-		t.Errorf("fell behind %v, shortfall %q", rr.FellBehind, rep.RateShortfall)
-	}
-	if rep.P50US <= 0 || rep.MaxUS < rep.P50US {
-		t.Errorf("latencies p50 %v µs, max %v µs", rep.P50US, rep.MaxUS)
-	}
-
-	m4 := startMix(t, false)
-	rep = replayMix(t, m4.addr, 4, false)
-	m4.check(t, want)
-	rr = rep.Replay
-	if rr.AskedRate != 4*recorded || rr.Speed != 4 {
-		t.Errorf("at speed %v, asked %v calls/s, want %v", rr.Speed, rr.AskedRate, 4*recorded)
-	}
-	if rr.FellBehind {
-		if !strings.Contains(rep.RateShortfall, "fell behind") {
-			t.Errorf("fell behind at 4× (%v calls/s of %v) without saying so: %q", rr.ReachedRate, rr.AskedRate, rep.RateShortfall)
+	switch {
+	case speed > 1 && rr.FellBehind:
+		if !strings.Contains(rep.RateShortfall, "fell behind") || *rep.RateReached {
+			t.Errorf("fell behind at %v× (%v calls/s of %v) without saying so: %q", speed, rr.ReachedRate, asked, rep.RateShortfall)
 		}
-		t.Logf("at 4×: %s", rep.RateShortfall)
-	} else if math.Abs(rr.ReachedRate-4*recorded) > 0.05*4*recorded {
-		t.Errorf("at 4×: reached %v calls/s, want %v ±5%% or a report that it fell behind", rr.ReachedRate, 4*recorded)
-	}
-	var b bytes.Buffer
-	if err := rep.WriteText(&b, 1); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{"replay: mix, 1800 calls over 4 connections", "speed 4", "routes: 1080 Mix/A (60.0%), 540 Mix/B (30.0%), 180 Mix/C (10.0%)", "errors: 180 not found"} {
-		if !strings.Contains(b.String(), s) {
-			t.Errorf("the report lacks %q:\n%s", s, &b)
-		}
+		t.Logf("at %v×: %s", speed, rep.RateShortfall)
+	case math.Abs(rr.ReachedRate-asked) > 0.05*asked:
+		t.Errorf("at %v×: reached %v calls/s, want %v ±5%%", speed, rr.ReachedRate, asked)
+	case rr.FellBehind || rep.RateShortfall != "" || rep.RateReached == nil || !*rep.RateReached:
+		t.Errorf("at %v×: fell behind %v, shortfall %q", speed, rr.FellBehind, rep.RateShortfall)
 	}
 }
 
