@@ -37,11 +37,8 @@ func OpenRecording(path string) (*Recording, error) {
 // it goes, CutShort set; any other error of rd is returned.
 func ReadRecording(rd *record.Reader) (*Recording, error) {
 	rec := &Recording{Skipped: map[string]int64{}}
-	type callID struct {
-		conn uint64
-		id   uint32
-	}
-	asked := map[callID]int{} // requests waiting for their answers, by index in rec.Calls
+	answers := rd.Header().Options.Answers
+	asked := map[uint64]map[uint32]int{} // by connection and id, the requests waiting for their answers (index in rec.Calls)
 	for {
 		e, err := rd.Next()
 		switch {
@@ -57,23 +54,18 @@ func ReadRecording(rd *record.Reader) (*Recording, error) {
 		}
 		rec.Length = max(rec.Length, e.At)
 		if e.Type == record.EntryClose {
-			for k := range asked {
-				if k.conn == e.Conn {
-					delete(asked, k)
-				}
-			}
+			delete(asked, e.Conn)
 		}
 		if e.Type != record.EntryFrame {
 			continue
 		}
 		f := &e.Frame
 		if e.Out {
-			k := callID{e.Conn, f.ID}
-			i, ok := asked[k]
+			i, ok := asked[e.Conn][f.ID]
 			if !ok || f.Kind != proto.KindResponse && f.Kind != proto.KindError {
 				continue
 			}
-			delete(asked, k)
+			delete(asked[e.Conn], f.ID)
 			c := &rec.Calls[i]
 			c.Answered = true
 			if f.Kind == proto.KindError {
@@ -99,8 +91,11 @@ func ReadRecording(rd *record.Reader) (*Recording, error) {
 		if e.Redacted == record.Drop {
 			payload = make([]byte, e.PayloadLen)
 		}
-		if f.Kind == proto.KindRequest {
-			asked[callID{e.Conn, f.ID}] = len(rec.Calls)
+		if f.Kind == proto.KindRequest && answers {
+			if asked[e.Conn] == nil {
+				asked[e.Conn] = map[uint32]int{}
+			}
+			asked[e.Conn][f.ID] = len(rec.Calls)
 		}
 		rec.Calls = append(rec.Calls, ReplayCall{At: e.At, Conn: e.Conn, Kind: f.Kind, Route: string(f.Route), Codec: f.Codec,
 			Metadata: append(proto.Metadata(nil), f.Metadata...), Deadline: time.Duration(f.Deadline) * time.Millisecond,
