@@ -39,13 +39,21 @@ import (
 // until CallRaw returns: change it only after. With Options.Interceptors,
 // which wait for the call, the call runs on a goroutine of its own.
 func (c *Client) CallRawAsync(ctx context.Context, route string, req, reply []byte, done func(reply []byte, err error)) {
+	c.callEncodedAsync(ctx, proto.CodecRaw, route, req, reply, done)
+}
+
+// callEncodedAsync is CallRawAsync with the request labelled codec.
+func (c *Client) callEncodedAsync(ctx context.Context, codec proto.Codec, route string, req, reply []byte, done func(reply []byte, err error)) {
 	if c.icpt != nil {
-		go func() { done(c.CallRaw(ctx, route, req, reply)) }()
+		go func() {
+			reply, err := callRaw(ctx, c, codec, route, req, reply)
+			done(reply, transport.Received(err))
+		}()
 		return
 	}
 	cl := getCall()
 	cl.reply, cl.then = reply, done
-	c.startAsync(ctx, proto.CodecRaw, route, req, cl)
+	c.startAsync(ctx, codec, route, req, cl)
 }
 
 // CallAsync starts a call like Call and returns at once: done runs once the

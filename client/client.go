@@ -428,7 +428,7 @@ func (c *Client) Call(ctx context.Context, route string, in, out any) error {
 // reply, returning the extended slice. With a reply buffer of enough
 // capacity, a call allocates nothing. It is retried as Call is.
 func (c *Client) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
-	reply, err := callRaw(ctx, c, route, req, reply)
+	reply, err := callRaw(ctx, c, proto.CodecRaw, route, req, reply)
 	return reply, transport.Received(err)
 }
 
@@ -443,7 +443,7 @@ func (c *Client) Notify(ctx context.Context, route string, in any) error {
 
 // NotifyRaw sends a one-way call with a raw payload; see Notify.
 func (c *Client) NotifyRaw(ctx context.Context, route string, req []byte) error {
-	return transport.Received(notifyRaw(ctx, c, route, req))
+	return transport.Received(notifyRaw(ctx, c, proto.CodecRaw, route, req))
 }
 
 // sender is what a Client and a Cluster send calls through: do sends a
@@ -498,18 +498,18 @@ func callTyped(ctx context.Context, s sender, route string, in, out any) error {
 	return transport.DecodeReplyWith(codec, route, cl.reply, out)
 }
 
-// callRaw is CallRaw for either sender.
-func callRaw(ctx context.Context, s sender, route string, req, reply []byte) ([]byte, error) {
+// callRaw is CallRaw for either sender, the request labelled codec.
+func callRaw(ctx context.Context, s sender, codec proto.Codec, route string, req, reply []byte) ([]byte, error) {
 	if err := transport.RefuseWait(ctx, "calling", route); err != nil {
 		return reply, err
 	}
 	if s.interceptor() != nil {
-		return sendVia(ctx, s, proto.CodecRaw, route, req, reply)
+		return sendVia(ctx, s, codec, route, req, reply)
 	}
 	cl := getCall()
 	defer putCall(cl)
 	cl.reply = reply
-	if err := s.do(ctx, proto.CodecRaw, route, req, cl); err != nil {
+	if err := s.do(ctx, codec, route, req, cl); err != nil {
 		return reply, err
 	}
 	return cl.reply, nil
@@ -531,12 +531,12 @@ func notifyTyped(ctx context.Context, s sender, route string, in any) error {
 	return s.notify(ctx, codec.ID(), route, payload)
 }
 
-// notifyRaw is NotifyRaw for either sender.
-func notifyRaw(ctx context.Context, s sender, route string, req []byte) error {
+// notifyRaw is NotifyRaw for either sender, the payload labelled codec.
+func notifyRaw(ctx context.Context, s sender, codec proto.Codec, route string, req []byte) error {
 	if s.interceptor() != nil {
-		return notifyVia(ctx, s, proto.CodecRaw, route, req)
+		return notifyVia(ctx, s, codec, route, req)
 	}
-	return s.notify(ctx, proto.CodecRaw, route, req)
+	return s.notify(ctx, codec, route, req)
 }
 
 func (c *Client) notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error {

@@ -22,7 +22,7 @@ func (k *Cluster) Call(ctx context.Context, route string, in, out any) error {
 // reply to reply, as Client.CallRaw does; with a reply buffer of enough
 // capacity it allocates nothing.
 func (k *Cluster) CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error) {
-	reply, err := callRaw(ctx, k, route, req, reply)
+	reply, err := callRaw(ctx, k, proto.CodecRaw, route, req, reply)
 	return reply, transport.Received(err)
 }
 
@@ -35,7 +35,7 @@ func (k *Cluster) Notify(ctx context.Context, route string, in any) error {
 
 // NotifyRaw sends a one-way call with a raw payload; see Notify.
 func (k *Cluster) NotifyRaw(ctx context.Context, route string, req []byte) error {
-	return transport.Received(notifyRaw(ctx, k, route, req))
+	return transport.Received(notifyRaw(ctx, k, proto.CodecRaw, route, req))
 }
 
 func (k *Cluster) notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error {

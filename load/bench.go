@@ -64,6 +64,12 @@ type Config struct {
 	// Progress, if not nil, is told of the run as it goes (a live
 	// display): see Progress.
 	Progress func(Progress)
+
+	// Replay, if not nil, makes the run a replay of its recording instead
+	// of a scenario: Bench runs Replay with this Config's Addr, Client,
+	// Duration (0: until the replay's loops end), Timeout, ServerCPU and
+	// Progress in place of Replay's own, and ignores the rest.
+	Replay *ReplayConfig
 }
 
 // Progress is the state of a run while it runs. Bench passes one with
@@ -119,6 +125,12 @@ func (cfg Config) withDefaults() (Config, error) {
 // made until then. A Report's Settings.Server is "external"; rpcd bench
 // says "child" of a server it started itself.
 func Bench(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Replay != nil {
+		rc := *cfg.Replay
+		rc.Addr, rc.Client, rc.Duration, rc.Timeout = cfg.Addr, cfg.Client, cfg.Duration, cfg.Timeout
+		rc.ServerCPU, rc.Progress = cfg.ServerCPU, cfg.Progress
+		return Replay(ctx, rc)
+	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err

@@ -1,10 +1,12 @@
 // Package load load-tests an rpcd server. Bench calls it from many
 // callers at once and reports calls/s, errors by kind and latency
-// percentiles; Soak holds many connections at a steady rate for minutes and
-// checks that the server's memory and goroutines stay flat; Stream moves
-// bytes through streams and FanOut messages through publish/subscribe; and
-// Chaos calls a server while something kills and restarts it, then checks
-// that no call ran twice. `rpcd bench`, `rpcd soak` and `rpcd chaos` are
+// percentiles; Replay makes the calls of a recording again, at their
+// recorded times, and compares the answers with the recorded ones; Soak
+// holds many connections at a steady rate for minutes and checks that the
+// server's memory and goroutines stay flat; Stream moves bytes through
+// streams and FanOut messages through publish/subscribe; and Chaos calls a
+// server while something kills and restarts it, then checks that no call
+// ran twice. `rpcd bench` (-replay too), `rpcd soak` and `rpcd chaos` are
 // this package and their flags.
 //
 // # Scenarios
@@ -42,6 +44,22 @@
 // its pacer wakes, which Go's runtime may delay by up to about another
 // millisecond in an otherwise idle process. That wait, about a
 // millisecond on average, counts in an open loop's latency.
+//
+// # Replays
+//
+// Replay takes a Recording's calls (ReplayCall: each with its time,
+// connection, route, kind, codec, metadata, deadline and payload, and the
+// recorded answer) and makes them again open loop: a client.Client per
+// recorded connection, each connection's calls in their order, each when it
+// is due (its recorded time divided by ReplayConfig.Speed), paced on the
+// same Wheel as every open loop, through the client's asynchronous calls
+// so that few goroutines keep many calls in flight. Requests, OneWay calls
+// and Publishes are replayed; the frames of streams, subscriptions and
+// cancels are counted as skipped. Its Report is a bench run's, latency
+// counted from when each call was due, with a Replay part: the rate asked
+// (the recorded one × Speed) and the rate reached, a line when it fell
+// behind, the calls by route, and with ReplayConfig.Compare the answers
+// that differ from the recorded ones, by route.
 //
 // # Drivers
 //

@@ -2,6 +2,7 @@ package load
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -37,6 +38,11 @@ type Report struct {
 	RateShortfall string   `json:"rate_shortfall,omitempty"`
 	Runs          int      `json:"runs"` // the median of this many (Median); errors are their sum
 	Settings      Settings `json:"settings"`
+	// Replay is what a replay (Replay) replayed, at what rate, and how
+	// its answers compared; nil for other runs. A replay's Calls are
+	// every call made, its latencies those of its Requests, from when each
+	// was due.
+	Replay *ReplayReport `json:"replay,omitempty"`
 }
 
 // Settings is how a run was made.
@@ -66,6 +72,9 @@ type Settings struct {
 // runs is the number of interleaved runs asked for, r being the median of
 // those made (Median); past 1, the first line says so.
 func (r *Report) WriteText(w io.Writer, runs int) error {
+	if r.Replay != nil {
+		return r.writeReplayText(w)
+	}
 	var b bytes.Buffer
 	s := r.Settings
 	fmt.Fprintf(&b, "%s: %s, %s, %s; %s\n", s.Scenario, s.Route, s.Codec, payloadText(s), loadText(s, runs))
@@ -75,20 +84,29 @@ func (r *Report) WriteText(w io.Writer, runs int) error {
 	if name == "custom" {
 		name = s.Route
 	}
+	fmt.Fprintf(tw, "%s\t%d×%d\t%s\n", name, s.Connections, s.Inflight, r.figures())
+	tw.Flush()
+	writeErrors(&b, r.ErrorsBy, r.FirstErrors)
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// figures returns the columns of r's row from calls on, tab-separated.
+func (r *Report) figures() string {
 	latency := "-\t-\t-\t-\t-\t-" // no call succeeded, so none was timed
-	if r.Calls > r.Errors {
+	timed := r.Calls > r.Errors
+	if r.Replay != nil {
+		timed = r.P50US > 0 // its one-way calls have no latency
+	}
+	if timed {
 		latency = fmt.Sprintf("%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f", r.MeanUS, r.P50US, r.P90US, r.P99US, r.P999US, r.MaxUS)
 	}
 	server := "-" // not known
 	if r.ServerCPUPerCallUS > 0 {
 		server = fmt.Sprintf("%.2f", r.ServerCPUPerCallUS)
 	}
-	fmt.Fprintf(tw, "%s\t%d×%d\t%d\t%.0f\t%d\t%s\t%.2f\t%.2f\t%s\n",
-		name, s.Connections, s.Inflight, r.Calls, r.CallsPerSec, r.Errors, latency, r.BytesPerSec/1e6, r.CPUPerCallUS, server)
-	tw.Flush()
-	writeErrors(&b, r.ErrorsBy, r.FirstErrors)
-	_, err := w.Write(b.Bytes())
-	return err
+	return fmt.Sprintf("%d\t%.0f\t%d\t%s\t%.2f\t%.2f\t%s",
+		r.Calls, r.CallsPerSec, r.Errors, latency, r.BytesPerSec/1e6, r.CPUPerCallUS, server)
 }
 
 // payloadText describes a scenario's request payload.
@@ -145,6 +163,11 @@ func errorKinds(by map[string]int64) string {
 		parts = append(parts, fmt.Sprintf("%d %s", by[k], k))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// sortByCount sorts keys by their counts in m, most first, stably.
+func sortByCount(keys []string, m map[string]int64) {
+	slices.SortStableFunc(keys, func(a, b string) int { return cmp.Compare(m[b], m[a]) })
 }
 
 func sortedKeys[V any](m map[string]V) []string {

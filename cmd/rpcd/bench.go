@@ -64,6 +64,11 @@ at 1, 4, 16, 20 and 32 callers with a connection each, and the
 throughput rows, NoArg and EchoPacket16 over 100 connections; each cell
 runs -d (2s by default here) after -warmup (500ms by default here).
 
+-replay FILE makes a recording's calls again, open loop: a connection per
+recorded connection, each call when due (its recorded time / -speed),
+-loop times or until -d, latency counted from when it was due; -compare
+checks each answer against the recorded one (docs/recording.md).
+
 -runs N makes every cell N times, the whole set of cells once per run so
 that a noisy moment hits cells evenly, and reports for each cell the run
 with the median calls/s (its other figures from that same run).
@@ -85,7 +90,8 @@ every call failed, or it was interrupted; 2 on a usage error.`,
 rpcd bench -addr 10.0.0.7:7070 -scenario NoArg -c 16 -rate 50000 -json
 rpcd bench -route Bench/EchoPacket -size 100 -expect-echo -n 100000
 rpcd bench -route Orders/Put -payload order.json -json-codec -c 8
-rpcd bench -matrix seed -d 2s -runs 3`,
+rpcd bench -matrix seed -d 2s -runs 3
+rpcd bench -addr 10.0.0.7:7070 -replay orders.rec -speed 2 -compare -compare-ignore served_at`,
 	setup: setupBench,
 }
 
@@ -124,6 +130,9 @@ type benchFlags struct {
 	balance    balanceFlags    // for a service -addr
 	subs       int             // FanOut's subscribers
 	driver     string          // -driver: what makes the calls
+	replay     string          // -replay: the recording replayed
+	rc         load.ReplayConfig
+	ignore     string // -compare-ignore
 
 	set map[string]bool // the flags given on the command line
 }
@@ -151,6 +160,11 @@ func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.StringVar(&f.matrix, "matrix", "", "`name` of a set of runs to make in one go: seed (the seed table)")
 	fs.IntVar(&f.runs, "runs", 1, "make every cell `N` times, interleaved, and report each cell's median run by calls/s")
 	fs.StringVar(&f.driver, "driver", "auto", "what makes the calls: wire (frames written and read by this program, many calls per goroutine), client (a client per connection, a goroutine per caller), or auto: wire where it can")
+	fs.StringVar(&f.replay, "replay", "", "make the calls of this recording `file` again, at their recorded times, instead of a scenario")
+	fs.Float64Var(&f.rc.Speed, "speed", 1, "with -replay, play `N` times as fast as recorded")
+	fs.IntVar(&f.rc.Loops, "loop", 1, "with -replay, play the recording `N` times; 0: until -d")
+	fs.BoolVar(&f.rc.Compare, "compare", false, "with -replay, check each answer against the recorded one; the mismatches are reported by route")
+	fs.StringVar(&f.ignore, "compare-ignore", "", "with -compare, JSON `fields` ignored, comma-separated: a name at any depth (at), or a path from the top (user.at)")
 	f.sec.define(fs)
 	f.compress.define(fs)
 	f.etcd.define(fs, "with an etcd:// -addr")
@@ -268,6 +282,28 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 	}
 	p := &benchPlan{runs: f.runs}
 	base := load.Config{Duration: f.duration, Calls: f.calls, Warmup: f.warmup, Rate: f.rate, Timeout: f.timeout, Driver: driver}
+	notWith := map[bool][]string{false: {"speed", "loop", "compare", "compare-ignore"}, true: {"scenario", "route", "payload", "size", "json-codec", "expect-echo", "matrix", "c", "inflight", "n", "warmup", "rate", "runs", "driver"}}
+	for _, name := range notWith[f.replay != ""] {
+		if f.set[name] {
+			return nil, usagef("-%s does not go with%s -replay", name, map[bool]string{false: "out"}[f.replay != ""])
+		}
+	}
+	if f.replay != "" {
+		rc := f.rc
+		rc.CompareIgnore = strings.Split(f.ignore, ",")
+		if rc.Speed <= 0 || rc.Loops < 0 || rc.Loops == 0 && !f.set["d"] {
+			return nil, usagef("-speed %g, -loop %d: want a speed above 0, and -loop 0 (until -d) with -d", rc.Speed, rc.Loops)
+		}
+		if rc.Recording, err = load.OpenRecording(f.replay); err != nil {
+			return nil, err
+		}
+		base.Replay, base.Scenario.Name, base.Warmup = &rc, load.ReplayName, 0
+		if !f.set["d"] {
+			base.Duration = 0 // until the loops end
+		}
+		p.cells = []load.Config{base}
+		return p, nil
+	}
 
 	if f.matrix != "" {
 		if f.matrix != "seed" {
@@ -424,7 +460,7 @@ func (t *benchTarget) String() string {
 }
 
 func (c *cli) bench(f *benchFlags, args []string) error {
-	if run := otherLoad(f.scenario); run != nil && !f.set["route"] && f.matrix == "" {
+	if run := otherLoad(f.scenario); run != nil && !f.set["route"] && f.matrix == "" && f.replay == "" {
 		return run(c, f) // publish/subscribe (bench_fanout.go), streams (bench_stream.go)
 	}
 	p, err := f.plan()

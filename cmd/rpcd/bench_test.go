@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -23,6 +24,8 @@ import (
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/load"
+	"github.com/rpcd/rpcd/proto"
+	"github.com/rpcd/rpcd/record"
 )
 
 // The bench tests check what is measured and reported, never how fast:
@@ -794,5 +797,61 @@ func TestBenchRateShortfall(t *testing.T) {
 	res, errOut = run("50", "-n", "100")
 	if res["rate_reached"] != true || res["rate_shortfall"] != nil || errOut != "" {
 		t.Errorf("at 50 calls/s: rate_reached %v, rate_shortfall %v, stderr %q; want true and no warning", res["rate_reached"], res["rate_shortfall"], errOut)
+	}
+}
+
+// TestProcessBenchReplay replays a recording against a child server: its
+// calls made, on as many connections as recorded, and with -compare the
+// one answer that differs from the recorded one reported by its route.
+func TestProcessBenchReplay(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "calls.rec")
+	rec, err := record.Create(path, record.Options{Answers: true, Source: "server"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for conn := uint64(1); conn <= 2; conn++ {
+		rec.TapOpen(conn, nil)
+		for id := uint32(1); id <= 5; id++ {
+			route, codec, req, reply := builtin.EchoPacket, proto.CodecRaw, fmt.Sprint("p", id), fmt.Sprint("p", id)
+			if id == 5 {
+				route, codec, req, reply = builtin.Sum, proto.CodecJSON, `{"a":1,"b":2}`, "3"
+				if conn == 2 {
+					reply = "4" // recorded wrong: the replay's 3 differs
+				}
+			}
+			rec.TapFrame(conn, false, proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, Codec: codec, ID: id}, route, nil, []byte(req)))
+			rec.TapFrame(conn, true, proto.AppendFrame(nil, proto.Header{Kind: proto.KindResponse, Codec: codec, ID: id}, "", nil, []byte(reply)))
+		}
+	}
+	if _, err := rec.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r := rpcd(t, "", "bench", "-json", "-replay", path, "-speed", "10", "-compare")
+	if r.code != 0 {
+		t.Fatalf("exit status %d, want 0; stderr:\n%s", r.code, r.stderr)
+	}
+	var out struct {
+		Calls    int64         `json:"calls"`
+		Errors   int64         `json:"errors"`
+		Settings load.Settings `json:"settings"`
+		Replay   struct {
+			Sent    map[string]int64   `json:"sent"`
+			Routes  map[string]int64   `json:"routes"`
+			Speed   float64            `json:"speed"`
+			Compare load.CompareReport `json:"compare"`
+		} `json:"replay"`
+	}
+	decodeBench(t, []byte(r.stdout))
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	rr, c := out.Replay, out.Replay.Compare
+	if out.Calls != 10 || out.Errors != 0 || out.Settings.Connections != 2 || out.Settings.Scenario != "replay" || rr.Speed != 10 ||
+		rr.Sent["Request"] != 10 || rr.Routes[builtin.EchoPacket] != 8 || rr.Routes[builtin.Sum] != 2 {
+		t.Errorf("%d calls, %d errors, settings %+v, replay %+v; want 10 calls over 2 connections, 8 echoes and 2 sums, at speed 10", out.Calls, out.Errors, out.Settings, rr)
+	}
+	if c.Compared != 10 || c.Mismatches != 1 || c.ByRoute[builtin.Sum] == nil || len(c.ByRoute) != 1 ||
+		c.ByRoute[builtin.Sum].Examples[0].Want != "4" || c.ByRoute[builtin.Sum].Examples[0].Got != "3" {
+		t.Errorf("compare %+v; want 10 compared, Math/Sum's one answer differing (want 4, got 3)", c)
 	}
 }

@@ -214,3 +214,22 @@ func TestBusy(t *testing.T) {
 		t.Errorf("1 caller of 2ms calls at 50/s: busy %.2f of the time, want about 0.1", busy)
 	}
 }
+
+// TestRecorderSent: a call recorded as Sent counts as a call and its
+// bytes, and leaves the latencies to the calls that had one.
+func TestRecorderSent(t *testing.T) {
+	r := NewRecorder(2)
+	r.Tally(0).Done(10*time.Microsecond, 10*time.Microsecond, 4)
+	r.Tally(1).Sent(6)
+	r.Tally(1).Failed("unavailable", time.Microsecond)
+	for i := range 2 {
+		r.Tally(i).Flush()
+	}
+	res := r.Result(time.Second, 0)
+	if res.Calls != 3 || res.Errors != 1 || res.BytesPerSec != 10 {
+		t.Errorf("calls %d, errors %d, bytes/s %v; want 3, 1, 10", res.Calls, res.Errors, res.BytesPerSec)
+	}
+	if res.MeanUS < 9.9 || res.MeanUS > 10.1 || res.MaxUS < 9.9 || res.MaxUS > 10.1 {
+		t.Errorf("mean %v µs, max %v µs; want the one timed call's 10", res.MeanUS, res.MaxUS)
+	}
+}

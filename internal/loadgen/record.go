@@ -47,6 +47,14 @@ func (t *Tally) Done(latency, busy time.Duration, bytes int) {
 	t.done.Add(1)
 }
 
+// Sent records a call that has no answer to time (a one-way call, a
+// publish), made as expected and moving bytes: counted, with no latency.
+func (t *Tally) Sent(bytes int) {
+	t.calls++
+	t.bytes += int64(bytes)
+	t.done.Add(1)
+}
+
 // Failed records a call that failed, of the kind given (Config.Classify's
 // names), after busy from its actual start.
 func (t *Tally) Failed(kind string, busy time.Duration) {
