@@ -277,6 +277,25 @@ func judgeChaos(rep *ChaosReport, outcomes [][]chaosOutcome, ran map[[2]int]int)
 	sort.Strings(rep.Breaches)
 }
 
+// NewLedger readies the ledger a server serving ChaosRecord appends to
+// (rpcd serve -chaos-ledger FILE): file emptied, or with file "" a new
+// temporary file. It returns the ledger's name and the function that
+// removes it when temporary (a no-op otherwise).
+func NewLedger(file string) (name string, remove func(), err error) {
+	if file != "" {
+		if err := os.WriteFile(file, nil, 0o644); err != nil {
+			return "", nil, fmt.Errorf("rpcd: creating the ledger: %w", err)
+		}
+		return file, func() {}, nil
+	}
+	fh, err := os.CreateTemp("", "rpcd-chaos-ledger-")
+	if err != nil {
+		return "", nil, fmt.Errorf("rpcd: creating the ledger: %w", err)
+	}
+	fh.Close()
+	return fh.Name(), func() { os.Remove(fh.Name()) }, nil
+}
+
 // readLedger counts the lines of the ledger by key.
 func readLedger(file string) (map[[2]int]int, int, error) {
 	fh, err := os.Open(file)

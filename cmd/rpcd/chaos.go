@@ -5,13 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"net"
-	"os"
-	"syscall"
 	"time"
 
 	"github.com/rpcd/rpcd/client"
+	rpcdaemon "github.com/rpcd/rpcd/daemon"
 	"github.com/rpcd/rpcd/load"
 )
 
@@ -83,18 +81,11 @@ func (c *cli) chaos(f *chaosFlags, args []string) error {
 	ctx, stop := c.interruptible()
 	defer stop()
 
-	ledger := f.ledger
-	if ledger == "" {
-		fh, err := os.CreateTemp("", "rpcd-chaos-ledger-")
-		if err != nil {
-			return fmt.Errorf("rpcd: creating the ledger: %w", err)
-		}
-		fh.Close()
-		ledger = fh.Name()
-		defer os.Remove(ledger)
-	} else if err := os.WriteFile(ledger, nil, 0o644); err != nil {
-		return fmt.Errorf("rpcd: creating the ledger: %w", err)
+	ledger, removeLedger, err := load.NewLedger(f.ledger)
+	if err != nil {
+		return err
 	}
+	defer removeLedger()
 	addr, err := freePort()
 	if err != nil {
 		return err
@@ -108,35 +99,11 @@ func (c *cli) chaos(f *chaosFlags, args []string) error {
 
 	// The chaos, until the callers' time is up: the server killed or
 	// drained at random, and started again on the same port.
-	stops := map[string]int{}
-	restarts := 0
-	faults := func(callCtx context.Context) error {
-		var chaosErr error
-		for chaosErr == nil {
-			wait := time.Duration(float64(f.killEvery) * (0.5 + rand.Float64()))
-			select {
-			case <-callCtx.Done():
-			case <-time.After(wait):
-			}
-			if callCtx.Err() != nil {
-				break
-			}
-			sig := syscall.SIGKILL
-			if rand.Float64() < f.term {
-				sig = syscall.SIGTERM
-			}
-			child.Signal(sig)
-			stops[sig.String()]++
-			select {
-			case <-callCtx.Done():
-			case <-time.After(f.down):
-			}
-			child, chaosErr = child.Restart(ctx)
-			if chaosErr == nil {
-				restarts++
-			}
-		}
-		return chaosErr
+	var stops map[string]int
+	var restarts int
+	faults := func(callCtx context.Context) (err error) {
+		child, stops, restarts, err = rpcdaemon.Faults{Every: f.killEvery, Down: f.down, Term: f.term}.Run(callCtx, child)
+		return err
 	}
 	calls, chaosErr := load.Chaos(ctx, load.ChaosConfig{
 		Addr: addr,
