@@ -134,6 +134,14 @@ func TestAdminToken(t *testing.T) {
 			t.Errorf("GET %s without a token: %d %v, want 200 (a health probe)", path, code, err)
 		}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if answer, err := Ready(ctx, addr); err != nil || answer != "ready" {
+		t.Errorf("Ready: %q, %v", answer, err)
+	}
+	if _, err := RequestUpgrade(ctx, addr); err == nil || !strings.Contains(err.Error(), "requires authentication") {
+		t.Errorf("RequestUpgrade without the token: %v, want an error saying authentication is required", err)
+	}
 }
 
 // TestAdminMutualTLS: with admin-tls-cert, -key and admin-client-ca, the
@@ -171,6 +179,11 @@ func TestAdminMutualTLS(t *testing.T) {
 	}
 	if code, _, err := get(t, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, http.MethodGet, "http://"+addr+"/metrics"); err == nil && code == http.StatusOK {
 		t.Error("the admin listener served plain HTTP with admin-tls-cert")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if answer, err := Ready(ctx, addr); err != nil || answer != "ready" {
+		t.Errorf("Ready over HTTPS: %q, %v", answer, err)
 	}
 }
 
