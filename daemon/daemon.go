@@ -324,7 +324,7 @@ func (d *Daemon) start() error {
 	}
 	ln, err := listen(d.listeners.RPC, cfg.Addr)
 	if err == nil {
-		if err = d.startConfigRecording(); err != nil { // from the first connection
+		if err = d.startConfigRecording(ln.Addr()); err != nil { // from the first connection
 			ln.Close()
 			return fail("rpcd: cannot record", err, "record", cfg.Record)
 		}

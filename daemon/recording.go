@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -106,10 +107,12 @@ type recording struct {
 // Source and Server are set to the daemon's. One recording runs at a
 // time: ErrRecordingRunning while one does.
 func (d *Daemon) StartRecording(path string, o record.Options) (string, error) {
-	return d.startRecording(path, o, false)
+	return d.startRecording(path, o, nil, false)
 }
 
-func (d *Daemon) startRecording(path string, o record.Options, fromAdmin bool) (string, error) {
+// startRecording starts a recording of the RPC port at addr (nil: the
+// one it serves on).
+func (d *Daemon) startRecording(path string, o record.Options, addr net.Addr, fromAdmin bool) (string, error) {
 	d.rec.mu.Lock()
 	defer d.rec.mu.Unlock()
 	if d.rec.cur != nil {
@@ -124,10 +127,11 @@ func (d *Daemon) startRecording(path string, o record.Options, fromAdmin bool) (
 		path = filepath.Join(dir, fmt.Sprintf("rpcd-%s-%d-%d.rec", time.Now().UTC().Format("20060102T150405Z"), os.Getpid(), d.rec.seq))
 	}
 	o.Source = "server"
-	if a := d.srv.Addr(); a != nil {
-		o.Server = a.String()
-	} else {
-		o.Server = d.cfg.Addr
+	if addr == nil {
+		addr = d.srv.Addr()
+	}
+	if o.Server = d.cfg.Addr; addr != nil {
+		o.Server = addr.String()
 	}
 	r, err := record.Create(path, o)
 	if err != nil {
@@ -208,8 +212,8 @@ func (d *Daemon) stopRecording() {
 }
 
 // startConfigRecording starts Config.Record's recording, with the
-// Record* settings' limits, before the RPC port serves.
-func (d *Daemon) startConfigRecording() error {
+// Record* settings' limits, before the RPC port serves at addr.
+func (d *Daemon) startConfigRecording(addr net.Addr) error {
 	if d.cfg.Record == "" {
 		return nil
 	}
@@ -217,7 +221,7 @@ func (d *Daemon) startConfigRecording() error {
 	if err != nil {
 		return err
 	}
-	_, err = d.startRecording(d.cfg.Record, o, false)
+	_, err = d.startRecording(d.cfg.Record, o, addr, false)
 	return err
 }
 
@@ -293,12 +297,13 @@ func (d *Daemon) serveRecordStart(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "rpcd: the recording's options: "+strings.TrimPrefix(err.Error(), "rpcd: "), http.StatusBadRequest)
 		return
 	}
-	if _, err := d.startRecording("", o, true); err != nil {
-		code := http.StatusInternalServerError
+	if _, err := d.startRecording("", o, nil, true); err != nil {
+		var pe *fs.PathError
+		code := http.StatusBadRequest // the options, as record judged them
 		if errors.Is(err, ErrRecordingRunning) {
 			code = http.StatusConflict
-		} else if strings.Contains(err.Error(), "record: ") && !errors.Is(err, os.ErrPermission) && !errors.Is(err, os.ErrNotExist) {
-			code = http.StatusBadRequest // the options, as record judged them
+		} else if errors.As(err, &pe) {
+			code = http.StatusInternalServerError // record-dir cannot be written
 		}
 		http.Error(w, err.Error(), code)
 		return

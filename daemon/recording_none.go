@@ -17,7 +17,7 @@ func (d *Daemon) recordHandler(_ net.Addr, next http.Handler) http.Handler { ret
 
 func (d *Daemon) stopRecording() {}
 
-func (d *Daemon) startConfigRecording() error {
+func (d *Daemon) startConfigRecording(net.Addr) error {
 	if d.cfg.Record != "" {
 		return errors.New("rpcd: this build records nothing")
 	}

@@ -67,6 +67,14 @@ func TestRecordingFromAdmin(t *testing.T) {
 	if code, body := adminDo(t, http.MethodGet, base+RecordFilePath, ""); code != http.StatusNotFound {
 		t.Fatalf("GET %s before any recording: %d %s, want 404", RecordFilePath, code, body)
 	}
+	for _, bad := range []string{`{"sample": 2}`, `{"duration": "soon"}`, `{"redact": ["X=shred"]}`, `{"path": "/etc/passwd"}`, `{`} {
+		if code, body := adminDo(t, http.MethodPost, base+RecordStartPath, bad); code != http.StatusBadRequest {
+			t.Fatalf("start with %s: %d %s, want 400", bad, code, body)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("refused starts left %d files", len(entries))
+	}
 	code, body := adminDo(t, http.MethodPost, base+RecordStartPath, `{"answers": true, "routes": ["Bench/*"]}`)
 	var st RecordingStatus
 	if err := json.Unmarshal(body, &st); code != http.StatusCreated || err != nil || !st.Running || filepath.Dir(st.File) != dir {
@@ -212,6 +220,9 @@ func TestRecordFromTheStart(t *testing.T) {
 	if st := d.Recording(); !st.Running || st.File != file {
 		t.Fatalf("Recording: %+v, want running into %s", st, file)
 	}
+	if _, err := d.StartRecording("", record.Options{}); !errors.Is(err, ErrRecordingRunning) {
+		t.Fatalf("StartRecording while one runs: %v, want ErrRecordingRunning", err)
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +232,9 @@ func TestRecordFromTheStart(t *testing.T) {
 	r, err := record.Open(file)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if h := r.Header(); h.Server != d.Addr().String() || h.Source != "server" {
+		t.Fatalf("the header says server %q, source %q; want %s, server", h.Server, h.Source, d.Addr())
 	}
 	calls := 0
 	for {
@@ -240,5 +254,17 @@ func TestRecordFromTheStart(t *testing.T) {
 	}
 	if calls != len(sent) {
 		t.Fatalf("%d calls recorded, want %d", calls, len(sent))
+	}
+}
+
+// TestRecordSettingsMistakes: a -record-redact rule that does not parse
+// is a ConfigError naming the setting, found by New.
+func TestRecordSettingsMistakes(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Record, cfg.RecordRedact = filepath.Join(t.TempDir(), "r.rec"), "Bench/*=keep;Users/*=shred"
+	_, err := New(cfg)
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "record-redact") {
+		t.Fatalf("New: %v, want a ConfigError naming record-redact", err)
 	}
 }
