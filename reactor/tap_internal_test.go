@@ -101,3 +101,23 @@ func TestTapSeesTheWire(t *testing.T) {
 		t.Fatalf("closed %d times after the connection closed, want 1", tap.closed)
 	}
 }
+
+// BenchmarkDirectTap is the raw path without a tap and with one that
+// discards what it sees: what feeding a tap costs the loop, the
+// recorder's own work aside.
+//
+//	go test -run '^$' -bench DirectTap -count 6 ./reactor
+func BenchmarkDirectTap(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		tap  bool
+	}{{"Off", false}, {"Nop", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, _ := newTestServer(b)
+			if bc.tap {
+				s.SetTap(nopTap{})
+			}
+			benchDirect(b, s, builtin.EchoPacket, proto.CodecRaw, make([]byte, 16), 32)
+		})
+	}
+}
