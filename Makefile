@@ -18,6 +18,7 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzMatch -fuzztime $(FUZZTIME) ./proto
 	go test -run '^$$' -fuzz FuzzTopicContainment -fuzztime $(FUZZTIME) ./auth
 	go test -run '^$$' -fuzz FuzzExpand -fuzztime $(FUZZTIME) ./internal/compression
+	go test -run '^$$' -fuzz FuzzReader -fuzztime $(FUZZTIME) ./record
 	go test -run '^$$' -fuzz FuzzJSONString -fuzztime $(FUZZTIME) ./internal/jsoncodec
 	go test -run '^$$' -fuzz FuzzJSONFloat -fuzztime $(FUZZTIME) ./internal/jsoncodec
 	go test -run '^$$' -fuzz FuzzTypedArgs -fuzztime $(FUZZTIME) ./handler

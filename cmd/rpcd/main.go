@@ -108,7 +108,7 @@ type command struct {
 }
 
 // commands lists the subcommands in the order help shows them.
-var commands = []*command{serveCmd, callCmd, routesCmd, describeCmd, genCmd, pubCmd, subCmd, benchCmd, soakCmd, chaosCmd, tokenCmd, healthCmd, upgradeCmd, versionCmd}
+var commands = []*command{serveCmd, callCmd, routesCmd, describeCmd, genCmd, pubCmd, subCmd, benchCmd, soakCmd, chaosCmd, recordCmd, tokenCmd, healthCmd, upgradeCmd, versionCmd}
 
 // lookup returns the command called name, or nil.
 func lookup(name string) *command {

@@ -13,6 +13,8 @@
 //   - only handler, handler/schema and handler/transport import
 //     internal/handlerstate, in their code or their tests;
 //   - gen imports none of reactor, client, gateway, ws and daemon;
+//   - record imports none of reactor, client, gateway, ws, admin and
+//     daemon (its tests may);
 //   - the server middleware packages (metrics, otelrpcd, ratelimit, auth)
 //     do not import client, and client does not import reactor;
 //   - reactor and gateway do not import auth;

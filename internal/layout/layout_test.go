@@ -255,6 +255,10 @@ func TestImportRules(t *testing.T) {
 		forbid(t, []string{"gen"}, []string{"reactor", "client", "gateway", "ws", "daemon"},
 			"gen writes code from descriptions; it calls a server through handler.Caller, not a transport of its own")
 	})
+	t.Run("record knows no server", func(t *testing.T) {
+		forbid(t, []string{"record"}, []string{"reactor", "client", "gateway", "ws", "admin", "daemon"},
+			"record is a file and a tap: a server feeds it through transport.Tap, its proxy speaks TCP; only its tests may start a server")
+	})
 	t.Run("client imports no reactor", func(t *testing.T) {
 		forbid(t, []string{"client"}, []string{"reactor"}, "the client never imports the server")
 	})
