@@ -1,5 +1,3 @@
-//go:build rpcdrecord
-
 package daemon
 
 import (
