@@ -31,6 +31,12 @@
 //	               drains, so that a load balancer stops sending to it
 //	/debug/pprof/  net/http/pprof's handlers, mounted on this mux
 //
+// Require puts a handler behind the listener's authentication (Auth): a
+// bearer token, a verified client certificate (mutual TLS), or either;
+// every path but the health probes (OpenPaths) then answers 401 without
+// it. rpcd serve puts every admin path behind it, /upgrade and the
+// recording paths of package daemon among them.
+//
 // The figures on the page are computed here, not in the browser. From New
 // until Close, a goroutine reads the counters every Options.SampleInterval
 // (a second) and keeps what happened between each reading and the one

@@ -132,6 +132,7 @@ func (c *Config) check() (*rules, []error) {
 	if c.TLSClientAuth != "require" && c.TLSClientAuth != "verify-if-given" {
 		add("%s is %q, want require or verify-if-given", key("tls-client-auth"), c.TLSClientAuth)
 	}
+	errs = append(errs, c.checkAdmin()...)
 	var err error
 	if r.roles, err = auth.ParseRoles(c.AuthRequire); err != nil {
 		add("%s %s", key("auth-require"), bare(err))
@@ -255,6 +256,32 @@ func (c *Config) checkEtcd(r *rules) []error {
 	errs = append(errs, c.checkEtcdAccess())
 	if c.Etcd != "" && c.Advertise == "" && unspecifiedHost(c.Addr) {
 		add("%s is %s, which clients cannot dial: give %s, the address to register", key("addr"), c.Addr, key("advertise"))
+	}
+	return errs
+}
+
+// checkAdmin checks the settings of the admin listener's authentication
+// and of recording.
+func (c *Config) checkAdmin() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, configErrorf(format, args...)) }
+	switch {
+	case c.AdminTLSCert == "" && c.AdminTLSKey == "" && c.AdminClientCA != "":
+		add("%s needs %s and %s", key("admin-client-ca"), key("admin-tls-cert"), key("admin-tls-key"))
+	case (c.AdminTLSCert == "") != (c.AdminTLSKey == ""):
+		add("%s and %s go together", key("admin-tls-cert"), key("admin-tls-key"))
+	}
+	if c.Record == "" && (c.RecordDuration != 0 || c.RecordMaxBytes != 0 || c.RecordSample != 0 || c.RecordRoutes != "" || c.RecordRedact != "" || c.RecordAnswers) {
+		add("%s, %s, %s, %s, %s and %s go with %s", key("record-duration"), key("record-max-bytes"), key("record-sample"), key("record-routes"), key("record-redact"), key("record-answers"), key("record"))
+	}
+	if c.RecordDuration < 0 {
+		add("%s is %v, want 0 or more", key("record-duration"), c.RecordDuration)
+	}
+	if c.RecordMaxBytes < 0 {
+		add("%s is %d, want 0 or more", key("record-max-bytes"), c.RecordMaxBytes)
+	}
+	if c.RecordSample < 0 || c.RecordSample > 1 || c.RecordSample != c.RecordSample {
+		add("%s is %v, want a fraction in (0, 1], or 0 for 1", key("record-sample"), c.RecordSample)
 	}
 	return errs
 }

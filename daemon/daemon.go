@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rpcd/rpcd/admin"
 	"github.com/rpcd/rpcd/discovery/etcd"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
@@ -56,6 +58,11 @@ type Daemon struct {
 	closed        context.Context // ended by Close
 	close         context.CancelFunc
 	gwAddr, admin net.Addr
+
+	adminAuth *admin.Auth         // the admin listener's authentication (admin.go); nil without
+	adminTLS  *tls.Config         // its TLS; nil for plain HTTP
+	loopback  func(net.Addr) bool // whether the admin listener is on loopback (isLoopback; a test's may differ)
+	rec       recording           // the recording under way, if any (recording.go)
 }
 
 // Listeners are listeners a program gives the daemon instead of the
@@ -106,6 +113,10 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 	r, errs := cfg.check()
 	sec, err := newSecurity(&cfg, r)
 	errs = append(errs, unjoin(err)...)
+	d.adminAuth, d.adminTLS, err = adminSecurity(&cfg)
+	errs = append(errs, unjoin(err)...)
+	errs = append(errs, cfg.checkRecord())
+	d.loopback = isLoopback
 	if cfg.Etcd != "" && cfg.checkEtcdAccess() == nil { // else check said why
 		d.etcd, err = cfg.EtcdConfig()
 		errs = append(errs, err)
@@ -298,6 +309,7 @@ func (d *Daemon) start() error {
 		d.log.Error(msg, append(attrs, "err", err)...)
 		d.up.stop()
 		_ = d.shutdown(context.Background())
+		d.stopRecording()
 		d.adm.stop()
 		for _, ln := range []net.Listener{d.listeners.Gateway, d.listeners.Admin} {
 			if ln != nil {
@@ -312,6 +324,10 @@ func (d *Daemon) start() error {
 	}
 	ln, err := listen(d.listeners.RPC, cfg.Addr)
 	if err == nil {
+		if err = d.startConfigRecording(ln.Addr()); err != nil { // from the first connection
+			ln.Close()
+			return fail("rpcd: cannot record", err, "record", cfg.Record)
+		}
 		err = d.srv.StartOn(ln)
 	}
 	if err != nil {
@@ -380,6 +396,7 @@ func (d *Daemon) drain(cause error) error {
 	ctx, cancel := context.WithTimeout(d.closed, d.cfg.DrainTimeout)
 	defer cancel()
 	err := d.shutdown(ctx)
+	d.stopRecording() // with the drain's last frames
 	closed := d.closed.Err() != nil
 	if err != nil && !closed {
 		d.log.Error("rpcd: drain timed out; calls still in flight were cancelled", "timeout", timeout, "err", err)

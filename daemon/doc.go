@@ -51,6 +51,19 @@
 // listeners, and drains once the new process serves; a daemon an upgrade
 // started takes its listeners from the old one.
 //
+// The admin listener may require authentication (AdminTokenFile: a
+// bearer token; AdminTLSCert, AdminTLSKey and AdminClientCA: HTTPS and
+// mutual TLS): every path but /healthz and /readyz then answers 401
+// without it (admin.Require).
+//
+// The daemon records the RPC port's traffic into a file of package record
+// while it serves, one recording at a time: from the start with
+// Config.Record; from the admin listener (POST /record/start, /record/stop,
+// GET /record, /record/file, files named by the daemon in RecordDir,
+// refused on a listener off loopback without authentication); and from a
+// program (StartRecording, StopRecording, Recording). The recorder is the
+// reactor's tap (reactor.Server.SetTap) while the recording runs.
+//
 // Three helpers serve what runs beside a daemon: Ready asks an admin
 // listener whether its daemon is ready (a container's health check, rpcd
 // health), RequestUpgrade asks it to upgrade (rpcd upgrade), and a Process

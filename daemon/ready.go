@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -15,28 +16,56 @@ import (
 // why (503 before the daemon serves and from the moment it drains). An
 // unspecified host (none, 0.0.0.0, ::) is this machine's loopback, so that
 // the admin setting of a container serves for its check too. An addr
-// without a port is a ConfigError.
+// without a port is a ConfigError. A listener that serves HTTPS
+// (admin-tls-cert) is asked over HTTPS (askAdmin); /readyz needs no
+// authentication.
 func Ready(ctx context.Context, addr string) (string, error) {
-	url, err := adminURL(addr, "/readyz")
+	status, answer, url, err := askAdmin(ctx, http.MethodGet, addr, "/readyz", 1024)
 	if err != nil {
-		return "", err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", configErrorf("%v", err)
-	}
-	hc := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-	resp, err := hc.Do(req)
-	if err != nil {
+		if _, ok := err.(*ConfigError); ok {
+			return "", err
+		}
 		return "", fmt.Errorf("rpcd: not ready: %v", err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	answer := strings.TrimSpace(string(body))
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("rpcd: not ready: %s answered %s: %s", url, resp.Status, answer)
+	if status != http.StatusOK {
+		return "", fmt.Errorf("rpcd: not ready: %s answered %d %s: %s", url, status, http.StatusText(status), answer)
 	}
 	return answer, nil
+}
+
+// askAdmin sends a request without a body to path on the admin listener
+// at addr and returns the status, the answer (at most limit bytes,
+// trimmed) and the URL asked. It asks over HTTP, and again over HTTPS if
+// the listener answers that it serves HTTPS (admin-tls-cert), without
+// verifying its certificate: what Ready and RequestUpgrade send carries
+// no secret, and they ask this machine (RequestUpgrade is refused from
+// anywhere else). A listener that requires authentication answers 401 to
+// all but its health probes.
+func askAdmin(ctx context.Context, method, addr, path string, limit int64) (int, string, string, error) {
+	url, err := adminURL(addr, path)
+	if err != nil {
+		return 0, "", url, err
+	}
+	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
+	for {
+		req, err := http.NewRequestWithContext(ctx, method, url, nil)
+		if err != nil {
+			return 0, "", url, configErrorf("%v", err)
+		}
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			return 0, "", url, err
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
+		resp.Body.Close()
+		answer := strings.TrimSpace(string(body))
+		if resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(url, "http:") && strings.Contains(answer, "HTTP request to an HTTPS server") {
+			url = "https:" + strings.TrimPrefix(url, "http:")
+			tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // see above
+			continue
+		}
+		return resp.StatusCode, answer, url, nil
+	}
 }
 
 // adminURL returns the URL of path on the admin listener at addr, whose

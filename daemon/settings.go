@@ -76,6 +76,20 @@ type Config struct {
 	EtcdKey          string
 	EtcdUser         string // etcd.Config.Username
 	EtcdPasswordFile string // etcd.Config.Password: its first line
+
+	AdminTokenFile string // admin.Auth's Token: the file's first line
+	AdminTLSCert   string // with AdminTLSKey: the admin listener serves HTTPS
+	AdminTLSKey    string
+	AdminClientCA  string // the CAs of the admin listener's mutual TLS: admin.Auth's ClientCerts
+
+	RecordDir      string        // where recordings the admin listener starts are written; empty: os.TempDir()
+	Record         string        // the file to record to from the start (record.Create)
+	RecordDuration time.Duration // record.Options.Duration, for Record
+	RecordMaxBytes int64         // record.Options.MaxBytes, for Record
+	RecordSample   float64       // record.Options.Sample, for Record
+	RecordRoutes   string        // record.Options.Routes, for Record: comma-separated
+	RecordRedact   string        // record.Options.Redact, for Record: record.ParseRedaction's rules, ';'-separated
+	RecordAnswers  bool          // record.Options.Answers, for Record
 }
 
 // DefaultAddr is Config.Addr's default.
@@ -188,6 +202,19 @@ var settings = []Setting{
 	{Group: "Etcd", Key: "etcd-key", ptr: func(c *Config) any { return &c.EtcdKey }, Help: "the etcd client certificate's private key (PEM `file`)"},
 	{Group: "Etcd", Key: "etcd-user", ptr: func(c *Config) any { return &c.EtcdUser }, Help: "authenticate to etcd as this `user`; with -etcd-password-file"},
 	{Group: "Etcd", Key: "etcd-password-file", ptr: func(c *Config) any { return &c.EtcdPasswordFile }, Help: "the etcd user's password, the first line of this `file`"},
+
+	{Group: "Admin", Key: "admin-token-file", ptr: func(c *Config) any { return &c.AdminTokenFile }, Help: "with -admin: require the bearer token on the first line of this `file` on every admin path but /healthz and /readyz (Authorization: Bearer TOKEN)"},
+	{Group: "Admin", Key: "admin-tls-cert", ptr: func(c *Config) any { return &c.AdminTLSCert }, Help: "with -admin: serve the admin listener over HTTPS with this certificate (PEM `file`); with -admin-tls-key"},
+	{Group: "Admin", Key: "admin-tls-key", ptr: func(c *Config) any { return &c.AdminTLSKey }, Help: "the admin certificate's private key (PEM `file`)"},
+	{Group: "Admin", Key: "admin-client-ca", ptr: func(c *Config) any { return &c.AdminClientCA }, Help: "with -admin-tls-cert: let a client certificate these CAs sign (PEM `file`) authenticate on the admin listener: mutual TLS (with -admin-token-file, either will do)"},
+	{Group: "Admin", Key: "record-dir", ptr: func(c *Config) any { return &c.RecordDir }, Help: "write the recordings the admin listener starts (POST /record/start) in this `directory`, named by the server; empty for the system's temporary directory"},
+	{Group: "Admin", Key: "record", ptr: func(c *Config) any { return &c.Record }, Help: "record the traffic from the start to this `file` (docs/recording.md), which must not exist; empty for none"},
+	{Group: "Admin", Key: "record-duration", ptr: func(c *Config) any { return &c.RecordDuration }, Help: "with -record: stop recording after this long; 0 means when the server stops or -record-max-bytes is reached"},
+	{Group: "Admin", Key: "record-max-bytes", ptr: func(c *Config) any { return &c.RecordMaxBytes }, Help: "with -record: stop recording once the file holds this many `bytes`; 0 means 1 GiB"},
+	{Group: "Admin", Key: "record-sample", ptr: func(c *Config) any { return &c.RecordSample }, Help: "with -record: the `fraction` of connections recorded, in (0, 1], each with all its calls; 0 means 1"},
+	{Group: "Admin", Key: "record-routes", ptr: func(c *Config) any { return &c.RecordRoutes }, Help: "with -record: record only the calls to these `routes` (comma-separated patterns, docs/recording.md); empty for all"},
+	{Group: "Admin", Key: "record-redact", ptr: func(c *Config) any { return &c.RecordRedact }, Help: "with -record: what to do with payloads by route, `ROUTE=keep|drop|replace:TEXT;...`, the first that matches applying; payloads not matched are kept"},
+	{Group: "Admin", Key: "record-answers", ptr: func(c *Config) any { return &c.RecordAnswers }, Help: "with -record: record the answers (Response, Error) too, for rpcd bench -replay -compare"},
 }
 
 // EtcdAccess are the keys of the settings that reach a secured etcd,
@@ -253,6 +280,10 @@ func (s Setting) define(fs *flag.FlagSet, c *Config, usage string) {
 		fs.DurationVar(p, s.Key, *p, usage)
 	case *bool:
 		fs.BoolVar(p, s.Key, *p, usage)
+	case *int64:
+		fs.Int64Var(p, s.Key, *p, usage)
+	case *float64:
+		fs.Float64Var(p, s.Key, *p, usage)
 	default:
 		panic(fmt.Sprintf("daemon: setting %s has a field of type %T", s.Key, p))
 	}

@@ -497,6 +497,7 @@ func (d *Daemon) handOver() error {
 	gwErr := make(chan error, 1)
 	go func() { gwErr <- d.handOverGateway(ctx) }()
 	err := errors.Join(d.srv.Shutdown(ctx), <-gwErr)
+	d.stopRecording()
 	closed := d.closed.Err() != nil
 	if err != nil && !closed {
 		d.log.Error("rpcd: drain timed out; calls still in flight were cancelled", "timeout", timeout.String(), "err", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -67,22 +66,12 @@ func fromLoopback(remote string) bool {
 // another upgrade runs, ErrNoUpgrade from a daemon that takes none, else
 // the daemon's reason (the new process exited, or did not serve in time).
 func RequestUpgrade(ctx context.Context, addr string) (string, error) {
-	url, err := adminURL(addr, UpgradePath)
-	if err != nil {
+	status, answer, url, err := askAdmin(ctx, http.MethodPost, addr, UpgradePath, 4096)
+	if _, ok := err.(*ConfigError); ok {
 		return "", err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
-	if err != nil {
-		return "", configErrorf("%v", err)
-	}
-	hc := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-	resp, err := hc.Do(req)
-	if err != nil {
+	} else if err != nil {
 		return "", fmt.Errorf("rpcd: cannot ask for an upgrade: %v", err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	answer := strings.TrimSpace(string(body))
 	refusal := func(sentinel error) error {
 		detail := strings.TrimPrefix(strings.TrimPrefix(answer, sentinel.Error()), ": ")
 		if detail != "" {
@@ -90,7 +79,7 @@ func RequestUpgrade(ctx context.Context, addr string) (string, error) {
 		}
 		return fmt.Errorf("%w%s (%s refused the upgrade)", sentinel, detail, addr)
 	}
-	switch resp.StatusCode {
+	switch status {
 	case http.StatusOK:
 		return answer, nil
 	case http.StatusConflict:
@@ -99,9 +88,11 @@ func RequestUpgrade(ctx context.Context, addr string) (string, error) {
 		return "", refusal(ErrNoUpgrade)
 	case http.StatusNotFound:
 		return "", fmt.Errorf("%w: %s has no %s: a daemon that takes no upgrades", ErrNoUpgrade, addr, UpgradePath)
+	case http.StatusUnauthorized:
+		return "", fmt.Errorf("rpcd: %s requires authentication (admin-token-file, admin-client-ca): upgrade with SIGUSR2 instead, or POST %s with the credentials", addr, UpgradePath)
 	}
-	if resp.StatusCode == http.StatusInternalServerError && strings.HasPrefix(answer, "rpcd: upgrade failed: ") {
+	if status == http.StatusInternalServerError && strings.HasPrefix(answer, "rpcd: upgrade failed: ") {
 		return "", errors.New(answer + "; the old process serves on")
 	}
-	return "", fmt.Errorf("rpcd: upgrade failed: %s answered %s: %s", url, resp.Status, strings.TrimPrefix(answer, "rpcd: "))
+	return "", fmt.Errorf("rpcd: upgrade failed: %s answered %d %s: %s", url, status, http.StatusText(status), strings.TrimPrefix(answer, "rpcd: "))
 }

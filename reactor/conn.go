@@ -22,6 +22,7 @@ import (
 // pool and whoever sends to the connection.
 type conn struct {
 	s      *Server
+	id     uint64    // its number among the server's connections, from 1, for a tap
 	gc     gnet.Conn // its event loop's connection, if it began on one; nil otherwise
 	remote net.Addr
 	call   *handler.Call // reused by inline calls, one at a time, while End allows
@@ -43,6 +44,10 @@ type conn struct {
 	peerDone bool   // the peer has shut down its side (a FIN): nothing more is read
 
 	inboundLeft int // bytes left buffered at the end of the last wake-up
+
+	tapOn   *tapSet // the server's tap when the connection last looked (tap.go)
+	tapOK   bool    // tapOn records the connection: it took it (TapOpen) and has not closed it
+	tapSkip int     // the first bytes of the next write the tap has seen: output held at a hand-off
 
 	subs   map[uint32]*subscription // the connection's subscriptions, by id
 	topics handler.TopicAccess      // where it may publish and subscribe (Options.Topics); set at its first Publish or Subscribe
@@ -68,6 +73,7 @@ type conn struct {
 	peerGoingAway atomic.Bool // the client sent its GoAway: it starts nothing more, and the server calls it no more
 
 	closed atomic.Bool
+	tapped atomic.Bool // tapOK, for SetTap
 
 	// Bytes read and written, for Server.Stats: the connection's own
 	// counters rather than the server's, so that event loops on different
@@ -89,7 +95,7 @@ type conn struct {
 }
 
 func newConn(s *Server, gc gnet.Conn, remote net.Addr) *conn {
-	c := &conn{s: s, gc: gc, remote: remote}
+	c := &conn{s: s, gc: gc, remote: remote, id: s.connSeq.Add(1)}
 	c.peer = &Peer{c: c}
 	c.streams.Init(s.streamCfg, (*connLink)(c))
 	c.newInlineCall()

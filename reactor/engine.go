@@ -48,6 +48,7 @@ func (s *Server) enrol(c *conn) {
 // subscriptions and streams, its large-frame buffer, its place among the
 // open connections.
 func (s *Server) forget(c *conn) {
+	c.tapEnd()
 	c.closeCalls()
 	if c.big != nil {
 		c.releaseBig()
@@ -132,6 +133,9 @@ func (s *events) OnTraffic(gc gnet.Conn) (action gnet.Action) {
 // before it runs more frames, and stops once the socket does not take it
 // all.
 func (c *conn) service(in inbound, out []byte) ([]byte, gnet.Action) {
+	if c.tapOn != nil {
+		c.tapCheck() // a tap replaced: SetTap woke the connection for this
+	}
 	if r := c.ending.Load(); r != nil {
 		return c.endNow(out, r), gnet.Close
 	}
@@ -240,6 +244,7 @@ func (c *conn) readFrames(gc inbound, out []byte) ([]byte, gnet.Action) {
 			if f.Deadline > 0 && now.IsZero() {
 				now = time.Now()
 			}
+			c.tapIn(buf[done : done+n])
 			var end *ending
 			if out, end = c.handleFrame(&f, out, now); end != nil {
 				return c.endNow(out, end), gnet.Close
@@ -327,6 +332,7 @@ func (c *conn) gatherBig(gc inbound, out []byte) ([]byte, bool, error) {
 	if err := proto.DecodeFrame(&f, c.big); err != nil {
 		return out, false, err
 	}
+	c.tapIn(c.big)
 	var now time.Time
 	if f.Deadline > 0 {
 		now = time.Now()

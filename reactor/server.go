@@ -73,6 +73,10 @@ type Server struct {
 	pubsub pubsubStats
 
 	refusals topicRefusals // publishes and subscriptions Options.Topics refused (topics.go)
+
+	connSeq atomic.Uint64          // the last connection's number (conn.id)
+	tap     atomic.Pointer[tapSet] // the tap that sees the frames (tap.go); nil for none
+	tapMu   sync.Mutex             // one SetTap at a time
 }
 
 // New returns a server for reg's routes. Call ListenAndServe, Serve or
@@ -410,8 +414,11 @@ func (s *Server) awaitIdle(ctx context.Context) error {
 
 // wakeAll runs OnTraffic once on every connection, on its own loop, and
 // waits until all have run or ctx ends.
-func (s *Server) wakeAll(ctx context.Context) {
-	conns := s.snapshot(nil)
+func (s *Server) wakeAll(ctx context.Context) { s.wake(ctx, s.snapshot(nil)) }
+
+// wake runs OnTraffic once on each of conns, on its own loop, and waits
+// until all have run or ctx ends.
+func (s *Server) wake(ctx context.Context, conns []*conn) {
 	var pending atomic.Int64
 	pending.Add(int64(len(conns)))
 	for _, c := range conns {

@@ -226,6 +226,7 @@ func (c *conn) runStd(l *stdLink, ending bool) {
 	}()
 	out := c.held // what the loop's socket did not take
 	c.held = nil
+	c.tapSkip = len(out) // the tap saw it when the loop wrote it
 	if c.peerDone && !ending {
 		c.peerClosed() // handed off at the FIN
 	}
@@ -248,6 +249,7 @@ func (c *conn) runStd(l *stdLink, ending bool) {
 			for _, done := range l.end() { // nothing more to do for those who wait
 				done()
 			}
+			c.tapEnd() // nothing more is read or written
 			linger.Drain(l.nc, s.opts.LingerTime, s.opts.LingerBytes)
 			return
 		case c.peerDone:

@@ -33,6 +33,7 @@ func (c *conn) writeOwn(out, own []byte) []byte {
 // write writes out and then own, if any, on whichever goroutine serves the
 // connection.
 func (c *conn) write(out, own []byte) {
+	c.tapOut(out, own)
 	if c.std.Load() != nil {
 		c.lost = !c.writeStd(out, own)
 		return

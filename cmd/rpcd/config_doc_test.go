@@ -40,6 +40,7 @@ var groupHeadings = map[string]string{
 	"Upgrades":  `Upgrades (docs/operating.md, "Upgrades")`,
 	"Security":  `TLS and authentication (docs/reliability.md, "Security"); the gateway requires the same`,
 	"Etcd":      "Service discovery in etcd (docs/scale-out.md)",
+	"Admin":     `The admin listener's authentication, and recording (docs/operating.md, "Recording traffic")`,
 	"":          "Testing", // serve's own flags
 }
 

@@ -21,4 +21,8 @@
 // (AppendArgWith), decodes the reply (DecodeReplyWith), and marks every
 // error it returns (Received), so that a handler that returns it does not
 // answer its own call Unprocessed.
+//
+// Recording: a Tap sees a server's connections' frames whole, as on the
+// wire, in both directions (reactor.Server.SetTap feeds it; package
+// record implements it).
 package transport
