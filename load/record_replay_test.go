@@ -2,9 +2,7 @@ package load
 
 import (
 	"math"
-	"net"
 	"path/filepath"
-	"reflect"
 	"testing"
 
 	"github.com/rpcd/rpcd/record"
@@ -76,41 +74,15 @@ func TestRecordReplay(t *testing.T) {
 }
 
 // recordFrom records what live receives, with its answers, into a new
-// file at path, and returns the recorder, the address to call live at,
-// and the function that stops feeding the recorder: the server's own tap
-// (reactor.Server.SetTap, found by its name so that this test runs before
-// and after the reactor has one), else a recording proxy in front of it
-// (record.Proxy).
+// file at path, through the server's own tap, and returns the recorder,
+// the address to call live at, and the function that stops feeding the
+// recorder.
 func recordFrom(t *testing.T, live *mixServer, path string) (*record.Recorder, string, func()) {
 	t.Helper()
-	o := record.Options{Answers: true, Source: "server", Server: live.addr}
-	setTap := reflect.ValueOf(live.srv).MethodByName("SetTap")
-	if !setTap.IsValid() {
-		o.Source = "proxy"
-	}
-	rec, err := record.Create(path, o)
+	rec, err := record.Create(path, record.Options{Answers: true, Source: "server", Server: live.addr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if setTap.IsValid() {
-		t.Log("recording with the server's tap")
-		setTap.Call([]reflect.Value{reflect.ValueOf(rec)})
-		return rec, live.addr, func() { setTap.Call([]reflect.Value{reflect.Zero(setTap.Type().In(0))}) }
-	}
-	t.Log("recording through a proxy")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := record.NewProxy(live.addr, rec)
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(ln) }()
-	return rec, ln.Addr().String(), func() {
-		if err := p.Close(); err != nil {
-			t.Error(err)
-		}
-		if err := <-served; err != nil {
-			t.Error(err)
-		}
-	}
+	live.srv.SetTap(rec)
+	return rec, live.addr, func() { live.srv.SetTap(nil) }
 }

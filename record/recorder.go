@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -68,6 +69,8 @@ type Recorder struct {
 	redact  []byte // a replaced payload
 	written int64
 }
+
+var _ transport.Tap = (*Recorder)(nil)
 
 // What a tap method copies of a frame.
 const (
