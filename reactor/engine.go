@@ -36,12 +36,27 @@ func (s *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 // enrol counts a new connection of either transport as open, for the
 // sweeper, Peers and Shutdown.
 func (s *Server) enrol(c *conn) {
+	s.enrolUnlessDraining(c, false)
+}
+
+// enrolUnlessDraining enrols c, or with check set reports false and
+// enrols nothing once the server drains. The check is made under the lock
+// Shutdown takes once it has set draining, so that a connection not
+// refused is among those Shutdown then wakes and stops (a goroutine of the
+// standard library transport enrols its connection itself, and one that
+// enrolled after Shutdown had looked would hold it up for good).
+func (s *Server) enrolUnlessDraining(c *conn, check bool) bool {
 	c.lastRead.Store(s.clock.Load())
 	s.mu.Lock()
+	if check && s.draining.Load() {
+		s.mu.Unlock()
+		return false
+	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 	s.nconns.Add(1)
 	s.stats.connsOpened.Add(1)
+	return true
 }
 
 // forget ends what a closed connection of either transport had: its calls,

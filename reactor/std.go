@@ -183,11 +183,7 @@ func (s *Server) serveStd(nc net.Conn) {
 		_ = tc.SetDeadline(time.Time{})
 		id = peerIdentity(tc)
 	}
-	switch {
-	case s.draining.Load():
-		s.refuse(nc, proto.CodeUnavailable, "server is draining")
-		return
-	case s.nconns.Load() >= int64(s.opts.MaxConns):
+	if s.nconns.Load() >= int64(s.opts.MaxConns) {
 		s.refuse(nc, proto.CodeResourceExhausted, "too many connections")
 		return
 	}
@@ -198,7 +194,10 @@ func (s *Server) serveStd(nc net.Conn) {
 		c.identity, c.call.Identity = id, id // a verified client certificate
 		c.peer.identity.Store(id)
 	}
-	s.enrol(c)
+	if !s.enrolUnlessDraining(c, true) {
+		s.refuse(nc, proto.CodeUnavailable, "server is draining")
+		return
+	}
 	c.runStd(l, false)
 }
 
