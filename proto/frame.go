@@ -404,6 +404,13 @@ func (f *Frame) GoAwayBody() (last uint32, code Code, msg []byte) {
 	return binary.BigEndian.Uint32(f.Payload), Code(binary.BigEndian.Uint16(f.Payload[4:])), f.Payload[6:]
 }
 
+// FrameLen returns the length of the whole frame whose 24-byte header
+// begins h, from its three length fields alone, unchecked: for a frame its
+// writer made (a receiver checks a header with DecodeHeader first).
+func FrameLen(h []byte) int {
+	return HeaderSize + int(binary.BigEndian.Uint16(h[6:])) + int(binary.BigEndian.Uint16(h[16:])) + int(binary.BigEndian.Uint32(h[20:]))
+}
+
 // After reports whether call id a comes after call id b in serial-number
 // arithmetic (RFC 1982), as GoAway's last call id is compared.
 func After(a, b uint32) bool { return int32(a-b) > 0 }

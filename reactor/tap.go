@@ -2,7 +2,6 @@ package reactor
 
 import (
 	"context"
-	"encoding/binary"
 	"time"
 
 	"github.com/rpcd/rpcd/handler/transport"
@@ -159,7 +158,7 @@ func (c *conn) tapOut(out, own []byte) {
 	}
 	b := out[skip:]
 	for len(b) >= proto.HeaderSize {
-		n := frameLen(b)
+		n := proto.FrameLen(b)
 		if n > len(b) {
 			if n == len(b)+len(own) { // a large reply written from the handler's slice
 				t.TapFrame(c.id, true, append(append(make([]byte, 0, n), b...), own...))
@@ -169,10 +168,4 @@ func (c *conn) tapOut(out, own []byte) {
 		t.TapFrame(c.id, true, b[:n])
 		b = b[n:]
 	}
-}
-
-// frameLen is the length of the whole frame whose header begins b, from
-// the header's three lengths (docs/protocol.md): a frame the server made.
-func frameLen(b []byte) int {
-	return proto.HeaderSize + int(binary.BigEndian.Uint16(b[6:])) + int(binary.BigEndian.Uint16(b[16:])) + int(binary.BigEndian.Uint32(b[20:]))
 }

@@ -3,7 +3,6 @@ package ws
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -273,7 +272,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 			if _, err := c.w.Write(c.hdr[:]); err != nil {
 				return n, err
 			}
-			c.left = frameLen(c.hdr[:]) - proto.HeaderSize
+			c.left = proto.FrameLen(c.hdr[:]) - proto.HeaderSize
 			if c.hdr[0] != proto.Magic0 || c.hdr[1] != proto.Magic1 || c.left > maxMessage {
 				c.left = len(b) // not a frame (a test's garbage): the rest of b in one message
 			}
@@ -297,12 +296,6 @@ func (c *Conn) Write(b []byte) (int, error) {
 // maxMessage bounds the frame a Write begins in a message of its own; past
 // it, what the header says is not believed.
 const maxMessage = 1 << 30
-
-// frameLen is the length of the frame whose header is h, by its length
-// fields alone: the frames written are the writer's own.
-func frameLen(h []byte) int {
-	return proto.HeaderSize + int(binary.BigEndian.Uint16(h[6:])) + int(binary.BigEndian.Uint16(h[16:])) + int(binary.BigEndian.Uint32(h[20:]))
-}
 
 // Close implements net.Conn: a close message, then the end of the
 // connection.
