@@ -223,7 +223,7 @@ func (c *cli) dialCaller(ctx context.Context, f *callFlags) (interface {
 		return nil, err
 	}
 	opts := client.ServiceOptions{Options: o}
-	if err := f.etcd.registerScheme(); err != nil {
+	if err := f.etcd.cfg.RegisterEtcdScheme(); err != nil {
 		return nil, err
 	}
 	f.balance.apply(&opts, 0)

@@ -11,17 +11,13 @@ import (
 // (call, routes, bench) for TLS and authentication.
 type clientSecurityFlags struct{ client.Security }
 
-// tokenEnv names the environment variable a token is read from when no
-// flag gives one: unlike -token, it is not shown to other users by ps.
-const tokenEnv = client.TokenEnv
-
 func (f *clientSecurityFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.TLS, "tls", false, "connect over TLS, trusting the system's CAs (implied by the other -tls flags)")
 	fs.StringVar(&f.CA, "tls-ca", "", "trust the server certificates these CAs sign (PEM `file`) instead of the system's")
 	fs.StringVar(&f.Cert, "tls-cert", "", "present this client certificate (PEM `file`) for mutual TLS; with -tls-key")
 	fs.StringVar(&f.Key, "tls-key", "", "the client certificate's private key (PEM `file`)")
 	fs.StringVar(&f.ServerName, "tls-server-name", "", "the `name` the server certificate must carry; default the host of -addr")
-	fs.StringVar(&f.Token, "token", "", "authenticate with this `token` (visible to ps: prefer -token-file or $"+tokenEnv+")")
+	fs.StringVar(&f.Token, "token", "", "authenticate with this `token` (visible to ps: prefer -token-file or $"+client.TokenEnv+")")
 	fs.StringVar(&f.TokenFile, "token-file", "", "authenticate with the token in this `file`")
 	fs.StringVar(&f.Method, "auth-method", "", "the token's `method`: token or hmac; empty lets the server try both")
 }
