@@ -11,7 +11,7 @@ import (
 const TokenEnv = "RPCD_TOKEN"
 
 // Security is how a client secures its connections and says who it is, as
-// a program takes it from its users (rpcd call, routes, bench and soak
+// a program takes it from its users (rpcd's commands that call a server
 // take it from their -tls and -token flags): TLS from files, and a token
 // given as text, in a file, or in $RPCD_TOKEN. The zero Security asks for
 // neither, but for a token in $RPCD_TOKEN.
