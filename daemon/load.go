@@ -15,6 +15,8 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/rpcd/rpcd/client"
 )
 
 // Load takes every flag of a flag.FlagSet (rpcd serve's: the settings,
@@ -51,9 +53,10 @@ const (
 	CredentialsEnv = "CREDENTIALS_DIRECTORY"
 )
 
-// TokenEnv is the variable rpcd's clients (rpcd call) read a token from:
-// it names no flag of serve, and Load does not warn about it.
-const TokenEnv = "RPCD_TOKEN"
+// TokenEnv is the variable rpcd's clients (rpcd call, client.Security)
+// read a token from: it names no flag of serve, and Load does not warn
+// about it.
+const TokenEnv = client.TokenEnv
 
 // otherEnv are the RPCD_ variables that name no flag of serve but are
 // rpcd's all the same, not warned about.

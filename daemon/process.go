@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -25,6 +26,7 @@ const (
 // address, and those rpcd soak and chaos run.
 type Process struct {
 	cmd    *exec.Cmd
+	args   []string // the arguments it was first started with (Restart)
 	log    *processLog
 	addr   string        // the address it logged
 	exited chan struct{} // closed once it has exited
@@ -37,7 +39,7 @@ type Process struct {
 // process group of its own, so that a Ctrl-C on the terminal reaches this
 // process only, which then stops it.
 func StartProcess(ctx context.Context, cmd *exec.Cmd) (*Process, error) {
-	p := &Process{cmd: cmd, log: &processLog{changed: make(chan struct{}, 1)}, exited: make(chan struct{})}
+	p := &Process{cmd: cmd, args: cmd.Args[1:], log: &processLog{changed: make(chan struct{}, 1)}, exited: make(chan struct{})}
 	cmd.Stderr = p.log
 	cmd.SysProcAttr = processAttr()
 	if err := cmd.Start(); err != nil {
@@ -84,15 +86,20 @@ func StartServe(ctx context.Context, exe string, args ...string) (*Process, erro
 	return StartProcess(ctx, exec.Command(exe, append([]string{"serve", "-log-format", "text"}, args...)...))
 }
 
-// Restart starts p's program again, with the same arguments, once p has
-// exited (Signal, Stop): on the same address if it was given one. The
-// address may take a moment to be free again after a kill: it tries for
-// about a second, until ctx ends.
+// Restart starts p's program again once p has exited (Signal, Stop), with
+// the same arguments, environment and directory, and -addr the address p
+// served at: a daemon started on a port of 0 ("127.0.0.1:0") comes back
+// on the port it had. The address may take a moment to be free again
+// after a kill: it tries for about a second, until ctx ends.
 func (p *Process) Restart(ctx context.Context) (*Process, error) {
 	var err error
 	for range 20 {
 		var q *Process
-		if q, err = StartProcess(ctx, exec.Command(p.cmd.Path, p.cmd.Args[1:]...)); err == nil {
+		// The last -addr given is the one a flag.FlagSet keeps.
+		cmd := exec.Command(p.cmd.Path, append(slices.Clip(p.args), "-addr", p.addr)...)
+		cmd.Env, cmd.Dir = p.cmd.Env, p.cmd.Dir
+		if q, err = StartProcess(ctx, cmd); err == nil {
+			q.args = p.args
 			return q, nil
 		}
 		if ctx.Err() != nil {

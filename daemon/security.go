@@ -195,6 +195,22 @@ func serverTLS(c *Config) (*tls.Config, error) {
 // LoadCAs reads a PEM file of certificates into a pool: client.LoadCAs.
 func LoadCAs(file string) (*x509.CertPool, error) { return client.LoadCAs(file) }
 
+// RegisterEtcdScheme, if any EtcdAccess setting of c is set, has the
+// etcd:// targets of client.DialService reach etcd as they say, their files
+// read (EtcdConfig, etcd.RegisterScheme); a mistake is a ConfigError. rpcd
+// call and bench do so with their -etcd-... flags, for an etcd:// -addr.
+func (c *Config) RegisterEtcdScheme() error {
+	if !c.etcdAccessGiven() {
+		return nil
+	}
+	cfg, err := c.EtcdConfig()
+	if err != nil {
+		return err
+	}
+	etcd.RegisterScheme("etcd", cfg)
+	return nil
+}
+
 // EtcdConfig returns how to reach etcd at c.Etcd's endpoints with the
 // EtcdAccess settings, their files read; a mistake is a ConfigError.
 // rpcd's clients take it for an etcd:// address.

@@ -54,6 +54,19 @@ const (
 	DriverClient = "client"
 )
 
+// ParseDriver returns the driver name names as a user gives it (rpcd
+// bench's and soak's -driver): "auto" or empty for DriverAuto, "wire" or
+// "client"; and false for a name it does not know.
+func ParseDriver(name string) (string, bool) {
+	switch name {
+	case "auto", DriverAuto:
+		return DriverAuto, true
+	case DriverWire, DriverClient:
+		return name, true
+	}
+	return "", false
+}
+
 // wireMaxPayload is the largest request payload the wire driver sends:
 // larger ones go through clients, whose writer goroutine keeps a large
 // write from blocking the connection's reader.

@@ -82,6 +82,25 @@ func TestWireDriverChoice(t *testing.T) {
 	}
 }
 
+// TestParseDriver: each name -driver takes is the driver it names, and
+// whatever driverFor takes; another name is refused.
+func TestParseDriver(t *testing.T) {
+	for name, want := range map[string]string{"auto": DriverAuto, "": DriverAuto, "wire": DriverWire, "client": DriverClient} {
+		got, ok := ParseDriver(name)
+		if !ok || got != want {
+			t.Errorf("ParseDriver(%q) = %q, %v; want %q", name, got, ok, want)
+		}
+		if _, err := driverFor(got, "127.0.0.1:1", Scenario{}, 1, client.Options{}); err != nil && got != DriverWire {
+			t.Errorf("ParseDriver(%q) = %q, which driverFor refuses: %v", name, got, err)
+		}
+	}
+	for _, name := range []string{"Wire", "gnet", " auto"} {
+		if got, ok := ParseDriver(name); ok {
+			t.Errorf("ParseDriver(%q) = %q, true; want it refused", name, got)
+		}
+	}
+}
+
 // TestWireOpenLoop: an open loop on the wire driver makes about the calls
 // asked for, none failed, and a soak on it passes.
 func TestWireOpenLoop(t *testing.T) {

@@ -276,9 +276,9 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 	if err := f.balance.check(f.addr); err != nil {
 		return nil, err
 	}
-	driver, err := driverFlag(f.driver)
-	if err != nil {
-		return nil, err
+	driver, ok := load.ParseDriver(f.driver)
+	if !ok {
+		return nil, usagef("-driver is %q, want auto, wire or client", f.driver)
 	}
 	p := &benchPlan{runs: f.runs}
 	base := load.Config{Duration: f.duration, Calls: f.calls, Warmup: f.warmup, Rate: f.rate, Timeout: f.timeout, Driver: driver}
@@ -294,6 +294,7 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 		if rc.Speed <= 0 || rc.Loops < 0 || rc.Loops == 0 && !f.set["d"] {
 			return nil, usagef("-speed %g, -loop %d: want a speed above 0, and -loop 0 (until -d) with -d", rc.Speed, rc.Loops)
 		}
+		var err error
 		if rc.Recording, err = load.OpenRecording(f.replay); err != nil {
 			return nil, err
 		}
@@ -500,7 +501,7 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 	// cell dials: a mistake in them shows once the server is named.
 	opts, runErr := c.clientOptions(f.timeout, f.maxFrame, &f.sec, &f.compress)
 	if runErr == nil && client.IsService(target.addr) {
-		runErr = f.etcd.registerScheme()
+		runErr = f.etcd.cfg.RegisterEtcdScheme()
 	}
 	var reports []*load.Report
 	if runErr == nil {
@@ -541,17 +542,6 @@ func (c *cli) bench(f *benchFlags, args []string) error {
 		return runErr
 	}
 	return load.AllFailed(reports)
-}
-
-// driverFlag returns the load.Config.Driver that -driver names.
-func driverFlag(name string) (string, error) {
-	switch name {
-	case "auto", "":
-		return load.DriverAuto, nil
-	case load.DriverWire, load.DriverClient:
-		return name, nil
-	}
-	return "", usagef("-driver is %q, want auto, wire or client", name)
 }
 
 // errBenchInterrupted ends a bench cut short by SIGINT or SIGTERM.

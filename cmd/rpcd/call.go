@@ -12,6 +12,7 @@ import (
 
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/load"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -207,17 +208,12 @@ func (c *cli) call(f *callFlags, args []string) error {
 	return c.write(append(out, '\n'))
 }
 
-// caller is what call calls through: a *client.Client to one server, or a
-// *client.Cluster spreading calls over a service's nodes.
-type caller interface {
-	Call(ctx context.Context, route string, in, out any) error
-	CallRaw(ctx context.Context, route string, req, reply []byte) ([]byte, error)
-}
-
-// dialCaller connects to the server, or the service, f.addr names.
+// dialCaller connects to the server, or the service, f.addr names: a
+// *client.Client to one server, or a *client.Cluster spreading calls over
+// a service's nodes, both load.Callers.
 func (c *cli) dialCaller(ctx context.Context, f *callFlags) (interface {
-	caller
-	Close() error
+	load.Caller
+	io.Closer
 }, error) {
 	if !client.IsService(f.addr) {
 		return c.dial(ctx, &f.dialFlags)
@@ -227,7 +223,7 @@ func (c *cli) dialCaller(ctx context.Context, f *callFlags) (interface {
 		return nil, err
 	}
 	opts := client.ServiceOptions{Options: o}
-	if err := f.etcd.registerScheme(); err != nil {
+	if err := f.etcd.cfg.RegisterEtcdScheme(); err != nil {
 		return nil, err
 	}
 	f.balance.apply(&opts, 0)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/rpcd/rpcd/client"
@@ -86,15 +85,12 @@ func (c *cli) chaos(f *chaosFlags, args []string) error {
 		return err
 	}
 	defer removeLedger()
-	addr, err := freePort()
+	// On a port of its own, which Restart keeps.
+	child, err := startServeChild(ctx, "-addr", "127.0.0.1:0", "-chaos-ledger", ledger, "-drain-timeout", "5s", "-log-level", "info")
 	if err != nil {
 		return err
 	}
-	serverArgs := []string{"-addr", addr, "-chaos-ledger", ledger, "-drain-timeout", "5s", "-log-level", "info"}
-	child, err := startServeChild(ctx, serverArgs...)
-	if err != nil {
-		return err
-	}
+	addr := child.Addr()
 	fmt.Fprintf(c.stderr, "chaos: server at %s, ledger %s, %v of calls from %d callers over %d connections\n", addr, ledger, f.duration, f.callers, f.conns)
 
 	// The chaos, until the callers' time is up: the server killed or
@@ -145,15 +141,4 @@ func (c *cli) chaos(f *chaosFlags, args []string) error {
 		return exitStatus(exitFail)
 	}
 	return nil
-}
-
-// freePort returns a loopback address with a port nothing listens on now.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("rpcd: finding a free port: %w", err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr, nil
 }

@@ -23,11 +23,3 @@ func (f *compressFlag) apply(o *client.Options) error {
 	o.Compression = c
 	return nil
 }
-
-// compressedName is -compress's value for a report: empty for none.
-func compressedName(name string) string {
-	if name == "none" {
-		return ""
-	}
-	return name
-}

@@ -5,13 +5,13 @@ import (
 	"strings"
 
 	rpcdaemon "github.com/rpcd/rpcd/daemon"
-	"github.com/rpcd/rpcd/discovery/etcd"
 )
 
 // etcdAccessFlags reach an etcd that is secured, for the commands that
 // take an etcd:// -addr: with TLS, with authentication, or both
 // (docs/scale-out.md, "A secured etcd"). They are serve's settings of the
-// same names (rpcdaemon.EtcdAccess).
+// same names (rpcdaemon.EtcdAccess); cfg.RegisterEtcdScheme has etcd://
+// targets take them.
 type etcdAccessFlags struct{ cfg rpcdaemon.Config }
 
 func (f *etcdAccessFlags) define(fs *flag.FlagSet, with string) {
@@ -26,19 +26,5 @@ func (f *etcdAccessFlags) checkTarget(addr string) error {
 	if f.given() && !strings.HasPrefix(addr, "etcd://") {
 		return usagef("the -etcd-... flags go with an etcd:// -addr")
 	}
-	return nil
-}
-
-// registerScheme, if any of the flags is set, has the etcd:// scheme of
-// service targets reach etcd as they say.
-func (f *etcdAccessFlags) registerScheme() error {
-	if !f.given() {
-		return nil
-	}
-	cfg, err := f.cfg.EtcdConfig()
-	if err != nil {
-		return err
-	}
-	etcd.RegisterScheme("etcd", cfg)
 	return nil
 }

@@ -98,9 +98,9 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 	case f.addr == "" && f.sec.given():
 		return usagef("the TLS and token flags go with -addr: the server soak starts itself serves plain TCP without authentication")
 	}
-	driver, err := driverFlag(f.driver)
-	if err != nil {
-		return err
+	driver, ok := load.ParseDriver(f.driver)
+	if !ok {
+		return usagef("-driver is %q, want auto, wire or client", f.driver)
 	}
 	ctx, stop := c.interruptible()
 	defer stop()
@@ -111,7 +111,7 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 	}
 	defer stopTarget()
 	compressed := ""
-	if name := compressedName(f.compress.name); name != "" {
+	if name := f.compress.name; name != "" && name != "none" {
 		compressed = " (compressed: " + name + ")"
 	}
 	fmt.Fprintf(c.stderr, "soak: %s%s on %d connections × %v calls/s for %v after %v, server %s\n", sc.Name, compressed, f.conns, f.rate, f.duration, f.warmup, target)
