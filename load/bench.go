@@ -8,7 +8,6 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/rpcd/rpcd/client"
@@ -438,20 +437,13 @@ func AllFailed(reports []*Report) error {
 	return errors.New(msg)
 }
 
-// isService reports whether addr names a service ("scheme://authority/NAME")
-// rather than one server, as rpcd's commands tell them apart.
-func isService(addr string) bool {
-	scheme, _, ok := strings.Cut(addr, "://")
-	return ok && scheme != "unix" && scheme != "tcp"
-}
-
 // dialCallers opens cfg.Conns callers on cfg.Addr: clients of one
 // connection each for a server, or, for a service, Clusters each with one
 // connection to every node. It returns the function that closes them.
 func dialCallers(ctx context.Context, cfg Config) ([]Caller, func(), error) {
 	n := cfg.Conns
 	callers := make([]Caller, 0, n)
-	if !isService(cfg.Addr) {
+	if !client.IsService(cfg.Addr) {
 		clients, err := dialClients(ctx, cfg.Addr, n, cfg.Client)
 		if err != nil {
 			return nil, nil, err

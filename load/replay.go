@@ -167,7 +167,7 @@ func (cfg ReplayConfig) withDefaults() (ReplayConfig, error) {
 	switch {
 	case cfg.Addr == "":
 		return cfg, errors.New("rpcd: load: no Addr")
-	case isService(cfg.Addr):
+	case client.IsService(cfg.Addr):
 		return cfg, fmt.Errorf("rpcd: load: a replay dials one server, not the service %s", cfg.Addr)
 	case cfg.Recording == nil || len(cfg.Recording.Calls) == 0:
 		return cfg, errors.New("rpcd: load: the recording holds no call to replay")

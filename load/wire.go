@@ -99,7 +99,7 @@ func driverFor(driver, addr string, sc Scenario, inflight int, opts client.Optio
 		return "", errors.New("rpcd: load: Driver " + driver + ", want wire, client or empty")
 	case sc.frames == nil:
 		why = "a scenario of the program's own has only NewCall"
-	case isService(addr):
+	case client.IsService(addr):
 		why = "a service target needs a client.Cluster"
 	case sc.Size > wireMaxPayload:
 		why = "payloads past 64 KiB go through clients"
