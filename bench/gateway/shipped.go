@@ -261,7 +261,7 @@ func runShipped(rpcd, before string, extra []string, d time.Duration, runs, wrkC
 		return nil
 	}
 	b, err := json.MarshalIndent(map[string]any{
-		"command":                       "cd bench && go run ./gateway -shipped RPCD " + beforeFlag(before) + strings.Join(extra, " ") + fmt.Sprintf(" -c %d -t %d -d %v -runs %d", wrkConns, wrkThreads, d, runs),
+		"command":                       "cd bench && go run ./gateway -shipped RPCD " + beforeFlag(before) + serverFlag(withServer) + fmt.Sprintf("-c %d -t %d -d %v -runs %d", wrkConns, wrkThreads, d, runs) + argsAfter(extra),
 		"serve":                         strings.Join(args[1:], " "),
 		"kind":                          "POST /rpc/Math/Sum {\"a\":1,\"b\":2} under wrk; each server a process of its own; CPU per request from /proc/PID/stat",
 		"runs":                          all,
@@ -284,10 +284,25 @@ func runShipped(rpcd, before string, extra []string, d time.Duration, runs, wrkC
 	return os.WriteFile(jsonOut, append(b, '\n'), 0o644)
 }
 
-// beforeFlag is -before's part of the command, for the JSON.
+// beforeFlag, serverFlag and argsAfter are the parts of the command that
+// -before, -daemon-server and rpcd serve's own flags add, for the JSON.
 func beforeFlag(before string) string {
 	if before == "" {
 		return ""
 	}
 	return "-before RPCD_BEFORE "
+}
+
+func serverFlag(withServer bool) string {
+	if !withServer {
+		return ""
+	}
+	return "-daemon-server "
+}
+
+func argsAfter(extra []string) string {
+	if len(extra) == 0 {
+		return ""
+	}
+	return " -- " + strings.Join(extra, " ")
 }
