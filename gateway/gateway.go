@@ -218,41 +218,25 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // runCall runs rt with the argument arg under a Call made from r and the
 // rest, its reply appended to out: the request's end (the client went
-// away) cancels the call.
+// away) cancels the call, watched only once the handler asks
+// (transport.CancelWhen).
 func (g *Gateway) runCall(r *http.Request, rt *handler.Route, codec proto.Codec, md proto.Metadata, id *handler.Identity, deadline time.Time, arg, out []byte) ([]byte, error) {
-	gc := callPool.Get().(*gatewayCall)
-	call := &gc.call
+	call := callPool.Get().(*handler.Call)
 	call.Route, call.ID, call.Codec, call.Metadata = rt.Name(), g.ids.Add(1), codec, md
 	call.Remote, call.Identity = remoteAddr(r.RemoteAddr), id
 	call.Start(g.opts.BaseContext, deadline)
-	stop := context.AfterFunc(r.Context(), gc.cancel)
+	transport.CancelWhen(call, r.Context())
 	out, err := g.run.Outcome(rt, call, arg, out)
-	if !stop() {
-		<-gc.cancelled // the cancel has run; End must not race it
-	}
 	if call.End() {
 		call.Remote, call.Identity = nil, nil
-		callPool.Put(gc)
+		callPool.Put(call)
 	}
 	return out, err
 }
 
-// gatewayCall is a Call and what cancels it, kept for the next request
-// while no context derived from the Call outlives its handler.
-type gatewayCall struct {
-	call      handler.Call
-	cancel    func()        // cancels call, then says so on cancelled; bound once
-	cancelled chan struct{} // the cancel has run
-}
-
-var callPool = sync.Pool{New: func() any {
-	gc := &gatewayCall{cancelled: make(chan struct{}, 1)}
-	gc.cancel = func() {
-		gc.call.Cancel(context.Canceled)
-		gc.cancelled <- struct{}{}
-	}
-	return gc
-}}
+// callPool holds Calls for the next request, each put back only while no
+// context derived from it outlives its handler (Call.End).
+var callPool = sync.Pool{New: func() any { return new(handler.Call) }}
 
 // fail writes err as a JSON error body, with status, or the status that
 // stands for err's code when status is 0, having counted it as tl says.

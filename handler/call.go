@@ -41,6 +41,13 @@ type Call struct {
 	err    error         // set on cancel
 	timer  *time.Timer   // armed by Done when there is a deadline
 	expire func()        // c.expireNow, bound once
+
+	// watch, if set (transport.CancelWhen), cancels the call when it
+	// ends: Err looks at it, and Done arms a context.AfterFunc on it, so a
+	// call whose handler never asks costs nothing to watch.
+	watch   context.Context
+	unwatch func() bool // stops the AfterFunc Done armed
+	watched func()      // c.watchEnded, bound once
 }
 
 // Identity is who a connection authenticated as, in its handshake.
@@ -103,13 +110,18 @@ func (c *Call) End() (reusable bool) {
 		// Nothing was armed, made or cancelled: no other goroutine can be
 		// looking at c, and there is nothing to release.
 		c.deadline = time.Time{}
-		c.Metadata = nil
+		c.Metadata, c.watch = nil, nil
 		return true
 	}
 	c.mu.Lock()
 	if c.timer != nil {
 		c.timer.Stop()
 	}
+	if c.unwatch != nil {
+		c.unwatch() // if it has begun, it finds c cancelled below
+		c.unwatch = nil
+	}
+	c.watch = nil
 	handedOut := c.done != nil
 	if handedOut {
 		if c.err == nil {
@@ -152,9 +164,18 @@ func (c *Call) Done() <-chan struct{} {
 	defer c.mu.Unlock()
 	if c.done == nil {
 		c.done = make(chan struct{})
+		if c.err == nil && c.watch != nil && c.watch.Err() != nil {
+			c.err = context.Canceled
+		}
 		if c.err != nil {
 			close(c.done)
 			return c.done
+		}
+		if c.watch != nil {
+			if c.watched == nil {
+				c.watched = c.watchEnded
+			}
+			c.unwatch = context.AfterFunc(c.watch, c.watched)
 		}
 	}
 	if c.err == nil && !c.deadline.IsZero() {
@@ -175,6 +196,12 @@ func (c *Call) Done() <-chan struct{} {
 	}
 	return c.done
 }
+
+// watchEnded runs when the context Done watches ends: it cancels the call.
+func (c *Call) watchEnded() { c.Cancel(context.Canceled) }
+
+// setWatch makes the end of ctx cancel c (transport.CancelWhen).
+func (c *Call) setWatch(ctx context.Context) { c.watch = ctx }
 
 // expireNow runs on the deadline timer. A timer armed for an earlier call can
 // fire late; the deadline check makes that harmless.
@@ -197,6 +224,12 @@ func (c *Call) Err() error {
 	defer c.mu.Unlock()
 	if c.err == nil && !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
 		c.err = context.DeadlineExceeded
+		if c.done != nil {
+			close(c.done)
+		}
+	}
+	if c.err == nil && c.watch != nil && c.watch.Err() != nil {
+		c.err = context.Canceled
 		if c.done != nil {
 			close(c.done)
 		}

@@ -56,6 +56,7 @@ func main() {
 	callers := flag.Int("callers", 32, "rpcd callers (one client, 2 connections)")
 	dials := flag.Int("dials", 2000, "connections opened (each with one call) per connection-rate run")
 	shipped := flag.String("shipped", "", "measure `rpcd` (the path of its binary) serving -gateway in its own process against net/http in its own process (the flags after -- go to rpcd serve), instead of the servers in this process")
+	before := flag.String("before", "", "with -shipped: also measure `rpcd` (the path of another binary, as built before a change) serving -gateway the same way, in the same rounds")
 	jsonOut := flag.String("json", "", "with -shipped: write the runs to this `file`")
 	direct := flag.String("direct", "", "serve the net/http sum on this `address` and nothing else (what -shipped starts)")
 	directGateway := flag.Bool("direct-gateway", false, "with -direct: serve the gateway on the same minimal http.Server instead")
@@ -67,7 +68,7 @@ func main() {
 	case *direct != "":
 		err = serveDirect(*direct, *directGateway, *directDaemon)
 	case *shipped != "":
-		err = runShipped(*shipped, flag.Args(), *d, *runs, *wrkConns, *wrkThreads, *jsonOut, *withServer)
+		err = runShipped(*shipped, *before, flag.Args(), *d, *runs, *wrkConns, *wrkThreads, *jsonOut, *withServer)
 	default:
 		err = run(*d, *runs, *wrkConns, *wrkThreads, *callers, *dials)
 	}

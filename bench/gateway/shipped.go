@@ -148,7 +148,10 @@ func (c *child) stop() {
 
 // runShipped measures rpcd (the path of an rpcd binary) serving its
 // gateway against net/http in its own process.
-func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wrkThreads int, jsonOut string, withServer bool) error {
+// With before set (the path of another rpcd binary), that binary serves
+// too, the same way, as one more system: a change measured beside what it
+// changes, in the same rounds.
+func runShipped(rpcd, before string, extra []string, d time.Duration, runs, wrkConns, wrkThreads int, jsonOut string, withServer bool) error {
 	wrk, err := exec.LookPath("wrk")
 	if err != nil {
 		return errors.New("wrk not found: apt-get install wrk")
@@ -174,6 +177,14 @@ func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wr
 	}
 	defer handlerOnly.stop()
 	systems := []*child{gw, handlerOnly, direct}
+	if before != "" {
+		old, err := startChild("rpcd serve -gateway, before", append([]string{before}, args[1:]...), "rpcd: gateway serving")
+		if err != nil {
+			return err
+		}
+		defer old.stop()
+		systems = append(systems, old)
+	}
 	if withServer {
 		daemonServer, err := startChild("gateway on rpcd's http.Server", []string{self, "-direct", "127.0.0.1:0", "-direct-gateway", "-direct-daemon-server"}, "serving ")
 		if err != nil {
@@ -250,7 +261,7 @@ func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wr
 		return nil
 	}
 	b, err := json.MarshalIndent(map[string]any{
-		"command":                       "cd bench && go run ./gateway -shipped RPCD " + strings.Join(extra, " ") + fmt.Sprintf(" -c %d -t %d -d %v -runs %d", wrkConns, wrkThreads, d, runs),
+		"command":                       "cd bench && go run ./gateway -shipped RPCD " + beforeFlag(before) + serverFlag(withServer) + fmt.Sprintf("-c %d -t %d -d %v -runs %d", wrkConns, wrkThreads, d, runs) + argsAfter(extra),
 		"serve":                         strings.Join(args[1:], " "),
 		"kind":                          "POST /rpc/Math/Sum {\"a\":1,\"b\":2} under wrk; each server a process of its own; CPU per request from /proc/PID/stat",
 		"runs":                          all,
@@ -261,6 +272,7 @@ func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wr
 		"systems": map[string]string{
 			"gateway on net/http":           "the gateway's handler (gateway.New over the built-in routes) on the same minimal http.Server as net/http's, a process of its own",
 			"gateway on rpcd's http.Server": "the same, on an http.Server configured as rpcd serve's (read and idle timeouts, header limit, the connection cap's listener)",
+			"rpcd serve -gateway, before":   "rpcd serve -gateway from the binary -before names: the commit before the change measured",
 		},
 		"rps_ratio_median":     median(ratioRPS),
 		"rpcd_cpu_median_us":   median(cpu[gw.name]),
@@ -270,4 +282,27 @@ func runShipped(rpcd string, extra []string, d time.Duration, runs, wrkConns, wr
 		return err
 	}
 	return os.WriteFile(jsonOut, append(b, '\n'), 0o644)
+}
+
+// beforeFlag, serverFlag and argsAfter are the parts of the command that
+// -before, -daemon-server and rpcd serve's own flags add, for the JSON.
+func beforeFlag(before string) string {
+	if before == "" {
+		return ""
+	}
+	return "-before RPCD_BEFORE "
+}
+
+func serverFlag(withServer bool) string {
+	if !withServer {
+		return ""
+	}
+	return "-daemon-server "
+}
+
+func argsAfter(extra []string) string {
+	if len(extra) == 0 {
+		return ""
+	}
+	return " -- " + strings.Join(extra, " ")
 }

@@ -76,3 +76,14 @@ func DecodeReplyWith(c handler.Codec, route string, reply []byte, out any) error
 func WithStream(parent context.Context, s handler.Stream) context.Context {
 	return context.WithValue(parent, handlerstate.StreamKey{}, s)
 }
+
+// CancelWhen makes the end of ctx cancel c (with context.Canceled) until
+// c.End, for a transport whose calls end with something a context says,
+// as the gateway's end with their HTTP request (the client went away).
+// Call it after c.Start. Nothing is armed until the handler can see the
+// cancel: c.Err looks at ctx, and c.Done (or a context derived from c)
+// arms a context.AfterFunc on it, which End stops; a handler that never
+// asks costs the call nothing.
+func CancelWhen(c *handler.Call, ctx context.Context) { cancelWhen(c, ctx) }
+
+var cancelWhen = handlerstate.CancelWhen.(func(*handler.Call, context.Context))

@@ -5,7 +5,9 @@
 //
 // Serving: a transport looks a route up (Registry.Lookup, or
 // Registry.LookupCached with a handler.RouteCache), fills in and starts a
-// handler.Call (Call.Start), and hands a Job to its Runner, the one place
+// handler.Call (Call.Start; CancelWhen, for calls that end with a context
+// of the transport's, as the gateway's with their request), and hands a
+// Job to its Runner, the one place
 // a call's lifecycle is run: the handler under the registry's middleware,
 // a panic turned into an Internal error and logged with its stack, the
 // reply held to the frame limit, a failure answered with its code

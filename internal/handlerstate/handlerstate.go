@@ -50,4 +50,9 @@ var (
 	// MarkReceived returns an Unprocessed error so marked, a copy unless
 	// it is marked already: a func(*handler.Error) *handler.Error.
 	MarkReceived any
+
+	// CancelWhen makes the end of a context cancel a started Call, until
+	// its End (transport.CancelWhen): a
+	// func(*handler.Call, context.Context).
+	CancelWhen any
 )
