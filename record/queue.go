@@ -33,7 +33,7 @@ const (
 	// firstBuf is a shard buffer's first capacity; keepBuf bounds the
 	// capacity of one the writer gives back for reuse.
 	firstBuf = 64 << 10
-	keepBuf  = 4 << 20
+	keepBuf  = 8 << 20
 )
 
 // A shard's records are laid out as the file's (docs/recording.md) but
