@@ -119,7 +119,7 @@ func (f *Filter) Apply(w io.Writer, r *Reader) (Stats, error) {
 			s.Conns++
 			put(appendOpen(buf[:0], e.At, e.Conn, e.Remote))
 		case EntryClose:
-			delete(track.m, e.Conn)
+			track.forget(e.Conn)
 			put(appendClose(buf[:0], e.At, e.Conn))
 		case EntryFrame:
 			c, _ := track.get(e.Conn)

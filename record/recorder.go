@@ -2,6 +2,7 @@ package record
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,19 +16,6 @@ import (
 	"github.com/rpcd/rpcd/handler/transport"
 	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/proto"
-)
-
-// The writer's queue: records waiting for the writer goroutine, bounded in
-// number and in bytes. A tap method that finds it full drops its record
-// and counts it in Stats.Lost.
-const (
-	queueLen   = 8192
-	queueBytes = 64 << 20
-	// flushAfter is how long written records may wait in the writer's
-	// buffer while nothing new comes.
-	flushAfter = 100 * time.Millisecond
-	// keepBuf bounds the buffer a pooled item keeps.
-	keepBuf = 64 << 10
 )
 
 // Stats is what a recording holds so far, or held when it ended.
@@ -49,18 +37,23 @@ type Recorder struct {
 	limits   proto.Limits
 	wantIn   [256]uint8 // what the tap copies of a frame the client sent, by kind
 	wantOut  [256]uint8 // of one the server sent
-	queue    chan *item
-	queued   atomic.Int64 // bytes in the queue
-	closing  atomic.Bool  // the tap takes nothing more
+	shards   [shards]shard
+	queue    chan *shard   // shards that hold records, for the writer to take
+	hurry    chan struct{} // a shard is filling: the writer takes now
+	queued   atomic.Int64  // bytes the shards held when the writer last took or gave back
+	closing  atomic.Bool   // the tap takes nothing more
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
 	err      error // the writer's failure; read after done is closed
 
+	// Stats' figures: lost the tap's, the others the writer's as of the
+	// batch it last wrote (publish).
 	conns, calls, frames, bytes, lost atomic.Int64
 	ended                             atomic.Uint32
 
 	// The writer goroutine's own.
+	counts  Stats // conns, calls and frames written so far
 	w       *bufio.Writer
 	file    *os.File // Create's file, closed at the end
 	track   *conns
@@ -78,19 +71,6 @@ const (
 	head  = 1 // its header: the writer follows the calls with it
 	whole = 2
 )
-
-// item is one record for the writer: a frame's copy, or a connection's
-// open (buf holds its remote address) or close.
-type item struct {
-	typ  EntryType
-	out  bool
-	head bool
-	conn uint64
-	at   time.Duration
-	buf  []byte
-}
-
-var items = sync.Pool{New: func() any { return &item{buf: make([]byte, 0, 512)} }}
 
 // Create starts a recording into a new file at path, made with mode 0600;
 // it refuses a path that exists. Its writer goroutine runs until Stop, or
@@ -122,7 +102,7 @@ func start(w io.Writer, o Options) (*Recorder, error) {
 	}
 	r := &Recorder{
 		o: o, start: time.Now(), limits: proto.Limits{MaxFrameSize: proto.DefaultMaxFrameSize}.WithDefaults(),
-		queue: make(chan *item, queueLen), stop: make(chan struct{}), done: make(chan struct{}),
+		queue: make(chan *shard, shards), hurry: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		w: bufio.NewWriterSize(w, 256<<10), track: newConns(o.Routes, o.Answers),
 	}
 	r.track.all = len(o.Routes) == 0 && len(o.Redact) == 0 && !o.Answers
@@ -170,13 +150,13 @@ func (r *Recorder) TapOpen(conn uint64, remote net.Addr) bool {
 	if r.closing.Load() || !Sampled(conn, r.o.Sample) {
 		return false
 	}
-	it := items.Get().(*item)
-	it.buf = it.buf[:0]
+	var addr string
 	if remote != nil {
-		it.buf = append(it.buf, remote.String()...)
+		if addr = remote.String(); len(addr) > MaxRemote {
+			addr = addr[:MaxRemote]
+		}
 	}
-	r.enqueue(it, EntryOpen, conn, false, false)
-	return true
+	return r.push(conn, EntryOpen, 0, []byte(addr))
 }
 
 // TapFrame records a copy of frame, which conn received (out false) or
@@ -186,26 +166,20 @@ func (r *Recorder) TapFrame(conn uint64, out bool, frame []byte) {
 	if len(frame) < proto.HeaderSize {
 		return
 	}
-	want := r.wantIn[frame[3]]
+	want, flags := r.wantIn[frame[3]], byte(0)
 	if out {
-		want = r.wantOut[frame[3]]
+		want, flags = r.wantOut[frame[3]], flagOut
 	}
 	if want == skip || r.closing.Load() {
 		return
 	}
 	if want == head {
-		frame = frame[:proto.HeaderSize]
+		frame, flags = frame[:proto.HeaderSize], flags|flagHead
 	} else if len(frame) > r.limits.MaxFrameSize { // a server that takes larger frames than a record holds
 		r.lost.Add(1)
 		return
 	}
-	if r.queued.Load()+int64(len(frame)) > queueBytes {
-		r.lost.Add(1)
-		return
-	}
-	it := items.Get().(*item)
-	it.buf = append(it.buf[:0], frame...)
-	r.enqueue(it, EntryFrame, conn, out, want == head)
+	r.push(conn, EntryFrame, flags, frame)
 }
 
 // TapClose records that conn closed, or that it is recorded no more.
@@ -213,31 +187,7 @@ func (r *Recorder) TapClose(conn uint64) {
 	if r.closing.Load() {
 		return
 	}
-	it := items.Get().(*item)
-	it.buf = it.buf[:0]
-	r.enqueue(it, EntryClose, conn, false, false)
-}
-
-// enqueue stamps it and queues it for the writer, or drops it if the queue
-// is full.
-func (r *Recorder) enqueue(it *item, t EntryType, conn uint64, out, head bool) {
-	it.typ, it.conn, it.out, it.head, it.at = t, conn, out, head, time.Since(r.start)
-	n := int64(len(it.buf))
-	r.queued.Add(n)
-	select {
-	case r.queue <- it:
-	default:
-		r.queued.Add(-n)
-		r.lost.Add(1)
-		free(it)
-	}
-}
-
-// free gives an item back to the pool.
-func free(it *item) {
-	if cap(it.buf) <= keepBuf {
-		items.Put(it)
-	}
+	r.push(conn, EntryClose, 0, nil)
 }
 
 // Stop ends the recording: the records queued are written, then a close
@@ -255,7 +205,8 @@ func (r *Recorder) Stop() (Stats, error) {
 // after Stop, Options.Duration, Options.MaxBytes or a write failure.
 func (r *Recorder) Done() <-chan struct{} { return r.done }
 
-// Stats returns the recording's figures so far.
+// Stats returns the recording's figures so far: the writer's as of the
+// batch it last wrote.
 func (r *Recorder) Stats() Stats {
 	return Stats{Conns: r.conns.Load(), Calls: r.calls.Load(), Frames: r.frames.Load(), Bytes: r.bytes.Load(),
 		Lost: r.lost.Load(), Ended: EndReason(r.ended.Load())}
@@ -267,6 +218,11 @@ func (r *Recorder) Options() Options { return r.o }
 // run is the writer goroutine.
 func (r *Recorder) run() {
 	defer close(r.done)
+	defer func() {
+		for i := range r.shards {
+			r.shards[i].shut()
+		}
+	}()
 	var limit <-chan time.Time
 	if r.o.Duration > 0 {
 		t := time.NewTimer(r.o.Duration)
@@ -276,15 +232,27 @@ func (r *Recorder) run() {
 	flush := time.NewTimer(time.Hour)
 	flush.Stop()
 	defer flush.Stop()
+	pause := time.NewTimer(time.Hour)
+	pause.Stop()
+	defer pause.Stop()
 	armed := false // flush is set: what is buffered is written within flushAfter
+	var took time.Time
 	for {
 		select {
-		case it := <-r.queue:
-			r.handle(it)
-			// What else is queued, without a select each.
-			for n := len(r.queue); n > 0 && r.ended.Load() == 0; n-- {
-				r.handle(<-r.queue)
+		case <-r.queue:
+			// A shard holds records: let them gather until batchEvery after
+			// the last take, unless a shard is filling.
+			if wait := batchEvery - time.Since(took); wait > 0 {
+				pause.Reset(wait)
+				select {
+				case <-pause.C:
+				case <-r.hurry:
+				case <-r.stop:
+				}
+				pause.Stop()
 			}
+			took = time.Now()
+			r.drain(false)
 			if !armed && r.w.Buffered() > 0 {
 				flush.Reset(flushAfter)
 				armed = true
@@ -298,9 +266,7 @@ func (r *Recorder) run() {
 			r.end(EndDuration)
 		case <-r.stop:
 			r.closing.Store(true)
-			for n := len(r.queue); n > 0 && r.ended.Load() == 0; n-- {
-				r.handle(<-r.queue)
-			}
+			r.drain(true)
 			r.end(EndStopped)
 		}
 		if r.ended.Load() != 0 {
@@ -309,60 +275,63 @@ func (r *Recorder) run() {
 	}
 }
 
-// handle writes the record for it, if any, and frees it.
-func (r *Recorder) handle(it *item) {
-	r.queued.Add(-int64(len(it.buf)))
-	defer free(it)
-	if r.ended.Load() != 0 {
-		return
-	}
-	switch it.typ {
+// handle writes the record rec a tap method queued, if it is recorded.
+// rec is the writer's until drain gives its shard's batch back.
+func (r *Recorder) handle(rec []byte) {
+	at := time.Duration(binary.BigEndian.Uint64(rec[RecordPrefixSize+4:]))
+	conn := binary.BigEndian.Uint64(rec[RecordPrefixSize+12:])
+	switch flags := rec[RecordPrefixSize+1]; EntryType(rec[RecordPrefixSize]) {
 	case EntryOpen:
-		if _, fresh := r.track.get(it.conn); fresh {
-			r.write(appendOpen(r.buf[:0], it.at, it.conn, string(it.buf)), EntryOpen, false)
+		if _, fresh := r.track.get(conn); fresh {
+			finishRecord(rec, 0)
+			r.write(rec, EntryOpen, false)
 		}
 	case EntryClose:
-		if _, ok := r.track.m[it.conn]; ok {
-			delete(r.track.m, it.conn)
-			r.write(appendClose(r.buf[:0], it.at, it.conn), EntryClose, false)
+		if r.track.forget(conn) {
+			finishRecord(rec, 0)
+			r.write(rec, EntryClose, false)
 		}
 	case EntryFrame:
-		r.frame(it)
+		r.frame(rec, at, conn, flags&flagOut != 0, flags&flagHead != 0)
 	}
 }
 
-// frame writes the record of a frame the tap copied, if it is recorded.
-func (r *Recorder) frame(it *item) {
+// frame writes the record of a frame the tap copied, if it is recorded:
+// rec itself, its payload length and CRC filled in, when the frame is
+// recorded as it came.
+func (r *Recorder) frame(rec []byte, at time.Duration, conn uint64, out, head bool) {
 	var f proto.Frame
-	if it.head {
-		h, err := proto.DecodeHeader(it.buf, &r.limits)
+	b := rec[frameAt:]
+	if head {
+		h, err := proto.DecodeHeader(b, &r.limits)
 		if err != nil {
 			return
 		}
 		f.Header = h
-	} else if n, err := f.Decode(it.buf, &r.limits); err != nil || n != len(it.buf) {
+	} else if n, err := f.Decode(b, &r.limits); err != nil || n != len(b) {
 		return
 	}
-	c, fresh := r.track.get(it.conn)
+	c, fresh := r.track.get(conn)
 	if fresh { // its open record was lost
-		r.write(appendOpen(r.buf[:0], it.at, it.conn, ""), EntryOpen, false)
+		r.buf = appendOpen(r.buf[:0], at, conn, "")
+		r.write(r.buf, EntryOpen, false)
 	}
-	rec, route, starts := r.track.decide(c, &f.Header, f.Route, it.out)
-	if !rec || it.head {
+	keep, route, starts := r.track.decide(c, &f.Header, f.Route, out)
+	if !keep || head {
 		return
 	}
-	h, payload := f.Header, f.Payload
+	h, payload, asIs := f.Header, f.Payload, true
 	if comp := h.Flags.Compression(); comp != proto.CompressionNone {
 		// A payload that does not expand is kept as it came, compressed.
 		if b, err := compression.Expand(r.expand[:0], payload, comp, h.PayloadRoom(r.limits.MaxFrameSize)); err == nil {
-			r.expand, payload = b, b
+			r.expand, payload, asIs = b, b, false
 			h.Flags = h.Flags.WithCompression(proto.CompressionNone)
 		}
 	}
 	n, act := len(payload), Keep
-	if ok, keep := userPayload(h.Kind); ok {
+	if ok, keep := userPayload(h.Kind); ok && len(r.o.Redact) > 0 {
 		if rule := redaction(r.o.Redact, route); rule != nil && rule.Action != Keep {
-			act, keep = rule.Action, min(keep, len(payload))
+			act, keep, asIs = rule.Action, min(keep, len(payload)), false
 			h.Flags = h.Flags.WithCompression(proto.CompressionNone)
 			r.redact = append(r.redact[:0], payload[:keep]...)
 			if act == Replace {
@@ -371,13 +340,19 @@ func (r *Recorder) frame(it *item) {
 			payload = r.redact
 		}
 	}
-	r.write(appendFrame(r.buf[:0], it.at, it.conn, it.out, act, n, h, f.Route, f.Metadata, payload), EntryFrame, starts)
+	if asIs {
+		binary.BigEndian.PutUint32(rec[frameAt-4:], uint32(n))
+		finishRecord(rec, 0)
+		r.write(rec, EntryFrame, starts)
+		return
+	}
+	r.buf = appendFrame(r.buf[:0], at, conn, out, act, n, h, f.Route, f.Metadata, payload)
+	r.write(r.buf, EntryFrame, starts)
 }
 
 // write writes the record rec of type t, unless it would take the file
 // past MaxBytes: then the recording ends.
 func (r *Recorder) write(rec []byte, t EntryType, starts bool) {
-	r.buf = rec
 	if r.written+int64(len(rec))+RecordPrefixSize+endBodySize+int64(len(r.track.m))*(RecordPrefixSize+RecordHeadSize) > r.o.MaxBytes {
 		r.end(EndMaxBytes)
 		return
@@ -385,11 +360,11 @@ func (r *Recorder) write(rec []byte, t EntryType, starts bool) {
 	r.put(rec)
 	switch t {
 	case EntryOpen:
-		r.conns.Add(1)
+		r.counts.Conns++
 	case EntryFrame:
-		r.frames.Add(1)
+		r.counts.Frames++
 		if starts {
-			r.calls.Add(1)
+			r.counts.Calls++
 		}
 	}
 }
@@ -404,6 +379,13 @@ func (r *Recorder) put(b []byte) {
 		return
 	}
 	r.written += int64(len(b))
+}
+
+// publish makes what the writer has written so far Stats'.
+func (r *Recorder) publish() {
+	r.conns.Store(r.counts.Conns)
+	r.calls.Store(r.counts.Calls)
+	r.frames.Store(r.counts.Frames)
 	r.bytes.Store(r.written)
 }
 
@@ -435,9 +417,11 @@ func (r *Recorder) end(why EndReason) {
 	for _, conn := range open {
 		r.put(appendClose(r.buf[:0], at, conn))
 	}
+	r.publish()
 	s := r.Stats()
 	s.Ended = why
 	r.put(appendEnd(r.buf[:0], at, &s))
+	r.bytes.Store(r.written)
 	if err := r.w.Flush(); err != nil {
 		r.fail(err)
 		return

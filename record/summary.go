@@ -91,8 +91,7 @@ func Summarize(r *Reader) (Summary, error) {
 			open++
 			s.PeakConns = max(s.PeakConns, open)
 		case EntryClose:
-			if _, ok := track.m[e.Conn]; ok {
-				delete(track.m, e.Conn)
+			if track.forget(e.Conn) {
 				open--
 			}
 		case EntryFrame:
