@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -233,7 +234,7 @@ func (b *builder) typeOf(s, root *schema.Schema, hint string) *typ {
 	case "boolean":
 		t.k = kBool
 	case "integer":
-		t.k, t.goName = kInt, integerType(s)
+		t.k, t.goName = kInt, cmp.Or(schema.IntegerType(s), "int64") // int64 when the schema says no more than "integer"
 		t.note = joinNote(t.note, t.goName)
 	case "number":
 		t.k, t.goName = kFloat, "float64"
@@ -456,36 +457,4 @@ func joinNote(a, b string) string {
 		return a
 	}
 	return a + ", " + b
-}
-
-// integerType names the Go integer type of an integer schema; int64 when
-// the schema says no more than "integer".
-func integerType(s *schema.Schema) string {
-	switch s.Format {
-	case "int32", "int64":
-		return s.Format
-	}
-	if s.Minimum == nil {
-		return "int64"
-	}
-	lo := *s.Minimum
-	if s.Maximum == nil {
-		if lo == 0 {
-			return "uint64"
-		}
-		return "int64"
-	}
-	switch hi := *s.Maximum; {
-	case lo == -1<<7 && hi == 1<<7-1:
-		return "int8"
-	case lo == -1<<15 && hi == 1<<15-1:
-		return "int16"
-	case lo == 0 && hi == 1<<8-1:
-		return "uint8"
-	case lo == 0 && hi == 1<<16-1:
-		return "uint16"
-	case lo == 0 && hi == 1<<32-1:
-		return "uint32"
-	}
-	return "int64"
 }

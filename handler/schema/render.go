@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -133,7 +134,7 @@ func goType(s *Schema, reply bool, indent string) string {
 	case "boolean":
 		return star + named(s.Title, "bool")
 	case "integer":
-		return star + named(s.Title, integerType(s))
+		return star + named(s.Title, cmp.Or(IntegerType(s), "integer"))
 	case "number":
 		n := map[string]string{"float": "float32", "double": "float64"}[s.Format]
 		if n == "" {
@@ -212,21 +213,23 @@ func named(title, base string) string {
 	return title + " (" + base + ")"
 }
 
-// integerType names the Go integer type an integer schema stands for.
-func integerType(s *Schema) string {
+// IntegerType names the Go integer type an integer schema stands for: its
+// format ("int32", "int64"), or the type whose range its bounds are (int8
+// to uint64); "" when it says no more than "integer".
+func IntegerType(s *Schema) string {
 	switch s.Format {
 	case "int32", "int64":
 		return s.Format
 	}
 	if s.Minimum == nil {
-		return "integer"
+		return ""
 	}
 	lo := *s.Minimum
 	if s.Maximum == nil {
 		if lo == 0 {
 			return "uint64"
 		}
-		return "integer"
+		return ""
 	}
 	switch hi := *s.Maximum; {
 	case lo == -1<<7 && hi == 1<<7-1:
@@ -240,5 +243,5 @@ func integerType(s *Schema) string {
 	case lo == 0 && hi == 1<<32-1:
 		return "uint32"
 	}
-	return "integer"
+	return ""
 }
