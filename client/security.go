@@ -1,8 +1,9 @@
 package client
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/rpcd/rpcd/internal/optcheck"
 )
 
 // TokenEnv is the environment variable Security takes a token from when it
@@ -76,16 +77,13 @@ func (s Security) Apply(opts *Options) error {
 // that do not go together, or a Method that is none. Its message names the
 // fields as Security's ("Security.Cert"); Text names them as the program's
 // user knows them (rpcd call: "-tls-cert").
-type SecurityError struct {
-	format string
-	args   []any // a field named is a securityField
-}
+type SecurityError struct{ msg optcheck.Named }
 
 // securityField is the name of a field of Security in a SecurityError.
-type securityField string
+type securityField = optcheck.Name
 
 func securityErrorf(format string, args ...any) *SecurityError {
-	return &SecurityError{format: format, args: args}
+	return &SecurityError{optcheck.Namedf(format, args...)}
 }
 
 // Error returns the message, fields named "Security.Field".
@@ -95,13 +93,4 @@ func (e *SecurityError) Error() string {
 
 // Text returns the message with each field it names written name(field),
 // field being the name of a field of Security ("Cert", "TokenFile").
-func (e *SecurityError) Text(name func(field string) string) string {
-	args := make([]any, len(e.args))
-	for i, a := range e.args {
-		if f, ok := a.(securityField); ok {
-			a = name(string(f))
-		}
-		args[i] = a
-	}
-	return fmt.Sprintf(e.format, args...)
-}
+func (e *SecurityError) Text(name func(field string) string) string { return e.msg.Text(name) }

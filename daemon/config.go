@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/rpcd/rpcd/auth"
 	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/internal/optcheck"
 	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/ratelimit"
 	"github.com/rpcd/rpcd/reactor"
@@ -20,16 +20,13 @@ import (
 // key, a variable or a value that does not parse. Its message names
 // settings by their keys ("rpcd: loops is -1, want 0 or more"); Text
 // names them as its caller's user knows them (rpcd serve: "-loops").
-type ConfigError struct {
-	format string
-	args   []any // a setting named is a key
-}
+type ConfigError struct{ msg optcheck.Named }
 
 // key is the name of a setting, or of another flag, in a ConfigError.
-type key string
+type key = optcheck.Name
 
 func configErrorf(format string, args ...any) *ConfigError {
-	return &ConfigError{format: format, args: args}
+	return &ConfigError{optcheck.Namedf(format, args...)}
 }
 
 // Error returns the message, "rpcd: " and Text(nil).
@@ -37,29 +34,10 @@ func (e *ConfigError) Error() string { return "rpcd: " + e.Text(nil) }
 
 // Text returns the message with each setting it names written
 // name(its key); with a nil name, as its key.
-func (e *ConfigError) Text(name func(key string) string) string {
-	args := make([]any, len(e.args))
-	for i, a := range e.args {
-		if k, ok := a.(key); ok && name != nil {
-			a = name(string(k))
-		} else if ok {
-			a = string(k)
-		}
-		args[i] = a
-	}
-	return fmt.Sprintf(e.format, args...)
-}
+func (e *ConfigError) Text(name func(key string) string) string { return e.msg.Text(name) }
 
 // Settings returns the keys of the settings the message names.
-func (e *ConfigError) Settings() []string {
-	var keys []string
-	for _, a := range e.args {
-		if k, ok := a.(key); ok {
-			keys = append(keys, string(k))
-		}
-	}
-	return keys
-}
+func (e *ConfigError) Settings() []string { return e.msg.Names() }
 
 // Validate reports every setting of c the daemon cannot take, each a
 // *ConfigError, joined (errors.Join); nil if there is none. New reports

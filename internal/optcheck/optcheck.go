@@ -77,3 +77,44 @@ func (c *Checks) Limits(lim proto.Limits) {
 
 // Err returns every mistake recorded, joined (errors.Join); nil for none.
 func (c *Checks) Err() error { return errors.Join(c.errs...) }
+
+// Named is a message whose arguments of type Name are names of settings (a
+// field, a key), which Text writes as its caller's user knows them: the
+// shape of daemon.ConfigError and client.SecurityError.
+type Named struct {
+	format string
+	args   []any
+}
+
+// Name is the name of a setting in a Named message.
+type Name string
+
+// Namedf returns the message format makes of args, each Name among them a
+// setting's name.
+func Namedf(format string, args ...any) Named { return Named{format: format, args: args} }
+
+// Text returns the message with each Name written name(it); with a nil
+// name, as it is.
+func (m Named) Text(name func(string) string) string {
+	args := make([]any, len(m.args))
+	for i, a := range m.args {
+		if n, ok := a.(Name); ok {
+			if a = string(n); name != nil {
+				a = name(string(n))
+			}
+		}
+		args[i] = a
+	}
+	return fmt.Sprintf(m.format, args...)
+}
+
+// Names returns the names of the settings the message holds, in order.
+func (m Named) Names() []string {
+	var names []string
+	for _, a := range m.args {
+		if n, ok := a.(Name); ok {
+			names = append(names, string(n))
+		}
+	}
+	return names
+}

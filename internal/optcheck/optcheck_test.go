@@ -50,3 +50,18 @@ func TestSetZero(t *testing.T) {
 		t.Fatalf("%d %d %d, want 7 -1 5", a, b, c)
 	}
 }
+
+// TestNamed: a Named message writes its names as its caller asks, and
+// lists them; other arguments are formatted as they are.
+func TestNamed(t *testing.T) {
+	m := Namedf("%s is %d, want %s or %s", Name("loops"), -1, "0", Name("auto"))
+	if got, want := m.Text(nil), "loops is -1, want 0 or auto"; got != want {
+		t.Errorf("Text(nil) = %q, want %q", got, want)
+	}
+	if got, want := m.Text(func(n string) string { return "-" + n }), "-loops is -1, want 0 or -auto"; got != want {
+		t.Errorf("Text(flag) = %q, want %q", got, want)
+	}
+	if got := m.Names(); len(got) != 2 || got[0] != "loops" || got[1] != "auto" {
+		t.Errorf("Names() = %q, want [loops auto]", got)
+	}
+}
