@@ -169,38 +169,23 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 	sc := cfg.Scenario
 	callers := cfg.Conns * cfg.Inflight
 
-	r := &Report{
-		Calls:        res.Calls,
-		Errors:       res.Errors,
-		ErrorsBy:     res.ErrorsBy,
-		ElapsedSec:   round(res.Elapsed.Seconds(), 3),
-		CallsPerSec:  round(res.CallsPerSec, 1),
-		BytesPerSec:  round(res.BytesPerSec, 0),
-		MeanUS:       round(res.MeanUS, 3),
-		P50US:        res.P50US,
-		P90US:        res.P90US,
-		P99US:        res.P99US,
-		P999US:       res.P999US,
-		MaxUS:        res.MaxUS,
-		CPUPerCallUS: round(res.CPUPerCallUS, 3),
-		FirstErrors:  first,
-		Settings: Settings{
-			Driver:       driver,
-			Scenario:     sc.Name,
-			Route:        sc.Route,
-			Codec:        sc.Codec,
-			Compress:     compressionName(cfg.Client),
-			PayloadBytes: sc.Size,
-			Addr:         cfg.Addr,
-			Server:       "external",
-			Connections:  cfg.Conns,
-			Inflight:     cfg.Inflight,
-			Callers:      callers,
-			Warmup:       cfg.Warmup.String(),
-			Rate:         cfg.Rate,
-			Timeout:      cfg.Timeout.String(),
-			GOMAXPROCS:   runtime.GOMAXPROCS(0),
-		},
+	r := resultReport(res, first)
+	r.Settings = Settings{
+		Driver:       driver,
+		Scenario:     sc.Name,
+		Route:        sc.Route,
+		Codec:        sc.Codec,
+		Compress:     compressionName(cfg.Client),
+		PayloadBytes: sc.Size,
+		Addr:         cfg.Addr,
+		Server:       "external",
+		Connections:  cfg.Conns,
+		Inflight:     cfg.Inflight,
+		Callers:      callers,
+		Warmup:       cfg.Warmup.String(),
+		Rate:         cfg.Rate,
+		Timeout:      cfg.Timeout.String(),
+		GOMAXPROCS:   runtime.GOMAXPROCS(0),
 	}
 	if cfg.Rate > 0 {
 		reached := res.CallsPerSec >= rateReachedShare*cfg.Rate

@@ -110,35 +110,20 @@ func (r *replayRun) report(cpu time.Duration) *Report {
 	for i := range rec.Calls {
 		payload += len(rec.Calls[i].Payload)
 	}
-	rep := &Report{
-		Calls:        res.Calls,
-		Errors:       res.Errors,
-		ErrorsBy:     res.ErrorsBy,
-		ElapsedSec:   round(elapsed.Seconds(), 3),
-		CallsPerSec:  rr.ReachedRate,
-		BytesPerSec:  round(res.BytesPerSec, 0),
-		MeanUS:       round(res.MeanUS, 3),
-		P50US:        res.P50US,
-		P90US:        res.P90US,
-		P99US:        res.P99US,
-		P999US:       res.P999US,
-		MaxUS:        res.MaxUS,
-		CPUPerCallUS: round(res.CPUPerCallUS, 3),
-		FirstErrors:  first,
-		Replay:       rr,
-		Settings: Settings{
-			Scenario:     ReplayName,
-			Driver:       DriverClient,
-			PayloadBytes: payload / len(rec.Calls),
-			Compress:     compressionName(cfg.Client),
-			Addr:         cfg.Addr,
-			Server:       "external",
-			Connections:  len(r.conns),
-			Warmup:       "0s",
-			Rate:         rr.AskedRate,
-			Timeout:      cfg.Timeout.String(),
-			GOMAXPROCS:   runtime.GOMAXPROCS(0),
-		},
+	rep := resultReport(res, first)
+	rep.CallsPerSec, rep.Replay = rr.ReachedRate, rr
+	rep.Settings = Settings{
+		Scenario:     ReplayName,
+		Driver:       DriverClient,
+		PayloadBytes: payload / len(rec.Calls),
+		Compress:     compressionName(cfg.Client),
+		Addr:         cfg.Addr,
+		Server:       "external",
+		Connections:  len(r.conns),
+		Warmup:       "0s",
+		Rate:         rr.AskedRate,
+		Timeout:      cfg.Timeout.String(),
+		GOMAXPROCS:   runtime.GOMAXPROCS(0),
 	}
 	rep.Settings.Duration = span.String() // the schedule's: the plays at Speed, or Duration
 	reached := !rr.FellBehind

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/rpcd/rpcd/internal/loadgen"
 )
 
 // Report is what Bench measured of one run, with the field names of rpcd
@@ -177,6 +179,27 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// resultReport returns the report of res, a measured window's figures,
+// with first, the first error of each kind; the caller adds the settings.
+func resultReport(res loadgen.Result, first map[string]string) *Report {
+	return &Report{
+		Calls:        res.Calls,
+		Errors:       res.Errors,
+		ErrorsBy:     res.ErrorsBy,
+		ElapsedSec:   round(res.Elapsed.Seconds(), 3),
+		CallsPerSec:  round(res.CallsPerSec, 1),
+		BytesPerSec:  round(res.BytesPerSec, 0),
+		MeanUS:       round(res.MeanUS, 3),
+		P50US:        res.P50US,
+		P90US:        res.P90US,
+		P99US:        res.P99US,
+		P999US:       res.P999US,
+		MaxUS:        res.MaxUS,
+		CPUPerCallUS: round(res.CPUPerCallUS, 3),
+		FirstErrors:  first,
+	}
 }
 
 // round rounds x to the given number of decimals.
