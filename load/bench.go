@@ -158,9 +158,16 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		return nil
 	}
-	if driver == DriverWire {
+	switch {
+	case driver == DriverWire:
 		res, first, err = runWire(ctx, cfg, measured)
-	} else {
+	case asyncCan(cfg.Addr, cfg.Scenario):
+		var d *asyncDriver
+		if d, err = dialAsync(ctx, wireConfig{addr: cfg.Addr, opts: cfg.Client, sc: cfg.Scenario,
+			conns: cfg.Conns, inflight: cfg.Inflight, rate: cfg.Rate, timeout: cfg.Timeout}); err == nil {
+			res, first, err = runPhased(ctx, cfg, d, measured)
+		}
+	default:
 		err = runClients(ctx, cfg, measured, &res, &first)
 	}
 	if err != nil {
@@ -218,6 +225,11 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	return r, nil
 }
+
+// asyncCan reports whether the client driver runs a load of sc on addr on
+// asynchronous calls (asyncDriver): sc has frames, and addr is one server.
+// Else it runs it on a goroutine per caller (runClients).
+func asyncCan(addr string, sc Scenario) bool { return sc.frames != nil && !client.IsService(addr) }
 
 // runClients runs cfg's load on clients, a goroutine per caller, through
 // loadgen.Run, the measured part in measured.

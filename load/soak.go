@@ -218,13 +218,24 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 	rep.clientIdle = builtin.ReadStats(nil)
 	began := time.Now()
 	var ld soakLoad
-	if driver == DriverWire {
-		ld, err = dialSoakWire(ctx, cfg)
-	} else {
+	wcfg := wireConfig{addr: cfg.Addr, opts: cfg.Client, sc: cfg.Scenario,
+		conns: cfg.Conns, inflight: 1, rate: cfg.Rate * float64(cfg.Conns), timeout: cfg.Timeout}
+	switch {
+	case driver == DriverWire:
+		var d *wireDriver
+		if d, err = dialWire(ctx, wcfg); err == nil {
+			ld = &soakPhased{d: d, conns: cfg.Conns}
+		}
+	case asyncCan(cfg.Addr, sc):
+		var d *asyncDriver
+		if d, err = dialAsync(ctx, wcfg); err == nil {
+			ld = &soakPhased{d: d, conns: cfg.Conns}
+		}
+	default:
 		ld, err = dialSoakClients(ctx, cfg)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (opening %d connections)", err, cfg.Conns)
 	}
 	defer ld.close()
 	rep.DialSec = round(time.Since(began).Seconds(), 2)
@@ -453,8 +464,9 @@ func (r *SoakReport) WriteText(w io.Writer) error {
 	return err
 }
 
-// soakLoad is what makes a soak's calls, window by window: the wire
-// driver's connections, or a client per connection.
+// soakLoad is what makes a soak's calls, window by window: a phased
+// driver (soakPhased), or a client and a caller goroutine per connection
+// (soakClients).
 type soakLoad interface {
 	// window makes calls for d, or until ctx ends, and returns what they
 	// made, with the first message of each kind of error among them.
@@ -474,7 +486,7 @@ type soakClients struct {
 func dialSoakClients(ctx context.Context, cfg SoakConfig) (*soakClients, error) {
 	clients, err := dialClients(ctx, cfg.Addr, cfg.Conns, cfg.Client)
 	if err != nil {
-		return nil, fmt.Errorf("%w (opening %d connections)", err, cfg.Conns)
+		return nil, err
 	}
 	l := &soakClients{cfg: cfg, clients: clients, workers: make([]*worker, cfg.Conns)}
 	for w := range l.workers {
@@ -506,26 +518,17 @@ func (l *soakClients) close() {
 	}
 }
 
-// soakWire is a soak's load on the wire driver: one phase for the whole
+// soakPhased is a soak's load on a phased driver: one phase for the whole
 // soak, its Recorder swapped at each window's end, so that the calls go on
 // while the server is sampled.
-type soakWire struct {
-	d     *wireDriver
+type soakPhased struct {
+	d     phased
 	conns int
 	rec   *loadgen.Recorder
 	from  time.Time // the window's start
 }
 
-func dialSoakWire(ctx context.Context, cfg SoakConfig) (*soakWire, error) {
-	d, err := dialWire(ctx, wireConfig{addr: cfg.Addr, opts: cfg.Client, sc: cfg.Scenario,
-		conns: cfg.Conns, inflight: 1, rate: cfg.Rate * float64(cfg.Conns), timeout: cfg.Timeout})
-	if err != nil {
-		return nil, fmt.Errorf("%w (opening %d connections)", err, cfg.Conns)
-	}
-	return &soakWire{d: d, conns: cfg.Conns}, nil
-}
-
-func (l *soakWire) window(ctx context.Context, d time.Duration) (loadgen.Result, map[string]string, error) {
+func (l *soakPhased) window(ctx context.Context, d time.Duration) (loadgen.Result, map[string]string, error) {
 	if l.rec == nil {
 		l.rec = loadgen.NewRecorder(l.conns)
 		l.d.takeFirstErrors()
@@ -546,4 +549,4 @@ func (l *soakWire) window(ctx context.Context, d time.Duration) (loadgen.Result,
 	return res, l.d.takeFirstErrors(), nil
 }
 
-func (l *soakWire) close() { l.d.close() }
+func (l *soakPhased) close() { l.d.close() }

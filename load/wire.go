@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/client"
-	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/compression"
-	"github.com/rpcd/rpcd/internal/cputime"
 	"github.com/rpcd/rpcd/internal/loadgen"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -139,17 +137,10 @@ type wireDriver struct {
 	interval time.Duration // open loop: between a caller's calls
 	clock    time.Time     // the origin of every time below (monotonic)
 
-	cs      []*wireConn
-	pacers  []*loadgen.Wheel[wireDue] // open loop
-	polls   []*poller                 // open loop, one per pacer, where it has them; else nil
-	rec     atomic.Pointer[loadgen.Recorder]
-	running atomic.Bool  // calls are made: between start and stop
-	limit   atomic.Int64 // calls to start in this phase; 0 for no limit
-	started atomic.Int64 // calls started in this phase
-	flying  atomic.Int64 // calls in flight
-
-	firstMu sync.Mutex
-	first   map[string]string // the first message of each kind of error
+	phase
+	cs     []*wireConn
+	pacers []*loadgen.Wheel[wireDue] // open loop
+	polls  []*poller                 // open loop, one per pacer, where it has them; else nil
 
 	ctx    context.Context // ends at close
 	cancel context.CancelFunc
@@ -161,19 +152,18 @@ type wireConn struct {
 	d *wireDriver
 	i int // its Tally's number, and its callers' from i*inflight
 
-	mu        sync.Mutex // guards what follows
-	nc        net.Conn   // nil while it is redialled
-	rio       *rawIO     // nc's raw I/O, where it has one
-	looped    bool       // nc is its pacer's to read: end it with shutdownLocked; its goroutine closes it
-	wfd       int        // looped: the socket its pacer reads (a duplicate of nc's), written raw; -1 before and after
+	mu sync.Mutex // guards what follows
+	connTally
+	nc        net.Conn // nil while it is redialled
+	rio       *rawIO   // nc's raw I/O, where it has one
+	looped    bool     // nc is its pacer's to read: end it with shutdownLocked; its goroutine closes it
+	wfd       int      // looped: the socket its pacer reads (a duplicate of nc's), written raw; -1 before and after
 	zip       proto.Compression
 	goingAway bool
 	slots     []wireSlot
 	wbuf      []byte // frames to write
 	pbuf      []byte // a request's payload, as encoded
 	zbuf      []byte // a reply expanded, or a request compressed
-	rec       *loadgen.Recorder
-	tally     *loadgen.Tally
 
 	// Owned by whoever reads it: its goroutine, or its pacer.
 	rbuf  []byte
@@ -203,7 +193,7 @@ func (d *wireDriver) now() time.Duration { return time.Since(d.clock) }
 func dialWire(ctx context.Context, cfg wireConfig) (*wireDriver, error) {
 	opts := cfg.opts
 	d := &wireDriver{cfg: cfg, route: cfg.sc.Route, codec: proto.CodecJSON, lim: opts.Limits.WithDefaults(),
-		zipMin: opts.CompressMin, clock: time.Now(), first: map[string]string{}}
+		zipMin: opts.CompressMin, clock: time.Now()}
 	if cfg.sc.Codec == "raw" {
 		d.codec = proto.CodecRaw
 	}
@@ -221,7 +211,7 @@ func dialWire(ctx context.Context, cfg wireConfig) (*wireDriver, error) {
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.cs = make([]*wireConn, cfg.conns)
 	for i := range d.cs {
-		c := &wireConn{d: d, i: i, slots: make([]wireSlot, cfg.inflight), wfd: -1}
+		c := &wireConn{d: d, i: i, connTally: connTally{i: i}, slots: make([]wireSlot, cfg.inflight), wfd: -1}
 		for s := range c.slots {
 			c.slots[s].call = cfg.sc.frames(i*cfg.inflight + s)
 		}
@@ -307,10 +297,7 @@ func (d *wireDriver) close() {
 // loop caller w's first call is due w/rate from now, as loadgen.Run
 // spreads them.
 func (d *wireDriver) start(rec *loadgen.Recorder, limit int64) {
-	d.rec.Store(rec)
-	d.started.Store(0)
-	d.limit.Store(limit)
-	d.running.Store(true)
+	d.begin(rec, limit)
 	now := d.now()
 	for _, w := range d.pacers {
 		w.Reset(now)
@@ -340,10 +327,7 @@ func (d *wireDriver) start(rec *loadgen.Recorder, limit int64) {
 // flight to be answered or to pass their deadline, then flushes every
 // Tally into the phase's Recorder.
 func (d *wireDriver) stop() {
-	d.running.Store(false)
-	for end := time.Now().Add(d.cfg.timeout + time.Second); d.flying.Load() > 0 && time.Now().Before(end); {
-		time.Sleep(time.Millisecond)
-	}
+	d.drain(d.cfg.timeout + time.Second)
 	for _, w := range d.pacers {
 		w.Clear()
 	}
@@ -362,84 +346,17 @@ func (d *wireDriver) swap(rec *loadgen.Recorder) *loadgen.Recorder {
 	return old
 }
 
-// waitPhase waits for dur to pass (for ever if it is 0), for ctx to end or,
-// with a limit, for every call of the phase to have started.
-func (d *wireDriver) waitPhase(ctx context.Context, dur time.Duration) {
-	var over <-chan time.Time
-	if dur > 0 {
-		t := time.NewTimer(dur)
-		defer t.Stop()
-		over = t.C
-	}
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-over:
-			return
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if lim := d.limit.Load(); lim > 0 && d.started.Load() >= lim {
-				return
-			}
-		}
-	}
-}
-
-// takeFirstErrors returns the first message of each kind of error since
-// the last time, and forgets them.
-func (d *wireDriver) takeFirstErrors() map[string]string {
-	d.firstMu.Lock()
-	defer d.firstMu.Unlock()
-	m := d.first
-	d.first = map[string]string{}
-	return m
-}
-
-// noteError keeps the message of a call's error of code, as a client's
-// handler.Error would give it, if it is the first of its kind.
-func (d *wireDriver) noteError(code proto.Code, msg string) {
-	d.firstMu.Lock()
-	_, seen := d.first[code.String()]
-	d.firstMu.Unlock()
-	if !seen {
-		d.noteKind(code.String(), (&handler.Error{Code: code, Message: msg}).Error())
-	}
-}
-
-// noteKind keeps msg if it is the first error of its kind.
-func (d *wireDriver) noteKind(kind, msg string) {
-	d.firstMu.Lock()
-	if _, ok := d.first[kind]; !ok {
-		d.first[kind] = msg
-	}
-	d.firstMu.Unlock()
-}
-
 func (d *wireDriver) pacerOf(c *wireConn) *loadgen.Wheel[wireDue] { return d.pacers[c.i%len(d.pacers)] }
 
 // rebind moves c's figures into its Recorder and takes the driver's
 // current one; with c.mu held.
-func (c *wireConn) rebind() {
-	cur := c.d.rec.Load()
-	if c.rec == cur {
-		return
-	}
-	if c.tally != nil {
-		c.tally.Flush()
-	}
-	c.rec, c.tally = cur, nil
-	if cur != nil {
-		c.tally = cur.Tally(c.i)
-	}
-}
+func (c *wireConn) rebind() { c.connTally.rebind(c.d.rec.Load()) }
 
 // issue writes the next call of slot s into the write buffer, due at
 // sched and sent now; with c.mu held and the slot idle.
 func (c *wireConn) issue(s int, sched, now time.Duration) {
 	d := c.d
-	if lim := d.limit.Load(); lim > 0 && d.started.Add(1) > lim {
+	if !d.take() {
 		return
 	}
 	sl := &c.slots[s]
@@ -869,38 +786,5 @@ func runWire(ctx context.Context, cfg Config, measured func(func() error) error)
 	if err != nil {
 		return loadgen.Result{}, nil, err
 	}
-	defer d.close()
-	if cfg.Progress != nil {
-		cfg.Progress(Progress{Starting: true})
-	}
-	if cfg.Warmup > 0 {
-		d.start(loadgen.NewRecorder(cfg.Conns), 0)
-		d.waitPhase(ctx, cfg.Warmup)
-		d.stop()
-		if ctx.Err() != nil {
-			return loadgen.Result{}, nil, ctx.Err()
-		}
-	}
-	d.takeFirstErrors() // the warm-up's
-	rec := loadgen.NewRecorder(cfg.Conns)
-	cpu0 := cputime.Process()
-	began := time.Now()
-	var report func(loadgen.Progress)
-	if cfg.Progress != nil {
-		report = func(p loadgen.Progress) {
-			cfg.Progress(Progress{Elapsed: p.Elapsed, Calls: p.Calls, Errors: p.Errors})
-		}
-	}
-	stopReports := rec.ReportEverySecond(began, report)
-	var elapsed, cpu time.Duration
-	_ = measured(func() error {
-		d.start(rec, cfg.Calls)
-		d.waitPhase(ctx, cfg.Duration)
-		d.stop()
-		elapsed = time.Since(began)
-		cpu = cputime.Process() - cpu0
-		return nil
-	})
-	stopReports()
-	return rec.Result(elapsed, cpu), d.takeFirstErrors(), nil
+	return runPhased(ctx, cfg, d, measured)
 }

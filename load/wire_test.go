@@ -101,39 +101,44 @@ func TestParseDriver(t *testing.T) {
 	}
 }
 
-// TestWireOpenLoop: an open loop on the wire driver makes about the calls
-// asked for, none failed, and a soak on it passes.
+// TestWireOpenLoop: an open loop on the wire driver, and on the client
+// driver's asynchronous calls, makes about the calls asked for, none
+// failed, and a soak on it passes.
 func TestWireOpenLoop(t *testing.T) {
 	addr := serveBuiltin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
-	sc, _ := LookupScenario("EchoPacket16")
-	r, err := Bench(ctx, Config{Addr: addr, Scenario: sc, Conns: 4, Inflight: 2, Rate: 2000, Duration: 300 * time.Millisecond, Driver: DriverWire})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Calls == 0 || r.Errors != 0 {
-		t.Errorf("%d calls, %d errors (%v); want some and none", r.Calls, r.Errors, r.FirstErrors)
-	}
-	if r.Calls > 2000*3/10*2 {
-		t.Errorf("%d calls in 300 ms at 2,000 calls/s: the schedule was not kept", r.Calls)
-	}
+	for _, driver := range []string{DriverWire, DriverClient} {
+		t.Run(driver, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+			defer cancel()
+			sc, _ := LookupScenario("EchoPacket16")
+			r, err := Bench(ctx, Config{Addr: addr, Scenario: sc, Conns: 4, Inflight: 2, Rate: 2000, Duration: 300 * time.Millisecond, Driver: driver})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Calls == 0 || r.Errors != 0 {
+				t.Errorf("%d calls, %d errors (%v); want some and none", r.Calls, r.Errors, r.FirstErrors)
+			}
+			if r.Calls > 2000*3/10*2 {
+				t.Errorf("%d calls in 300 ms at 2,000 calls/s: the schedule was not kept", r.Calls)
+			}
 
-	rep, err := Soak(ctx, SoakConfig{Addr: addr, Conns: 20, Rate: 20, Duration: 600 * time.Millisecond, Every: 200 * time.Millisecond, Driver: DriverWire})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Driver != DriverWire || rep.Calls == 0 || rep.Errors != 0 || len(rep.Windows) != 3 {
-		t.Errorf("driver %q, %d calls, %d errors, %d windows; want wire, some, none, 3", rep.Driver, rep.Calls, rep.Errors, len(rep.Windows))
-	}
-	if rep.Windows[0].Client.CPUPerCallUS <= 0 || rep.CPUPerCallUS <= 0 {
-		t.Errorf("CPU per call %v in the first window, %v in all: want it measured", rep.Windows[0].Client.CPUPerCallUS, rep.CPUPerCallUS)
+			rep, err := Soak(ctx, SoakConfig{Addr: addr, Conns: 20, Rate: 20, Duration: 600 * time.Millisecond, Every: 200 * time.Millisecond, Driver: driver})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Driver != driver || rep.Calls == 0 || rep.Errors != 0 || len(rep.Windows) != 3 {
+				t.Errorf("driver %q, %d calls, %d errors, %d windows; want %s, some, none, 3", rep.Driver, rep.Calls, rep.Errors, len(rep.Windows), driver)
+			}
+			if rep.Windows[0].Client.CPUPerCallUS <= 0 || rep.CPUPerCallUS <= 0 {
+				t.Errorf("CPU per call %v in the first window, %v in all: want it measured", rep.Windows[0].Client.CPUPerCallUS, rep.CPUPerCallUS)
+			}
+		})
 	}
 }
 
 // TestWireErrors: the server's errors, wrong replies and calls past their
 // deadline are each counted by kind, with the message a client's error
-// would have.
+// would have (the client driver's are a client's).
 func TestWireErrors(t *testing.T) {
 	reg := handler.NewRegistry()
 	builtin.Register(reg)
@@ -153,24 +158,26 @@ func TestWireErrors(t *testing.T) {
 	defer close(hold) // before the shutdown, which waits for the handlers
 	addr := srv.Addr().String()
 
-	for _, tt := range []struct {
-		sc      Scenario
-		timeout time.Duration
-		kind    string
-		first   string
-	}{
-		{RawRoute("Test/Liar", Pattern(8), true), 0, "wrong reply", "rpcd: wrong reply: Test/Liar returned 17 bytes, want the 8 sent"},
-		{RawRoute("No/Such", nil, false), 0, "not found", "rpcd: not found: no route No/Such"},
-		{RawRoute("Test/Never", nil, false), 50 * time.Millisecond, "deadline exceeded", "rpcd: deadline exceeded: call Test/Never: deadline exceeded"},
-	} {
-		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-		r, err := Bench(ctx, Config{Addr: addr, Scenario: tt.sc, Conns: 1, Inflight: 2, Calls: 6, Timeout: tt.timeout, Driver: DriverWire})
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Calls != 6 || r.Errors != 6 || r.ErrorsBy[tt.kind] != 6 || r.FirstErrors[tt.kind] != tt.first {
-			t.Errorf("%s: %d calls, %d errors %v, first %q; want 6 %s, first %q", tt.sc.Route, r.Calls, r.Errors, r.ErrorsBy, r.FirstErrors[tt.kind], tt.kind, tt.first)
+	for _, driver := range []string{DriverWire, DriverClient} {
+		for _, tt := range []struct {
+			sc      Scenario
+			timeout time.Duration
+			kind    string
+			first   string
+		}{
+			{RawRoute("Test/Liar", Pattern(8), true), 0, "wrong reply", "rpcd: wrong reply: Test/Liar returned 17 bytes, want the 8 sent"},
+			{RawRoute("No/Such", nil, false), 0, "not found", "rpcd: not found: no route No/Such"},
+			{RawRoute("Test/Never", nil, false), 50 * time.Millisecond, "deadline exceeded", "rpcd: deadline exceeded: call Test/Never: deadline exceeded"},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+			r, err := Bench(ctx, Config{Addr: addr, Scenario: tt.sc, Conns: 1, Inflight: 2, Calls: 6, Timeout: tt.timeout, Driver: driver})
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Calls != 6 || r.Errors != 6 || r.ErrorsBy[tt.kind] != 6 || r.FirstErrors[tt.kind] != tt.first {
+				t.Errorf("%s, %s driver: %d calls, %d errors %v, first %q; want 6 %s, first %q", tt.sc.Route, driver, r.Calls, r.Errors, r.ErrorsBy, r.FirstErrors[tt.kind], tt.kind, tt.first)
+			}
 		}
 	}
 }
@@ -278,44 +285,48 @@ func newFakeServer(t *testing.T, serve func(s *fakeServer, n int, fc *fakeConn))
 
 // TestWireConnection: the driver answers a Ping with a Pong, moves to a
 // new connection after a GoAway once its calls are answered, and after a
-// lost connection counts its calls in flight as unavailable and redials.
+// lost connection counts its calls in flight as unavailable and redials;
+// the client driver too, through its clients.
 func TestWireConnection(t *testing.T) {
-	var drop atomic.Bool
-	s := newFakeServer(t, func(s *fakeServer, n int, fc *fakeConn) {
-		switch {
-		case n == 1: // ping, answer some, go away
-			_, _ = fc.nc.Write(proto.AppendPing(nil, []byte("p")))
-			last := fc.echo(50, s, nil)
-			_, _ = fc.nc.Write(proto.AppendGoAway(nil, last, proto.CodeOK, "draining"))
-			fc.echo(-1, s, nil) // until the client leaves
-		case drop.Load() && n == 2: // take a call, and lose the connection
-			_, _ = fc.next()
-		default:
-			fc.echo(-1, s, nil)
-		}
-	})
-	addr := s.ln.Addr().String()
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
-	sc := RawRoute("Test/Echo", Pattern(16), true)
-	r, err := Bench(ctx, Config{Addr: addr, Scenario: sc, Conns: 1, Inflight: 1, Calls: 200, Driver: DriverWire,
-		Client: client.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Calls != 200 || r.Errors != 0 || s.accepts.Load() != 2 || s.pongs.Load() != 1 {
-		t.Errorf("%d calls, %d errors %v, %d connections, %d pongs; want 200, none, 2 (a successor after the GoAway), 1", r.Calls, r.Errors, r.FirstErrors, s.accepts.Load(), s.pongs.Load())
-	}
+	for _, driver := range []string{DriverWire, DriverClient} {
+		t.Run(driver, func(t *testing.T) {
+			var drop atomic.Bool
+			s := newFakeServer(t, func(s *fakeServer, n int, fc *fakeConn) {
+				switch {
+				case n == 1: // ping, answer some, go away
+					_, _ = fc.nc.Write(proto.AppendPing(nil, []byte("p")))
+					last := fc.echo(50, s, nil)
+					_, _ = fc.nc.Write(proto.AppendGoAway(nil, last, proto.CodeOK, "draining"))
+					fc.echo(-1, s, nil) // until the client leaves
+				case drop.Load() && n == 2: // take a call, and lose the connection
+					_, _ = fc.next()
+				default:
+					fc.echo(-1, s, nil)
+				}
+			})
+			addr := s.ln.Addr().String()
+			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+			defer cancel()
+			sc := RawRoute("Test/Echo", Pattern(16), true)
+			opts := client.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
+			r, err := Bench(ctx, Config{Addr: addr, Scenario: sc, Conns: 1, Inflight: 1, Calls: 200, Driver: driver, Client: opts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Calls != 200 || r.Errors != 0 || s.accepts.Load() != 2 || s.pongs.Load() != 1 {
+				t.Errorf("%d calls, %d errors %v, %d connections, %d pongs; want 200, none, 2 (a successor after the GoAway), 1", r.Calls, r.Errors, r.FirstErrors, s.accepts.Load(), s.pongs.Load())
+			}
 
-	drop.Store(true)
-	s.accepts.Store(1)
-	r, err = Bench(ctx, Config{Addr: addr, Scenario: sc, Conns: 1, Inflight: 1, Calls: 100, Driver: DriverWire,
-		Client: client.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.ErrorsBy["unavailable"] != 1 || r.Calls != 100 || !strings.HasPrefix(r.FirstErrors["unavailable"], "rpcd: unavailable: connection lost") {
-		t.Errorf("%d calls, errors %v, first %v; want 100, 1 unavailable (connection lost)", r.Calls, r.ErrorsBy, r.FirstErrors)
+			drop.Store(true)
+			s.accepts.Store(1)
+			r, err = Bench(ctx, Config{Addr: addr, Scenario: sc, Conns: 1, Inflight: 1, Calls: 100, Driver: driver, Client: opts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.ErrorsBy["unavailable"] != 1 || r.Calls != 100 || !strings.HasPrefix(r.FirstErrors["unavailable"], "rpcd: unavailable: connection lost") {
+				t.Errorf("%d calls, errors %v, first %v; want 100, 1 unavailable (connection lost)", r.Calls, r.ErrorsBy, r.FirstErrors)
+			}
+		})
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"log"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,6 +50,8 @@ func main() {
 	rounds := flag.Int("rounds", 5, "runs of each mode, alternated")
 	out := flag.String("json", "", "write every run and the medians to this `file`")
 	idle := flag.Int("idle", 0, "instead, dial one client of `N` connections and report what each costs idle")
+	only := flag.String("mode", "", "run this `mode` alone (sync or async), not both")
+	cpuprofile := flag.String("cpuprofile", "", "write this process's CPU profile over the measured runs to `file`")
 	flag.Parse()
 	if *idle > 0 {
 		idleCost(*addr, *idle)
@@ -72,14 +75,23 @@ func main() {
 		"sync":  func(d time.Duration) int64 { return syncCalls(c, *callers, d) },
 		"async": func(d time.Duration) int64 { return asyncCalls(c, *callers, d) },
 	}
+	if *only != "" && modes[*only] == nil {
+		log.Fatalf("-mode %s: want sync or async", *only)
+	}
 	var runs []run
 	for r := range *rounds {
 		order := []string{"sync", "async"}
 		if r%2 == 1 {
 			order = []string{"async", "sync"}
 		}
+		if *only != "" {
+			order = []string{*only}
+		}
 		for _, mode := range order {
 			modes[mode](time.Second) // warm-up
+			if *cpuprofile != "" {
+				startProfile(*cpuprofile)
+			}
 			s0, err := serverCPU()
 			if err != nil {
 				log.Fatal(err)
@@ -87,6 +99,7 @@ func main() {
 			c0, start := cputime.Self(), time.Now()
 			n := modes[mode](*d)
 			el, c1 := time.Since(start), cputime.Self()
+			pprof.StopCPUProfile()
 			s1, err := serverCPU()
 			if err != nil {
 				log.Fatal(err)
@@ -100,6 +113,9 @@ func main() {
 	}
 	medians := map[string]run{}
 	for _, mode := range []string{"sync", "async"} {
+		if *only != "" && mode != *only {
+			continue
+		}
 		var cps, ccpu, scpu []float64
 		for _, rn := range runs {
 			if rn.Mode == mode {
@@ -215,4 +231,16 @@ func median(v []float64) float64 {
 	}
 	sort.Float64s(v)
 	return v[(len(v)-1)/2]
+}
+
+// startProfile starts the CPU profile of a measured run, into path: the
+// last run's, when there are several.
+func startProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		log.Fatal(err)
+	}
 }

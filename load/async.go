@@ -1,0 +1,272 @@
+package load
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/internal/loadgen"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// asyncDriver is the client driver for a scenario that has frames (the
+// named ones, RawRoute's, JSONRoute's) on one server: a client.Client of
+// one connection per Config.Conns, and on each Config.Inflight callers,
+// each a slot with at most one call in flight and no goroutine of its
+// own. A call is the client's CallEncodedAsync; its done function, on the
+// goroutine that reads its client's connection, records it and, in a
+// closed loop, starts its caller's next call, which the client sends with
+// the others its batch of replies starts, in one write. In an open loop
+// the pacers (loadgen.Wheel, as the wire driver's) start each caller's
+// calls at their times, and a call answered after its successor was due
+// starts that one at once, its latency counted from when it was due.
+// Deadlines are the clients' (Options.Timeout), redials and retries too.
+//
+// A call that fails is never followed at once: its caller's next call
+// waits for its pacer's next tick, so that a client that fails calls
+// before sending them (no connection) neither recurses nor spins.
+type asyncDriver struct {
+	phase
+	route    string
+	codec    proto.Codec
+	timeout  time.Duration
+	rate     float64       // calls/s in all; 0 is a closed loop
+	interval time.Duration // open loop: between a caller's calls
+	clock    time.Time     // the origin of every time below (monotonic)
+	conns    []*asyncConn
+	pacers   []*loadgen.Wheel[*asyncSlot]
+	halt     chan struct{} // closed at close: the pacers end
+	wg       sync.WaitGroup
+}
+
+// asyncConn is one client and its callers.
+type asyncConn struct {
+	d     *asyncDriver
+	cl    *client.Client
+	pacer *loadgen.Wheel[*asyncSlot]
+
+	mu sync.Mutex // guards its tally and its slots' busy and next
+	connTally
+	slots []asyncSlot
+}
+
+// asyncSlot is one caller: its scenario's calls, one at a time.
+type asyncSlot struct {
+	c    *asyncConn
+	call frameCall
+	done func(reply []byte, err error) // answered, bound once
+
+	busy bool          // a call is in flight or starting; c.mu
+	next time.Duration // when the next call is due (open loop), or may start after a failure; c.mu
+
+	// The call in flight's, set by whoever starts it and read by its done
+	// function, which the client runs after the start.
+	req, reply  []byte
+	sched, sent time.Duration // when it was due (its latency counts from then), and sent
+}
+
+// dialAsync opens the clients of cfg's load and starts the pacers; no call
+// is made before start.
+func dialAsync(ctx context.Context, cfg wireConfig) (*asyncDriver, error) {
+	opts := cfg.opts
+	opts.Timeout = cfg.timeout // each call's deadline, with no context per call
+	clients, err := dialClients(ctx, cfg.addr, cfg.conns, opts)
+	if err != nil {
+		return nil, err
+	}
+	d := &asyncDriver{route: cfg.sc.Route, codec: proto.CodecJSON, timeout: cfg.timeout, rate: cfg.rate,
+		clock: time.Now(), halt: make(chan struct{})}
+	if cfg.sc.Codec == "raw" {
+		d.codec = proto.CodecRaw
+	}
+	pacers := 1 // a closed loop's pacer only restarts callers after failures
+	if cfg.rate > 0 {
+		d.interval = time.Duration(float64(cfg.conns*cfg.inflight) / cfg.rate * float64(time.Second))
+		pacers = min(runtime.GOMAXPROCS(0), cfg.conns)
+	}
+	d.pacers = make([]*loadgen.Wheel[*asyncSlot], pacers)
+	for i := range d.pacers {
+		d.pacers[i] = new(loadgen.Wheel[*asyncSlot])
+	}
+	d.conns = make([]*asyncConn, cfg.conns)
+	for i, cl := range clients {
+		c := &asyncConn{d: d, cl: cl, pacer: d.pacers[i%pacers], connTally: connTally{i: i}, slots: make([]asyncSlot, cfg.inflight)}
+		for s := range c.slots {
+			sl := &c.slots[s]
+			sl.c, sl.call = c, cfg.sc.frames(i*cfg.inflight+s)
+			sl.done = sl.answered
+		}
+		d.conns[i] = c
+	}
+	for _, w := range d.pacers {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			w.Pace(d.halt, d.now, d.fire)
+		}()
+	}
+	return d, nil
+}
+
+// now is the driver's clock: time since d.clock on the monotonic clock.
+func (d *asyncDriver) now() time.Duration { return time.Since(d.clock) }
+
+// start begins a phase of calls recorded in rec: at most limit of them if
+// it is positive. In a closed loop every caller calls at once, a
+// connection's first calls in one write; in an open loop caller w's first
+// call is due w/rate from now, as loadgen.Run spreads them.
+func (d *asyncDriver) start(rec *loadgen.Recorder, limit int64) {
+	d.begin(rec, limit)
+	now := d.now()
+	for _, w := range d.pacers {
+		w.Reset(now)
+	}
+	for _, c := range d.conns {
+		c.mu.Lock()
+		c.rebind(rec)
+		var idle []*asyncSlot
+		for s := range c.slots {
+			sl := &c.slots[s]
+			switch {
+			case sl.busy:
+				// Still in flight from the last phase: stop waited for it.
+			case d.interval == 0:
+				sl.busy = true
+				idle = append(idle, sl)
+			default:
+				w := c.i*len(c.slots) + s
+				sl.next = now + time.Duration(float64(w)/d.rate*float64(time.Second))
+				c.pacer.Add(sl, sl.next)
+			}
+		}
+		c.mu.Unlock()
+		if len(idle) > 0 {
+			c.cl.Batch(func() {
+				for _, sl := range idle {
+					d.issue(sl, now, now)
+				}
+			})
+		}
+	}
+}
+
+// issue starts slot sl's next call, due at sched, at now; sl is busy, and
+// the caller holds no lock: a call that fails before it is sent runs its
+// done function on this goroutine.
+func (d *asyncDriver) issue(sl *asyncSlot, sched, now time.Duration) {
+	if !d.running.Load() || !d.take() {
+		sl.c.mu.Lock()
+		sl.busy = false
+		sl.c.mu.Unlock()
+		return
+	}
+	sl.sched, sl.sent = sched, now
+	d.flying.Add(1)
+	sl.req = sl.call.request(sl.req[:0])
+	sl.c.cl.CallEncodedAsync(context.Background(), d.codec, d.route, sl.req, sl.reply[:0], sl.done)
+}
+
+// answered is a slot's done function: it records the call and starts the
+// caller's next one, now or from its pacer.
+func (sl *asyncSlot) answered(reply []byte, err error) {
+	c, d := sl.c, sl.c.d
+	now := d.now()
+	bytes := 0
+	if err == nil {
+		bytes, err = sl.call.check(reply)
+	}
+	sl.reply = reply[:0]
+	again, sched := false, now
+	c.mu.Lock()
+	c.rebind(d.rec.Load())
+	if c.tally != nil {
+		if err == nil {
+			c.tally.Done(now-sl.sched, now-sl.sent, bytes)
+		} else {
+			c.tally.Failed(classify(err), now-sl.sent)
+		}
+	}
+	switch {
+	case !d.running.Load():
+		sl.busy = false
+	case err != nil:
+		if d.interval == 0 {
+			sl.next = now
+		}
+		sl.busy = false
+		c.pacer.Add(sl, sl.next) // at its next tick at the soonest
+	case d.interval == 0:
+		again = true
+	case sl.next <= now:
+		again, sched = true, sl.next // late: at once, its latency counted from when it was due
+		sl.next += d.interval
+	default:
+		sl.busy = false
+		c.pacer.Add(sl, sl.next)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		d.noteKind(classify(err), err.Error())
+	}
+	d.flying.Add(-1)
+	if again {
+		d.issue(sl, sched, now)
+	}
+}
+
+// fire is the pacers': slot e.Item's next call came due by now. An entry
+// whose time is not the slot's next is stale, left by a phase before; one
+// whose slot is busy is its answer's to follow.
+func (d *asyncDriver) fire(e loadgen.Entry[*asyncSlot], now time.Duration) {
+	sl := e.Item
+	c := sl.c
+	c.mu.Lock()
+	if !d.running.Load() || sl.busy || e.Due != sl.next {
+		c.mu.Unlock()
+		return
+	}
+	sched := now
+	if d.interval > 0 {
+		sched = sl.next
+		sl.next += d.interval
+	}
+	sl.busy = true
+	c.mu.Unlock()
+	d.issue(sl, sched, now)
+}
+
+// stop ends the phase: no call starts after it, and it waits for those in
+// flight to be answered or to pass their deadline, then flushes every
+// Tally into the phase's Recorder.
+func (d *asyncDriver) stop() {
+	d.drain(d.timeout + time.Second)
+	for _, w := range d.pacers {
+		w.Clear()
+	}
+	d.swap(nil)
+}
+
+// swap records the calls answered from now on in rec, and returns the
+// Recorder they went to before, with every Tally flushed into it.
+func (d *asyncDriver) swap(rec *loadgen.Recorder) *loadgen.Recorder {
+	old := d.rec.Swap(rec)
+	for _, c := range d.conns {
+		c.mu.Lock()
+		c.rebind(rec)
+		c.mu.Unlock()
+	}
+	return old
+}
+
+// close stops the pacers and closes the clients, which fails any call
+// still in flight.
+func (d *asyncDriver) close() {
+	d.running.Store(false)
+	close(d.halt)
+	d.wg.Wait()
+	for _, c := range d.conns {
+		c.cl.Close()
+	}
+}

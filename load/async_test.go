@@ -1,0 +1,96 @@
+package load
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/internal/loadgen"
+	"github.com/rpcd/rpcd/reactor"
+)
+
+// TestAsyncDriverGoroutines: the client driver keeps 64 callers' calls in
+// flight on 2 connections without a goroutine per caller: the process
+// runs no more goroutines during the phase than the clients' and pacers'
+// own, where a goroutine per caller would add 64.
+func TestAsyncDriverGoroutines(t *testing.T) {
+	addr := serveBuiltin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	sc, _ := LookupScenario("EchoPacket16")
+	d, err := dialAsync(ctx, wireConfig{addr: addr, sc: sc, conns: 2, inflight: 32, timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	before := runtime.NumGoroutine()
+	rec := loadgen.NewRecorder(2)
+	d.start(rec, 0)
+	most := 0
+	for range 20 {
+		time.Sleep(5 * time.Millisecond)
+		most = max(most, runtime.NumGoroutine())
+	}
+	d.stop()
+	if calls, errs := rec.Progress(); calls == 0 || errs != 0 {
+		t.Fatalf("%d calls, %d errors; want some and none", calls, errs)
+	}
+	if most > before+8 {
+		t.Errorf("%d goroutines while 64 callers called, %d before: a goroutine per caller?", most, before)
+	}
+}
+
+// TestAsyncDriverFailures: a call the client fails before sending it
+// (here a route it refuses) completes on the goroutine that started it;
+// its caller tries again at its pacer's next tick, not at once, so that a
+// closed loop neither recurses through done functions nor spins. And when
+// the server goes away in the middle of a run, the calls after fail, are
+// counted, and the run ends on time.
+func TestAsyncDriverFailures(t *testing.T) {
+	reg := handler.NewRegistry()
+	builtin.Register(reg)
+	srv := reactor.New(reg, reactor.Options{Loops: 1})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	addr := srv.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	const inflight, run = 8, 400 * time.Millisecond
+
+	r, err := Bench(ctx, Config{Addr: addr, Scenario: RawRoute("No Such Route", Pattern(8), false), Conns: 1, Inflight: inflight, Duration: run, Driver: DriverClient})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a refused route: errors %v", r.ErrorsBy)
+	// At most a failure per caller a tick, twice over for the runtime's
+	// lateness; a caller that tried again at once would make millions, or
+	// overflow its stack.
+	if most := int64(inflight) * int64(run/loadgen.WheelTick) * 2; r.Errors == 0 || r.Errors != r.ErrorsBy["invalid argument"] || r.Errors > most {
+		t.Errorf("errors %v in %v from %d callers: want only invalid argument, at most one a tick each (%d)", r.ErrorsBy, run, inflight, most)
+	}
+
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+		defer scancel()
+		srv.Shutdown(sctx)
+	}()
+	sc, _ := LookupScenario("EchoPacket16")
+	began := time.Now()
+	r, err = Bench(ctx, Config{Addr: addr, Scenario: sc, Conns: 1, Inflight: inflight, Duration: run, Timeout: time.Second, Driver: DriverClient})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	t.Logf("the server gone: %d calls, errors %v in %v", r.Calls, r.ErrorsBy, took)
+	if r.Calls == 0 || r.Errors == 0 || r.ErrorsBy["unavailable"] == 0 {
+		t.Errorf("%d calls, errors %v; want calls answered before the server went, and unavailable ones after", r.Calls, r.ErrorsBy)
+	}
+	if took > run+5*time.Second {
+		t.Errorf("the run took %v, asked for %v", took, run)
+	}
+}
