@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -219,4 +221,47 @@ func TestCallRawAsyncAllocs(t *testing.T) {
 	if allocs := testing.AllocsPerRun(2000, call); allocs > 0 {
 		t.Fatalf("%.2f allocations per asynchronous raw call, want 0", allocs)
 	}
+}
+
+// TestAsyncSweepShared: the deadlines of many clients' asynchronous calls
+// (Options.Timeout, contexts that never end) are kept by one goroutine for
+// the process, not one a client: 20 clients' calls that the server holds
+// wait with one sweep running, and each ends at its deadline.
+func TestAsyncSweepShared(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	const clients = 20
+	errs := make(chan error, clients)
+	for range clients {
+		c := dial(t, s.Addr().String(), client.Options{Timeout: 300 * time.Millisecond})
+		c.CallRawAsync(context.Background(), "Block/Forever", nil, nil, func(_ []byte, err error) { errs <- err })
+	}
+	time.Sleep(50 * time.Millisecond) // every call is out, each watched
+	if n := goroutinesIn("client.(*sweeper).run"); n != 1 {
+		t.Errorf("%d sweep goroutines while %d clients' calls wait; want 1", n, clients)
+	}
+	for range clients {
+		if err := <-errs; !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("held past Options.Timeout: %v", err)
+		}
+	}
+}
+
+// goroutinesIn counts the goroutines whose stacks hold fn.
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) {
+			count++
+		}
+	}
+	return count
 }

@@ -70,11 +70,16 @@
 // calls in one write, and an open loop's calls are paced from a few
 // goroutines, a wheel each (on Linux, these also read the replies, each
 // from an epoll instance of its own); a connection costs a few KiB.
-// The client driver calls through a client.Client per connection and a
-// goroutine per caller, as a program would; it runs what the wire driver
-// does not: a service target, a scenario a program built, payloads past 64 KiB, more
-// than 1 MiB of calls in flight on a connection. A report names the driver
-// that made its calls.
+// The client driver calls through a client.Client per connection, as a
+// program would, and runs what the wire driver does not: a service
+// target, a scenario a program built, payloads past 64 KiB, more than 1 MiB
+// of calls in flight on a connection. A scenario with frames (the named
+// ones, RawRoute's, JSONRoute's) on one server runs on the clients'
+// asynchronous calls, with no goroutine per caller: each done function
+// records its call and starts its caller's next, and an open loop's calls
+// start from the same wheels as the wire driver's. A service target, or a
+// scenario of NewCall alone, runs a goroutine per caller. A report names
+// the driver that made its calls.
 //
 // # Servers
 //

@@ -47,8 +47,8 @@ const (
 	DriverAuto = ""
 	// DriverWire speaks the protocol itself, many calls per goroutine.
 	DriverWire = "wire"
-	// DriverClient calls through a client.Client per connection and a
-	// goroutine per caller, as a program would.
+	// DriverClient calls through a client.Client per connection, as a
+	// program would (doc.go, "Drivers").
 	DriverClient = "client"
 )
 

@@ -48,7 +48,8 @@ pause (closed loop) during -d after -warmup, or until -n calls in total.
 -driver says what makes the calls: wire (the default where it can: this
 program writes the request frames and reads the replies itself, a batch of
 calls per read and write on each connection's one goroutine), or client (a
-client per connection, a goroutine per caller, as a program calls; a
+client per connection, as a program calls: a named scenario on one server
+through its asynchronous calls, a service -addr a goroutine per caller; a
 service -addr, payloads past 64 KiB, and more than 1 MiB of calls in
 flight on a connection always go this way).
 -rate makes the load open loop: that many calls/s in total, each call's
@@ -159,7 +160,7 @@ func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.BoolVar(&f.jsonOut, "json", false, "write the results as JSON on standard output")
 	fs.StringVar(&f.matrix, "matrix", "", "`name` of a set of runs to make in one go: seed (the seed table)")
 	fs.IntVar(&f.runs, "runs", 1, "make every cell `N` times, interleaved, and report each cell's median run by calls/s")
-	fs.StringVar(&f.driver, "driver", "auto", "what makes the calls: wire (frames written and read by this program, many calls per goroutine), client (a client per connection, a goroutine per caller), or auto: wire where it can")
+	fs.StringVar(&f.driver, "driver", "auto", "what makes the calls: wire (frames written and read by this program, many calls per goroutine), client (a client per connection, as a program calls), or auto: wire where it can")
 	fs.StringVar(&f.replay, "replay", "", "make the calls of this recording `file` again, at their recorded times, instead of a scenario")
 	fs.Float64Var(&f.rc.Speed, "speed", 1, "with -replay, play `N` times as fast as recorded")
 	fs.IntVar(&f.rc.Loops, "loop", 1, "with -replay, play the recording `N` times; 0: until -d")

@@ -22,7 +22,8 @@ times a second (open loop: each call at its scheduled time, its latency
 counted from then), for -d after -warmup. With -driver wire (the default
 where it can) this program writes and reads the frames itself, the calls
 paced from a few goroutines over timing wheels, a few KiB a connection;
-with -driver client each connection is a client with a caller goroutine. Every -every it
+with -driver client each connection is a client, its calls asynchronous,
+paced over the same wheels. Every -every it
 reports the window's calls/s, errors and latency, and samples the server
 through ` + builtin.Stats + `: heap in use, resident memory, goroutines and
 connections. Before the load it samples the server idle and then with all
@@ -74,7 +75,7 @@ func setupSoak(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.DurationVar(&f.every, "every", 10*time.Second, "the length of a window: a report line and a sample of the server")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "deadline of each call, and bound on connecting")
 	fs.BoolVar(&f.jsonOut, "json", false, "write the report as JSON on standard output")
-	fs.StringVar(&f.driver, "driver", "auto", "what makes the calls: wire (this program writes and reads the frames, pacing every connection from a few goroutines), client (a client and a goroutine per connection), or auto: wire where it can")
+	fs.StringVar(&f.driver, "driver", "auto", "what makes the calls: wire (this program writes and reads the frames, pacing every connection from a few goroutines), client (a client per connection), or auto: wire where it can")
 	f.sec.define(fs)
 	f.compress.define(fs)
 	return func(c *cli, args []string) error { return c.soak(f, args) }

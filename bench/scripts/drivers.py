@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""rpcd bench's drivers, and builds, side by side against one server: single runs of each cell, the
+runs interleaved (in order, then reversed, ...), and for each the median calls/s, load CPU µs per
+call and server CPU µs per call over the rounds.
+
+usage: drivers.py ADDR ROUNDS OUT.json [--cells 1x128,100x1] LABEL=BINARY:DRIVER...
+  e.g. rpcd serve -addr 127.0.0.1:7170 &
+       python3 bench/scripts/drivers.py 127.0.0.1:7170 5 OUT.json \\
+           old-client=/tmp/rpcd-old:client client=/tmp/rpcd:client wire=/tmp/rpcd:wire
+Cells: 1x128 and 100x1 closed loop, EchoPacket16, 3 s each after rpcd bench's warm-up.
+"""
+import json, statistics, subprocess, sys
+
+ADDR, ROUNDS, OUT = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+args = sys.argv[4:]
+CELLS = {'1x128': ['-c', '1', '-inflight', '128'], '100x1': ['-c', '100', '-inflight', '1']}
+if args[:1] == ['--cells']:
+    CELLS = {c: CELLS[c] for c in args[1].split(',')}
+    args = args[2:]
+RUNS = [a.split('=', 1) for a in args]
+FIELDS = {'calls_per_sec': 'calls_per_sec', 'load_cpu_us': 'cpu_per_call_us', 'server_cpu_us': 'server_cpu_per_call_us'}
+
+
+def bench(binary, driver, cell):
+    p = subprocess.run([binary, 'bench', '-addr', ADDR, *CELLS[cell], '-scenario', 'EchoPacket16', '-d', '3s',
+                        '-driver', driver, '-json'], capture_output=True, text=True, check=True)
+    r = json.loads(p.stdout)
+    return {k: r.get(f) for k, f in FIELDS.items()} | {'errors': r['errors']}
+
+
+runs = {cell: {label: [] for label, _ in RUNS} for cell in CELLS}
+for i in range(ROUNDS):
+    for cell in CELLS:
+        for label, spec in (RUNS if i % 2 == 0 else RUNS[::-1]):
+            binary, driver = spec.rsplit(':', 1)
+            v = bench(binary, driver, cell)
+            runs[cell][label].append(v)
+            print(i + 1, cell, label, v, flush=True)
+med = {cell: {label: {k: statistics.median(x[k] for x in v) for k in FIELDS} for label, v in byl.items()}
+       for cell, byl in runs.items()}
+for cell, byl in med.items():
+    for label, m in byl.items():
+        print('median %-6s %-12s %10.0f calls/s  load %.3f µs/call  server %.3f µs/call' %
+              (cell, label, m['calls_per_sec'], m['load_cpu_us'], m['server_cpu_us']))
+json.dump({'addr': ADDR, 'rounds': ROUNDS, 'runs': dict(RUNS), 'medians': med, 'raw': runs},
+          open(OUT, 'w'), indent=1)
