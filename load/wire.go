@@ -29,16 +29,15 @@ import (
 // late; on Linux they also read the replies, each from an epoll instance
 // of its own (poll_linux.go). A connection holds a read buffer that grows
 // with the replies and shrinks back, its callers' slots and its goroutine:
-// about 4 KiB, where a client and a caller goroutine per connection held
-// 90.
+// about 4 KiB.
 //
-// Why not a client: with one caller per connection and 10,000
-// connections, rpcd soak's clients cost the machine more than the server
-// they loaded (0.9 to 1 GiB for 10,000 connections, 45 to 57 k of the
-// 100 k calls/s asked); with 128 callers on one connection, rpcd bench's
-// client spent twice the server's CPU per call (docs/performance.md).
-// What it does not do a client does: a load whose frames are large, a
-// service target, a scenario a program built, or Driver DriverClient.
+// Why not a client: the client driver, on the client's asynchronous calls,
+// makes 0.62 of the wire driver's calls at 2.3 times its CPU a call with
+// 128 callers on one connection, and 0.62 at 2.5 times at 10,000
+// connections of 10 calls/s, a client holding a reader goroutine and
+// 21 KiB per connection (docs/performance.md, "The load generator"). What
+// it does not do a client does: a load whose frames are large, a service
+// target, a scenario a program built, or Driver DriverClient.
 
 // Drivers, for Config.Driver and SoakConfig.Driver.
 const (
