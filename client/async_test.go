@@ -265,3 +265,21 @@ func goroutinesIn(fn string) int {
 	}
 	return count
 }
+
+// TestAliveWatchShared: the keep-alive watch is one goroutine for every
+// client of the process that looks as often, not one a client, and it ends
+// with the last of them.
+func TestAliveWatchShared(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	var cs []*client.Client
+	for range 20 {
+		cs = append(cs, dial(t, s.Addr().String(), client.Options{KeepAlive: 7 * time.Second, KeepAliveTimeout: 9 * time.Second}))
+	}
+	if n := goroutinesIn("client.(*aliveWatch).run"); n != 1 {
+		t.Errorf("%d keep-alive watches for 20 clients; want 1", n)
+	}
+	for _, c := range cs {
+		c.Close()
+	}
+	waitFor(t, func() bool { return goroutinesIn("client.(*aliveWatch).run") == 0 })
+}

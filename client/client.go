@@ -98,36 +98,8 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 		c.wg.Add(1)
 		go c.keep(s)
 	}
-	if opts.KeepAlive > 0 {
-		c.wg.Add(1)
-		go c.watchAlive(opts.KeepAlive, opts.KeepAliveTimeout)
-	}
+	c.watchAlive() // alive.go
 	return c, nil
-}
-
-// watchAlive is the client's keep-alive watch, one goroutine for all its
-// connections: it looks at each every quarter of every (or of timeout,
-// if shorter) whether bytes came since its last look (the reader marks it;
-// calls never touch the watch), so that a Ping goes out after every to
-// every*5/4 of silence, and a connection fails a quarter of timeout at the
-// most after timeout has passed since its Ping (wire.checkAlive).
-func (c *Client) watchAlive(every, timeout time.Duration) {
-	defer c.wg.Done()
-	t := time.NewTicker(max(min(every, timeout)/4, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-c.ctx.Done():
-			return
-		}
-		now := time.Now()
-		for _, s := range c.slots {
-			if w := s.w.Load(); w != nil && !w.dead() {
-				w.checkAlive(now, every, timeout)
-			}
-		}
-	}
 }
 
 func (c *Client) dial(ctx context.Context) (*wire, error) {
@@ -403,6 +375,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.cancel()
+	c.unwatchAlive()
 	c.wg.Wait()
 	c.endSubscriptions(ErrClosed)
 	for _, s := range c.slots {

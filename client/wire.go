@@ -40,7 +40,7 @@ type wire struct {
 	away      chan struct{}  // closed at the first GoAway
 
 	heard atomic.Bool // bytes arrived since the keep-alive watch last looked
-	alive aliveState  // the keep-alive watch's (Client.watchAlive)
+	alive aliveState  // the keep-alive watch's (alive.go)
 
 	zip    proto.Compression // calls' payloads of zipMin bytes or more are compressed so
 	zipMin int
@@ -93,7 +93,7 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 		r = raw
 	}
 	if o.KeepAlive > 0 {
-		r = heardReader{w, r} // for the client's keep-alive watch (Client.watchAlive)
+		r = heardReader{w, r} // for the keep-alive watch (alive.go)
 	}
 	w.rd.init(r, idle, watch)
 	go w.listen()
