@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"os"
 	"runtime"
@@ -103,15 +104,18 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 // usable reports whether new calls may go on w.
 func (w *wire) usable() bool { return !w.dead() && !w.goingAway.Load() && !w.broken.Load() }
 
-// pendingShards spreads the calls waiting on one connection over this many
-// locks (engine.Calls), so that many callers and the reader rarely meet on
-// one.
-const pendingShards = 32
+// pendingShards spreads the calls waiting on a client's connections over
+// this many locks in all (engine.Calls), so that its callers and readers
+// rarely meet on one: four for each P that may hold one at once, a power
+// of two, at most 32. A client of one connection on two Ps holds 8 (2 KiB
+// of table), where 32 held 10 KiB: most of a load generator's client of
+// one connection, at 10,000 of them.
+var pendingShards = min(32, 1<<bits.Len(uint(4*runtime.GOMAXPROCS(0)-1)))
 
 // pendingShardsFor is the shards of each of conns connections' tables:
 // pendingShards in all, at least one each. Callers spread over the
 // connections meet on each the fewer; and a client of many connections (a
-// load generator's thousands) does not hold a 10 KiB table on each.
+// load generator's thousands) does not hold a table of many shards on each.
 func pendingShardsFor(conns int) int {
 	s := pendingShards
 	for s > 1 && s*conns > pendingShards {
