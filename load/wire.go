@@ -35,7 +35,7 @@ import (
 // makes 0.62 of the wire driver's calls at 2.3 times its CPU a call with
 // 128 callers on one connection, and 0.62 at 2.5 times at 10,000
 // connections of 10 calls/s, a client holding a reader goroutine and
-// 21 KiB per connection (docs/performance.md, "The load generator"). What
+// 12 KiB per connection (docs/performance.md, "The load generator"). What
 // it does not do a client does: a load whose frames are large, a service
 // target, a scenario a program built, or Driver DriverClient.
 
