@@ -102,7 +102,7 @@ func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string
 		h.Deadline = uint32((c.opts.Timeout + time.Millisecond - 1) / time.Millisecond)
 	}
 	if c.opts.resends() {
-		cl.retry = asyncRetry{c: c, ctx: ctx, h: h, md: md, payload: payload}
+		cl.retry = asyncRetry{c: c, ctx: ctx, payload: payload, codec: codec}
 	}
 	if ctx.Done() != nil {
 		// Watched from before it can complete, so that completing it always
@@ -163,13 +163,14 @@ func (c *Client) Batch(start func()) {
 	start()
 }
 
-// asyncRetry is what it takes to send an asynchronous call again.
+// asyncRetry is what it takes to send an asynchronous call again: its
+// header and metadata are made anew from them, as they were for the first
+// attempt (kept instead, they cost every call a copy).
 type asyncRetry struct {
 	c       *Client
 	ctx     context.Context
-	h       proto.Header
-	md      proto.Metadata
 	payload []byte
+	codec   proto.Codec
 }
 
 // finishAsync completes the asynchronous call cl whose attempt ended with
@@ -191,7 +192,8 @@ func (cl *call) finishAsync(err error) {
 	cl.then, cl.typed = nil, typedAsync{} // while Call's retry has it, it completes as Call's do
 	go func() {
 		ctx, b := c.sweep.bound(retry.ctx, c.opts.Timeout)
-		err := c.retry(ctx, retry.h, cl.route, retry.md, retry.payload, cl, err)
+		h := proto.Header{Kind: proto.KindRequest, Codec: retry.codec}
+		err := c.retry(ctx, h, cl.route, engine.Metadata(retry.ctx), retry.payload, cl, err)
 		b.release()
 		cl.then, cl.typed = then, typed
 		cl.complete(err)

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"runtime"
 	"strings"
@@ -135,10 +136,16 @@ func TestCallRawAsyncErrors(t *testing.T) {
 }
 
 // TestCallRawAsyncRetry: a call the server refuses unprocessed is sent
-// again, as Call's is, and completes with the reply.
+// again, as Call's is, the same request (codec, metadata, payload), and
+// completes with the reply.
 func TestCallRawAsyncRetry(t *testing.T) {
 	var attempts atomic.Int32
+	var mu sync.Mutex
+	var sent []string // each attempt's codec, metadata and payload
 	addr := answerServer(t, func(f proto.Frame) []byte {
+		mu.Lock()
+		sent = append(sent, fmt.Sprintf("%v %q %q", f.Codec, f.Metadata, f.Payload))
+		mu.Unlock()
 		if attempts.Add(1) == 1 {
 			return errorFrame(f, true, proto.CodeResourceExhausted)
 		}
@@ -147,12 +154,18 @@ func TestCallRawAsyncRetry(t *testing.T) {
 	c := dial(t, addr, client.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	ch := make(chan error, 1)
 	var got []byte
-	c.CallRawAsync(ctxFor(t, 10*time.Second), "Store/Put", []byte("req"), nil, func(reply []byte, err error) {
+	ctx := handler.WithMetadata(ctxFor(t, 10*time.Second), "tenant", "t1")
+	c.CallRawAsync(ctx, "Store/Put", []byte("req"), nil, func(reply []byte, err error) {
 		got = reply
 		ch <- err
 	})
 	if err := <-ch; err != nil || string(got) != "done" || attempts.Load() != 2 {
 		t.Fatalf("%q, %v after %d attempts; want the reply after 2", got, err, attempts.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 2 || sent[0] != sent[1] || !strings.Contains(sent[0], "tenant") || !strings.Contains(sent[0], `"req"`) {
+		t.Errorf("attempts sent %q; want the same request, its metadata and payload, twice", sent)
 	}
 }
 

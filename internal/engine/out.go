@@ -23,19 +23,31 @@ func Header(ctx context.Context, kind proto.Kind, codec proto.Codec, route strin
 	if err := handler.ValidRoute(route); err != nil || len(route) > lim.MaxRoute {
 		return h, nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad route " + route, Unprocessed: true}
 	}
+	if ctx == context.Background() { // no values and no deadline: nothing to look up
+		if n := proto.HeaderSize + len(route) + len(payload); n > lim.MaxFrameSize {
+			return h, nil, frameTooLarge(n, lim.MaxFrameSize)
+		}
+		return h, nil, nil
+	}
 	md := Metadata(ctx)
 	if len(md) > lim.MaxMetadata {
 		return h, nil, &handler.Error{Code: proto.CodeResourceExhausted, Message: "metadata exceeds the limit", Unprocessed: true}
 	}
 	if n := proto.HeaderSize + len(route) + len(md) + len(payload); n > lim.MaxFrameSize {
-		return h, nil, &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
-			Message: fmt.Sprintf("request of %d bytes exceeds the frame limit of %d", n, lim.MaxFrameSize)}
+		return h, nil, frameTooLarge(n, lim.MaxFrameSize)
 	}
 	var ok bool
 	if h.Deadline, ok = DeadlineField(ctx); !ok {
 		return h, nil, &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "deadline passed before " + route + " was sent", Unprocessed: true}
 	}
 	return h, md, nil
+}
+
+// frameTooLarge is the error of a call whose request of n bytes passes the
+// frame limit limit.
+func frameTooLarge(n, limit int) error {
+	return &handler.Error{Code: proto.CodeResourceExhausted, Unprocessed: true,
+		Message: fmt.Sprintf("request of %d bytes exceeds the frame limit of %d", n, limit)}
 }
 
 // DeadlineField returns the milliseconds left before ctx's deadline,

@@ -30,6 +30,7 @@ func TestHeader(t *testing.T) {
 		{"route past the limit", context.Background(), "Controller/" + strings.Repeat("a", 16), 0, proto.CodeInvalidArgument},
 		{"metadata past the limit", handler.WithMetadata(context.Background(), "k", strings.Repeat("v", 64)), "A/B", 0, proto.CodeResourceExhausted},
 		{"frame past the limit", context.Background(), "A/B", 1 << 10, proto.CodeResourceExhausted},
+		{"frame past the limit, with metadata", handler.WithMetadata(context.Background(), "k", "v"), "A/B", 1 << 10, proto.CodeResourceExhausted},
 		{"deadline passed", expired, "A/B", 0, proto.CodeDeadlineExceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
