@@ -69,7 +69,7 @@ type asyncSlot struct {
 
 // dialAsync opens the clients of cfg's load and starts the pacers; no call
 // is made before start.
-func dialAsync(ctx context.Context, cfg wireConfig) (*asyncDriver, error) {
+func dialAsync(ctx context.Context, cfg driverConfig) (*asyncDriver, error) {
 	opts := cfg.opts
 	opts.Timeout = cfg.timeout // each call's deadline, with no context per call
 	clients, err := dialClients(ctx, cfg.addr, cfg.conns, opts)

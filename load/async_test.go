@@ -21,7 +21,7 @@ func TestAsyncDriverGoroutines(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	sc, _ := LookupScenario("EchoPacket16")
-	d, err := dialAsync(ctx, wireConfig{addr: addr, sc: sc, conns: 2, inflight: 32, timeout: time.Second})
+	d, err := dialAsync(ctx, driverConfig{addr: addr, sc: sc, conns: 2, inflight: 32, timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,7 +163,7 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 		res, first, err = runWire(ctx, cfg, measured)
 	case asyncCan(cfg.Addr, cfg.Scenario):
 		var d *asyncDriver
-		if d, err = dialAsync(ctx, wireConfig{addr: cfg.Addr, opts: cfg.Client, sc: cfg.Scenario,
+		if d, err = dialAsync(ctx, driverConfig{addr: cfg.Addr, opts: cfg.Client, sc: cfg.Scenario,
 			conns: cfg.Conns, inflight: cfg.Inflight, rate: cfg.Rate, timeout: cfg.Timeout}); err == nil {
 			res, first, err = runPhased(ctx, cfg, d, measured)
 		}

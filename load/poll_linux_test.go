@@ -42,7 +42,7 @@ func TestWirePolledRedial(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	sc := RawRoute("Test/Echo", Pattern(16), true)
-	d, err := dialWire(ctx, wireConfig{addr: s.ln.Addr().String(), sc: sc, conns: conns, inflight: 1, rate: conns * 200,
+	d, err := dialWire(ctx, driverConfig{addr: s.ln.Addr().String(), sc: sc, conns: conns, inflight: 1, rate: conns * 200,
 		timeout: 5 * time.Second, opts: client.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)

@@ -218,7 +218,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 	rep.clientIdle = builtin.ReadStats(nil)
 	began := time.Now()
 	var ld soakLoad
-	wcfg := wireConfig{addr: cfg.Addr, opts: cfg.Client, sc: cfg.Scenario,
+	wcfg := driverConfig{addr: cfg.Addr, opts: cfg.Client, sc: cfg.Scenario,
 		conns: cfg.Conns, inflight: 1, rate: cfg.Rate * float64(cfg.Conns), timeout: cfg.Timeout}
 	switch {
 	case driver == DriverWire:

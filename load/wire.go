@@ -114,8 +114,9 @@ func driverFor(driver, addr string, sc Scenario, inflight int, opts client.Optio
 	return DriverClient, nil
 }
 
-// wireConfig is a load for the wire driver.
-type wireConfig struct {
+// driverConfig is a load for a phased driver: the wire driver or the
+// client driver on asynchronous calls.
+type driverConfig struct {
 	addr     string
 	opts     client.Options
 	sc       Scenario
@@ -125,9 +126,9 @@ type wireConfig struct {
 	timeout  time.Duration // each call's deadline
 }
 
-// wireDriver runs a wireConfig's calls on its connections.
+// wireDriver runs a driverConfig's calls on its connections.
 type wireDriver struct {
-	cfg      wireConfig
+	cfg      driverConfig
 	route    string
 	codec    proto.Codec
 	lim      proto.Limits
@@ -189,7 +190,7 @@ func (d *wireDriver) now() time.Duration { return time.Since(d.clock) }
 
 // dialWire opens cfg.conns connections, in a few goroutines at once, and
 // starts their goroutines; no call is made before start.
-func dialWire(ctx context.Context, cfg wireConfig) (*wireDriver, error) {
+func dialWire(ctx context.Context, cfg driverConfig) (*wireDriver, error) {
 	opts := cfg.opts
 	d := &wireDriver{cfg: cfg, route: cfg.sc.Route, codec: proto.CodecJSON, lim: opts.Limits.WithDefaults(),
 		zipMin: opts.CompressMin, clock: time.Now()}
@@ -780,7 +781,7 @@ func callDue(e loadgen.Entry[wireDue], now time.Duration) {
 // what the measured phase made, with the first message of each kind of
 // error in it.
 func runWire(ctx context.Context, cfg Config, measured func(func() error) error) (loadgen.Result, map[string]string, error) {
-	d, err := dialWire(ctx, wireConfig{addr: cfg.Addr, opts: cfg.Client, sc: cfg.Scenario,
+	d, err := dialWire(ctx, driverConfig{addr: cfg.Addr, opts: cfg.Client, sc: cfg.Scenario,
 		conns: cfg.Conns, inflight: cfg.Inflight, rate: cfg.Rate, timeout: cfg.Timeout})
 	if err != nil {
 		return loadgen.Result{}, nil, err

@@ -351,7 +351,7 @@ func TestWireMemoryPerConn(t *testing.T) {
 	}
 	rec := loadgen.NewRecorder(conns) // its histograms are the run's, not the connections'
 	before := heap()
-	d, err := dialWire(ctx, wireConfig{addr: addr, sc: sc, conns: conns, inflight: 1, rate: 4000, timeout: time.Second})
+	d, err := dialWire(ctx, driverConfig{addr: addr, sc: sc, conns: conns, inflight: 1, rate: 4000, timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
