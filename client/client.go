@@ -376,6 +376,7 @@ func (c *Client) Close() error {
 	}
 	c.cancel()
 	c.unwatchAlive()
+	asyncSweeps.remove(c)
 	c.wg.Wait()
 	c.endSubscriptions(ErrClosed)
 	for _, s := range c.slots {
