@@ -32,8 +32,8 @@ import (
 // about 4 KiB.
 //
 // Why not a client: the client driver, on the client's asynchronous calls,
-// makes 0.62 of the wire driver's calls at 2.3 times its CPU a call with
-// 128 callers on one connection, and 0.62 at 2.5 times at 10,000
+// makes 0.72 of the wire driver's calls at 1.9 times its CPU a call with
+// 128 callers on one connection, and 0.93 at 1.3 times at 10,000
 // connections of 10 calls/s, a client holding a reader goroutine and
 // 12 KiB per connection (docs/performance.md, "The load generator"). What
 // it does not do a client does: a load whose frames are large, a service
