@@ -234,16 +234,19 @@ func checkMixReplay(t *testing.T, m *mixServer, rep *Report, speed, recorded flo
 	if rep.CallsPerSec != rr.ReachedRate || rep.P50US <= 0 || rep.MaxUS < rep.P50US {
 		t.Errorf("calls/s %v, reached %v; latencies p50 %v µs, max %v µs", rep.CallsPerSec, rr.ReachedRate, rep.P50US, rep.MaxUS)
 	}
+	// Whether the replay keeps up is the machine's (a loaded CI machine may
+	// not, even at 1×; bench/scripts measure it): the report must say
+	// which, and be right.
 	switch {
-	case speed > 1 && rr.FellBehind:
-		if !strings.Contains(rep.RateShortfall, "fell behind") || *rep.RateReached {
-			t.Errorf("fell behind at %v× (%v calls/s of %v) without saying so: %q", speed, rr.ReachedRate, asked, rep.RateShortfall)
+	case rr.FellBehind:
+		if rr.ReachedRate >= rateReachedShare*asked || !strings.Contains(rep.RateShortfall, "fell behind") || *rep.RateReached {
+			t.Errorf("fell behind at %v× (%v calls/s of %v) without saying so, or said so wrongly: %q", speed, rr.ReachedRate, asked, rep.RateShortfall)
 		}
 		t.Logf("at %v×: %s", speed, rep.RateShortfall)
 	case math.Abs(rr.ReachedRate-asked) > 0.05*asked:
-		t.Errorf("at %v×: reached %v calls/s, want %v ±5%%", speed, rr.ReachedRate, asked)
-	case rr.FellBehind || rep.RateShortfall != "" || rep.RateReached == nil || !*rep.RateReached:
-		t.Errorf("at %v×: fell behind %v, shortfall %q", speed, rr.FellBehind, rep.RateShortfall)
+		t.Errorf("at %v×: reached %v calls/s, want %v ±5%%, or to say it fell behind", speed, rr.ReachedRate, asked)
+	case rep.RateShortfall != "" || rep.RateReached == nil || !*rep.RateReached:
+		t.Errorf("at %v×: kept up, yet shortfall %q, reached %v", speed, rep.RateShortfall, rep.RateReached)
 	}
 }
 
