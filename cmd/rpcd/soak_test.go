@@ -48,7 +48,10 @@ func TestProcessSoakCompressed(t *testing.T) {
 	}
 	r := rpcd(t, "", "soak", "-c", "10", "-rate", "40", "-d", "2s", "-warmup", "1s", "-every", "1s",
 		"-scenario", "EchoString2000", "-compress", "zstd", "-json")
-	if r.code != 0 {
+	// A window short of its rate, or a server not flat, fails a soak (exit
+	// 1): the machine's doing on a loaded CI runner, not this test's
+	// concern, which is what the report says of compression.
+	if r.code != 0 && r.code != exitFail {
 		t.Fatalf("exit status %d; stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	var rep load.SoakReport
