@@ -93,7 +93,7 @@ type typedAsync struct {
 // startAsync sends the asynchronous call cl, its done function set.
 func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) {
 	cl.route = route
-	h, md, err := c.header(ctx, proto.KindRequest, codec, route, payload)
+	h, md, err := engine.Header(ctx, proto.KindRequest, codec, route, payload, &c.opts.Limits)
 	if err != nil {
 		cl.complete(err)
 		return

@@ -514,7 +514,7 @@ func notifyRaw(ctx context.Context, s sender, codec proto.Codec, route string, r
 }
 
 func (c *Client) notify(ctx context.Context, codec proto.Codec, route string, payload []byte) error {
-	h, md, err := c.header(ctx, proto.KindOneWay, codec, route, payload)
+	h, md, err := engine.Header(ctx, proto.KindOneWay, codec, route, payload, &c.opts.Limits)
 	if err != nil {
 		return err
 	}
@@ -531,12 +531,6 @@ func (c *Client) notify(ctx context.Context, codec proto.Codec, route string, pa
 	h.ID = w.newID()
 	dl, _ := ctx.Deadline()
 	return w.enqueueRequest(h, route, md, payload, dl)
-}
-
-// header checks a call against the limits and builds its frame header and
-// metadata (engine.Header).
-func (c *Client) header(ctx context.Context, kind proto.Kind, codec proto.Codec, route string, payload []byte) (proto.Header, proto.Metadata, error) {
-	return engine.Header(ctx, kind, codec, route, payload, &c.opts.Limits)
 }
 
 // start registers cl on a usable connection and queues its request, whose
@@ -564,7 +558,7 @@ func (c *Client) start(ctx context.Context, h proto.Header, route string, md pro
 func (c *Client) do(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) error {
 	ctx, b := c.sweep.bound(ctx, c.opts.Timeout) // Options.Timeout (timeout.go)
 	defer b.release()
-	h, md, err := c.header(ctx, proto.KindRequest, codec, route, payload)
+	h, md, err := engine.Header(ctx, proto.KindRequest, codec, route, payload, &c.opts.Limits)
 	if err != nil {
 		return err
 	}

@@ -99,7 +99,7 @@ func (k *Cluster) pickFor(ctx context.Context, route string, payload []byte, avo
 func (k *Cluster) do(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) error {
 	ctx, b := k.sweep.bound(ctx, k.opts.Timeout) // Options.Timeout (timeout.go)
 	defer b.release()
-	h, md, err := k.hc.header(ctx, proto.KindRequest, codec, route, payload)
+	h, md, err := engine.Header(ctx, proto.KindRequest, codec, route, payload, &k.hc.opts.Limits)
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func (k *Cluster) goCall(ctx context.Context, codec proto.Codec, route string, p
 	if _, ok := ctx.Deadline(); !ok && k.opts.Timeout > 0 {
 		ctx, f.cancel = context.WithTimeout(ctx, k.opts.Timeout)
 	}
-	h, md, err := k.hc.header(ctx, proto.KindRequest, codec, route, payload)
+	h, md, err := engine.Header(ctx, proto.KindRequest, codec, route, payload, &k.hc.opts.Limits)
 	if err != nil {
 		f.complete(err)
 		return

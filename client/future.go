@@ -93,7 +93,7 @@ func (c *Client) goCall(ctx context.Context, codec proto.Codec, route string, pa
 	if _, ok := ctx.Deadline(); !ok && c.opts.Timeout > 0 {
 		ctx, f.cancel = context.WithTimeout(ctx, c.opts.Timeout)
 	}
-	h, md, err := c.header(ctx, proto.KindRequest, codec, route, payload)
+	h, md, err := engine.Header(ctx, proto.KindRequest, codec, route, payload, &c.opts.Limits)
 	if err != nil {
 		f.complete(err)
 		return

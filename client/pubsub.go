@@ -335,7 +335,7 @@ func (c *Client) publish(ctx context.Context, topic string, codec proto.Codec, p
 	if err := proto.ValidTopic([]byte(topic)); err != nil {
 		return &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad topic " + topic, Unprocessed: true}
 	}
-	h, _, err := c.header(ctx, proto.KindPublish, codec, topic, payload)
+	h, _, err := engine.Header(ctx, proto.KindPublish, codec, topic, payload, &c.opts.Limits)
 	if err != nil {
 		return err
 	}

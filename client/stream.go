@@ -59,7 +59,7 @@ func (c *Client) openStream(ctx context.Context, route string) (handler.Stream, 
 	if err := ctx.Err(); err != nil {
 		return nil, stream.ContextError(err)
 	}
-	h, md, err := c.header(ctx, proto.KindStreamOpen, proto.CodecRaw, route, nil)
+	h, md, err := engine.Header(ctx, proto.KindStreamOpen, proto.CodecRaw, route, nil, &c.opts.Limits)
 	if err != nil {
 		return nil, err
 	}
