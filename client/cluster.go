@@ -89,7 +89,7 @@ type Cluster struct {
 	name  string
 	opts  ServiceOptions
 	node  Options  // each node's client options
-	hc    *Client  // checks requests against the limits (Client.header)
+	hc    *Client  // its limits check requests (engine.Header)
 	owned Resolver // built from the target: closed with the cluster
 
 	tab atomic.Pointer[table]
