@@ -50,24 +50,21 @@ func (c *Client) watchAlive() {
 		go w.run()
 	}
 	w.clients[c] = struct{}{}
+	c.alive = w
 }
 
 // unwatchAlive ends the watch of c's connections, at Close; the watch's
 // goroutine ends with its last client.
 func (c *Client) unwatchAlive() {
-	if c.opts.KeepAlive <= 0 {
-		return
-	}
-	tick := aliveTick(&c.opts)
-	aliveWatches.mu.Lock()
-	defer aliveWatches.mu.Unlock()
-	w := aliveWatches.byTick[tick]
+	w := c.alive
 	if w == nil {
 		return
 	}
+	aliveWatches.mu.Lock()
+	defer aliveWatches.mu.Unlock()
 	delete(w.clients, c)
 	if len(w.clients) == 0 {
-		delete(aliveWatches.byTick, tick)
+		delete(aliveWatches.byTick, w.tick)
 		close(w.stop)
 	}
 }

@@ -41,6 +41,7 @@ type Client struct {
 	watch     *lingerWatch  // gives unused read tokens back to listeners (read.go)
 	sweep     *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
 	async     asyncSweep    // ends asynchronous calls' Options.Timeout deadlines (async.go)
+	alive     *aliveWatch   // watches its connections for silence (alive.go); nil without Options.KeepAlive
 	ctxs      ctxWatches    // contexts callers share, watched once (ctxwatch.go)
 	icpt      Interceptor   // Options.Interceptors as one; nil for none (intercept.go)
 

@@ -52,6 +52,13 @@ type asyncConn struct {
 	slots []asyncSlot
 }
 
+// bind rebinds c to rec, under c's lock (bound).
+func (c *asyncConn) bind(rec *loadgen.Recorder) {
+	c.mu.Lock()
+	c.rebind(rec)
+	c.mu.Unlock()
+}
+
 // asyncSlot is one caller: its scenario's calls, one at a time.
 type asyncSlot struct {
 	c    *asyncConn
@@ -237,27 +244,12 @@ func (d *asyncDriver) fire(e loadgen.Entry[*asyncSlot], now time.Duration) {
 	d.issue(sl, sched, now)
 }
 
-// stop ends the phase: no call starts after it, and it waits for those in
-// flight to be answered or to pass their deadline, then flushes every
-// Tally into the phase's Recorder.
-func (d *asyncDriver) stop() {
-	d.drain(d.timeout + time.Second)
-	for _, w := range d.pacers {
-		w.Clear()
-	}
-	d.swap(nil)
-}
+// stop ends the phase (endPhase).
+func (d *asyncDriver) stop() { endPhase(&d.phase, d.timeout+time.Second, d.pacers, d.conns) }
 
-// swap records the calls answered from now on in rec, and returns the
-// Recorder they went to before, with every Tally flushed into it.
+// swap records the calls answered from now on in rec (swapTallies).
 func (d *asyncDriver) swap(rec *loadgen.Recorder) *loadgen.Recorder {
-	old := d.rec.Swap(rec)
-	for _, c := range d.conns {
-		c.mu.Lock()
-		c.rebind(rec)
-		c.mu.Unlock()
-	}
-	return old
+	return swapTallies(&d.phase, d.conns, rec)
 }
 
 // close stops the pacers and closes the clients, which fails any call

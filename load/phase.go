@@ -124,6 +124,33 @@ func (p *phase) noteKind(kind, msg string) {
 	p.firstMu.Unlock()
 }
 
+// bound is a phased driver's connection: bind moves its figures into the
+// Recorder they went to and takes rec, under the connection's lock.
+type bound interface{ bind(rec *loadgen.Recorder) }
+
+// swapTallies records the calls p's connections conns answer from now on
+// in rec, and returns the Recorder they went to before, with every Tally
+// flushed into it: a driver's swap.
+func swapTallies[C bound](p *phase, conns []C, rec *loadgen.Recorder) *loadgen.Recorder {
+	old := p.rec.Swap(rec)
+	for _, c := range conns {
+		c.bind(rec)
+	}
+	return old
+}
+
+// endPhase ends p: no call starts after it, and it waits for those in
+// flight to be answered or to pass their deadline (for at most wait),
+// empties the pacers' wheels, then flushes every Tally into the phase's
+// Recorder: a driver's stop.
+func endPhase[E any, C bound](p *phase, wait time.Duration, pacers []*loadgen.Wheel[E], conns []C) {
+	p.drain(wait)
+	for _, w := range pacers {
+		w.Clear()
+	}
+	swapTallies(p, conns, nil)
+}
+
 // connTally is a connection's share of its driver's Recorder: Tally
 // number i of the one it records into.
 type connTally struct {

@@ -323,27 +323,12 @@ func (d *wireDriver) start(rec *loadgen.Recorder, limit int64) {
 	}
 }
 
-// stop ends the phase: no call starts after it, and it waits for those in
-// flight to be answered or to pass their deadline, then flushes every
-// Tally into the phase's Recorder.
-func (d *wireDriver) stop() {
-	d.drain(d.cfg.timeout + time.Second)
-	for _, w := range d.pacers {
-		w.Clear()
-	}
-	d.swap(nil)
-}
+// stop ends the phase (endPhase).
+func (d *wireDriver) stop() { endPhase(&d.phase, d.cfg.timeout+time.Second, d.pacers, d.cs) }
 
-// swap records the calls answered from now on in rec, and returns the
-// Recorder they went to before, with every Tally flushed into it.
+// swap records the calls answered from now on in rec (swapTallies).
 func (d *wireDriver) swap(rec *loadgen.Recorder) *loadgen.Recorder {
-	old := d.rec.Swap(rec)
-	for _, c := range d.cs {
-		c.mu.Lock()
-		c.rebind()
-		c.mu.Unlock()
-	}
-	return old
+	return swapTallies(&d.phase, d.cs, rec)
 }
 
 func (d *wireDriver) pacerOf(c *wireConn) *loadgen.Wheel[wireDue] { return d.pacers[c.i%len(d.pacers)] }
@@ -351,6 +336,13 @@ func (d *wireDriver) pacerOf(c *wireConn) *loadgen.Wheel[wireDue] { return d.pac
 // rebind moves c's figures into its Recorder and takes the driver's
 // current one; with c.mu held.
 func (c *wireConn) rebind() { c.connTally.rebind(c.d.rec.Load()) }
+
+// bind rebinds c to rec, under c's lock (bound).
+func (c *wireConn) bind(rec *loadgen.Recorder) {
+	c.mu.Lock()
+	c.connTally.rebind(rec)
+	c.mu.Unlock()
+}
 
 // issue writes the next call of slot s into the write buffer, due at
 // sched and sent now; with c.mu held and the slot idle.

@@ -16,31 +16,6 @@ func (nopTap) TapOpen(uint64, net.Addr) bool { return true }
 func (nopTap) TapFrame(uint64, bool, []byte) {}
 func (nopTap) TapClose(uint64)               {}
 
-// TestInlineRawPathAllocsWithTap: with a tap set that discards what it
-// sees, the raw path still allocates nothing in the reactor: the tap is
-// handed views of the frames read and of the wake-up's output.
-func TestInlineRawPathAllocsWithTap(t *testing.T) {
-	s, fc := newTestServer(t)
-	s.SetTap(nopTap{})
-	var batch []byte
-	for i := 1; i <= 16; i++ {
-		batch = proto.AppendFrame(batch, proto.Header{Kind: proto.KindRequest, ID: uint32(i), Deadline: 1000}, builtin.EchoPacket, nil, make([]byte, 16))
-		batch = proto.AppendFrame(batch, proto.Header{Kind: proto.KindRequest, ID: uint32(i)}, builtin.NoArg, nil, nil)
-	}
-	w := &countingConn{fakeConn: fc}
-	s.ev.OnOpen(w) // the connection writes through w
-	allocs := testing.AllocsPerRun(500, func() {
-		fc.in = batch
-		s.ev.OnTraffic(w)
-	})
-	if allocs != 0 {
-		t.Fatalf("%.2f allocations per wake-up of 32 calls with a tap, want 0", allocs)
-	}
-	if w.n == 0 {
-		t.Fatal("nothing written")
-	}
-}
-
 // copyTap keeps a copy of every frame, in and out, of one connection.
 type copyTap struct {
 	opened, closed int

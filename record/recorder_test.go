@@ -470,19 +470,26 @@ func TestRecorderLost(t *testing.T) {
 	}
 }
 
+// tapBench returns a Recorder of opts writing to io.Discard, its
+// connection 1 open, and a 128-byte Request for it.
+func tapBench(tb testing.TB, opts Options) (*Recorder, []byte) {
+	tb.Helper()
+	r, err := New(io.Discard, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r.TapOpen(1, nil)
+	return r, request(1, "Bench/EchoPacket", string(bytes.Repeat([]byte("x"), 128)))
+}
+
 // TestTapFrameAllocs: the tap costs no allocation per frame once its pool
 // is warm.
 func TestTapFrameAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop items")
 	}
-	r, err := New(io.Discard, Options{Answers: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, f := tapBench(t, Options{Answers: true})
 	defer r.Stop()
-	r.TapOpen(1, nil)
-	f := request(1, "Bench/EchoPacket", string(bytes.Repeat([]byte("x"), 128)))
 	// Warm the pool with as many items as the queue holds, and let the
 	// writer give them all back.
 	for i := 0; i < 2*queueLen; i++ {
@@ -500,12 +507,7 @@ func TestTapFrameAllocs(t *testing.T) {
 // a 128-byte Request copied and queued, the writer running beside it on
 // io.Discard. lost/op says how many the writer could not keep up with.
 func BenchmarkTapFrame(b *testing.B) {
-	r, err := New(io.Discard, Options{Answers: true, MaxBytes: 1 << 50})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r.TapOpen(1, nil)
-	f := request(1, "Bench/EchoPacket", string(bytes.Repeat([]byte("x"), 128)))
+	r, f := tapBench(b, Options{Answers: true, MaxBytes: 1 << 50})
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -520,12 +522,7 @@ func BenchmarkTapFrame(b *testing.B) {
 // frame it keeps: 128-byte Requests, 4,096 at a time, each time the writer
 // left to write them all, untimed, so that none is lost.
 func BenchmarkTapFrameKept(b *testing.B) {
-	r, err := New(io.Discard, Options{Answers: true, MaxBytes: 1 << 50})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r.TapOpen(1, nil)
-	f := request(1, "Bench/EchoPacket", string(bytes.Repeat([]byte("x"), 128)))
+	r, f := tapBench(b, Options{Answers: true, MaxBytes: 1 << 50})
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
