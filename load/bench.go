@@ -30,7 +30,7 @@ type Config struct {
 	Addr string
 	// Client is the options each client is dialled with; its Conns is
 	// ignored: each client has one connection (to each node of a
-	// service).
+	// service). In a closed loop (Rate 0) its WaitForReady is set.
 	Client client.Options
 	// Cluster, if not nil and Addr is a service target, adjusts the
 	// options of client number i (0 to Conns-1) before it is dialled: its
@@ -157,6 +157,12 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 		return nil
+	}
+	if cfg.Rate == 0 {
+		// A closed loop's callers wait for a connection, as the wire
+		// driver's wait for its redial: a lost connection costs the calls
+		// it had in flight, not one failure per attempt while it redials.
+		cfg.Client.WaitForReady = true
 	}
 	switch {
 	case driver == DriverWire:

@@ -36,7 +36,10 @@
 // came) or open loop (Config.Rate: calls at scheduled times, each call's
 // latency counted from its schedule, so that a stalled server shows, as
 // wrk2 does it). Runs are measured after a warm-up whose calls are not
-// counted.
+// counted. A closed loop's callers wait for a connection that was lost
+// (the clients' WaitForReady; the wire driver's redial), so that a lost
+// connection costs the calls it had in flight and, while none comes back,
+// a caller's call a deadline, not one failure per attempt.
 //
 // Both drivers pace an open loop on the same scheduler, a timing wheel of
 // 1 ms ticks (internal/loadgen's Wheel), with no timer per caller: a tick's

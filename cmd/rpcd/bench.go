@@ -44,7 +44,9 @@ scenarios call through client.Call, encoding and decoding each call as a
 typed caller does; raw ones use CallRaw with a reply buffer per caller.
 
 Load: -c TCP connections, each with -inflight callers that call without
-pause (closed loop) during -d after -warmup, or until -n calls in total.
+pause (closed loop) during -d after -warmup, or until -n calls in total;
+a caller whose connection is lost waits for it to come back, up to its
+-timeout.
 -driver says what makes the calls: wire (the default where it can: this
 program writes the request frames and reads the replies itself, a batch of
 calls per read and write on each connection's one goroutine), or client (a
