@@ -99,7 +99,7 @@ func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string
 		return
 	}
 	if _, ok := ctx.Deadline(); !ok && c.opts.Timeout > 0 {
-		cl.deadline = time.Now().Add(c.opts.Timeout).UnixNano()
+		cl.deadline = monoNow() + int64(c.opts.Timeout)
 		h.Deadline = uint32((c.opts.Timeout + time.Millisecond - 1) / time.Millisecond)
 	}
 	if c.opts.resends() {
@@ -249,6 +249,15 @@ func (s *asyncSweep) watch(c *Client, deadline int64) {
 // asyncSweeps is the process's sweep of asynchronous calls' deadlines.
 var asyncSweeps = sweeper{due: map[int64][]*Client{}}
 
+// monoBase is the origin of monoNow.
+var monoBase = time.Now()
+
+// monoNow is the time of asynchronous calls' deadlines: nanoseconds since
+// monoBase on the monotonic clock, which is read in about half the time of
+// time.Now's wall and monotonic clocks together (a call under
+// Options.Timeout reads it once).
+func monoNow() int64 { return int64(time.Since(monoBase)) }
+
 // sweeper is a goroutine that, every sweepEvery while any client is
 // listed, looks at the clients whose earliest deadlines have passed: a
 // timing wheel of sweepEvery ticks, by the tick at whose end a deadline
@@ -262,7 +271,7 @@ type sweeper struct {
 	running bool
 }
 
-// add lists c to be looked at once deadline (Unix nanoseconds) has passed,
+// add lists c to be looked at once deadline (monoNow's) has passed,
 // starting the goroutine if it is not running.
 func (w *sweeper) add(c *Client, deadline int64) {
 	t := (deadline + int64(sweepEvery) - 1) / int64(sweepEvery)
@@ -302,7 +311,7 @@ func (w *sweeper) run() {
 	defer t.Stop()
 	var look []*Client
 	for range t.C {
-		now := time.Now().UnixNano()
+		now := monoNow()
 		end := now / int64(sweepEvery) // the last tick wholly passed
 		w.mu.Lock()
 		for k, cs := range w.due {

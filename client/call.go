@@ -21,7 +21,7 @@ type call struct {
 	watch *ctxWatch // the watch of its context; set before it enters a table (ctxwatch.go)
 
 	// An asynchronous call's (async.go): its done function, raw or typed;
-	// its deadline in Unix nanoseconds for the async sweep (0: none, or its
+	// its deadline, monoNow's, for the async sweep (0: none, or its
 	// context's AfterFunc sees to it); what stops that AfterFunc; and what
 	// it takes to send it again.
 	then     func(reply []byte, err error)
