@@ -3,11 +3,16 @@
 package reactor
 
 import (
+	"context"
 	"errors"
 	"net"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
+
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/proto"
 )
 
 // TestPollListener: a listener with a descriptor is wrapped; its Accept
@@ -117,4 +122,52 @@ func closeWhileAccepting(t *testing.T, pl *pollListener, closeFn func() error) (
 		}
 	}
 	return acceptErr, closeErr
+}
+
+// TestPollListenerOnlyWithALoopPerP: a server whose loops take every P
+// accepts through poll(2), which busy loops do not starve; one with a P to
+// spare accepts in Go's network poller, where a wait costs nothing (each
+// wait in poll(2) has sysmon tick). Either takes its connections.
+func TestPollListenerOnlyWithALoopPerP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	for _, tc := range []struct {
+		loops int
+		poll  bool
+	}{{1, false}, {2, true}} {
+		s := New(handler.NewRegistry(), Options{Loops: tc.loops})
+		if err := s.Start("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if _, poll := s.ln.(*pollListener); poll != tc.poll {
+			t.Errorf("%d loops on 2 Ps: listener %T, want poll(2) %v", tc.loops, s.ln, tc.poll)
+		}
+		nc, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nc.Write(proto.AppendPing(nil, []byte("x"))); err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		lim := proto.Limits{}.WithDefaults()
+		var buf []byte
+		var f proto.Frame
+		for err == nil {
+			b := make([]byte, 64)
+			var n, used int
+			if n, err = nc.Read(b); err == nil {
+				buf = append(buf, b[:n]...)
+				if f, used, err = proto.Decode(buf, &lim); used > 0 {
+					break
+				}
+			}
+		}
+		if err != nil || f.Kind != proto.KindPong {
+			t.Errorf("%d loops: a Ping got %v, %v; want a Pong", tc.loops, f.Kind, err)
+		}
+		nc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.Shutdown(ctx)
+		cancel()
+	}
 }

@@ -220,7 +220,10 @@ func (s *Server) serve(ln net.Listener) error {
 		return s.invalid
 	}
 	onLoops := s.onLoops()
-	if onLoops { // the event loops' connections: accept them beside busy loops (accept.go)
+	if onLoops && s.opts.Loops >= runtime.GOMAXPROCS(0) {
+		// A loop on every P: accept beside busy loops (accept.go). With a P
+		// to spare, Go's poller is polled, and an Accept waiting there
+		// costs nothing, where each of poll(2)'s waits has sysmon tick.
 		ln = newPollListener(ln)
 	}
 	s.ln = ln
