@@ -28,8 +28,9 @@ type Options struct {
 	// waits are short, hardly ever. With a loop on every P, whatever else in
 	// the process waits in Go's own network poller (clients, HTTP servers,
 	// blocking handlers calling other services) runs only when sysmon polls,
-	// every 10 ms; so by default one P is left to it. (The server's own
-	// accepting waits in poll(2) instead, and needs no P left.) A server
+	// every 10 ms; so by default one P is left to it. (With a loop on every
+	// P, the server's own accepting waits in poll(2) instead, and needs no P
+	// left.) A server
 	// with nothing else in its process waiting on the network serves the
 	// most calls with a loop per P: `rpcd serve` runs so unless it serves
 	// the HTTP gateway. docs/performance.md, "Event loops and Ps", has the
