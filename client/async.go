@@ -102,7 +102,7 @@ func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string
 		cl.deadline = monoNow() + int64(c.opts.Timeout)
 		h.Deadline = uint32((c.opts.Timeout + time.Millisecond - 1) / time.Millisecond)
 	}
-	if c.opts.resends() {
+	if c.opts.MaxRetries > 0 { // an attempt that fails later may be sent again
 		cl.retry = asyncRetry{c: c, ctx: ctx, payload: payload, codec: codec}
 	}
 	if ctx.Done() != nil {
@@ -125,6 +125,11 @@ func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string
 		h.ID, err = w.register(cl)
 	}
 	if err != nil {
+		if err == c.noConn && c.opts.WaitForReady {
+			// Waits for a connection (finishAsync); this is the one failure
+			// WaitForReady alone sends again, so only it needs the retry.
+			cl.retry = asyncRetry{c: c, ctx: ctx, payload: payload, codec: codec}
+		}
 		cl.finishAsync(err)
 		return
 	}

@@ -433,9 +433,9 @@ func TestRetryAcrossRestart(t *testing.T) {
 	t.Logf("%d calls, %d across the restart, %d retries", len(results), len(results)-before, client.Retries(c))
 }
 
-// TestWaitForReady: with no server, a WaitForReady call waits for one
-// rather than failing, as long as its context lets it, and Close ends the
-// wait.
+// TestWaitForReady: with no server, a WaitForReady call, asynchronous
+// too, waits for one rather than failing, as long as its context lets it,
+// and Close ends the wait.
 func TestWaitForReady(t *testing.T) {
 	s := server(t, "127.0.0.1:0")
 	addr := s.Addr().String()
@@ -443,7 +443,9 @@ func TestWaitForReady(t *testing.T) {
 	opts.WaitForReady = true
 	c := dial(t, addr, opts)
 	other := dial(t, addr, opts)
-	for _, c := range []*client.Client{c, other} { // taken in before the server stops
+	opts.MaxRetries = -1 // waiting is no retry
+	noRetries := dial(t, addr, opts)
+	for _, c := range []*client.Client{c, other, noRetries} { // taken in before the server stops
 		if _, err := c.CallRaw(ctxFor(t, 5*time.Second), builtin.EchoPacket, nil, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -466,10 +468,20 @@ func TestWaitForReady(t *testing.T) {
 		_, err := c.CallRaw(ctxFor(t, 20*time.Second), builtin.EchoPacket, []byte("x"), nil)
 		waited <- err
 	}()
+	type answer struct {
+		reply []byte
+		err   error
+	}
+	answered := make(chan answer, 1) // an asynchronous call waits as well
+	noRetries.CallRawAsync(ctxFor(t, 20*time.Second), builtin.EchoPacket, []byte("y"), nil, func(reply []byte, err error) {
+		answered <- answer{append([]byte(nil), reply...), err}
+	})
 	time.Sleep(100 * time.Millisecond)
 	select {
 	case err := <-waited:
 		t.Fatalf("call returned with the server down: %v", err)
+	case a := <-answered:
+		t.Fatalf("asynchronous call returned with the server down: %v", a.err)
 	default:
 	}
 	other.Close()
@@ -479,6 +491,9 @@ func TestWaitForReady(t *testing.T) {
 	server(t, addr)
 	if err := <-waited; err != nil {
 		t.Fatalf("waiting call after the server came back: %v", err)
+	}
+	if a := <-answered; a.err != nil || string(a.reply) != "y" {
+		t.Fatalf("waiting asynchronous call after the server came back: %q, %v", a.reply, a.err)
 	}
 }
 
