@@ -221,6 +221,9 @@ func (cl *call) complete(err error) {
 		}
 		cl.buf = cl.reply[:0] // grown by the reply, kept for the next call
 		t.done(err)
+	} else if a := cl.owner; a != nil {
+		a.answered(cl.reply, err)
+		return // the record may be in flight again
 	} else {
 		cl.then(cl.reply, err)
 	}

@@ -31,6 +31,7 @@ type call struct {
 	retry    asyncRetry
 	on       atomic.Pointer[wire] // the wire its context's watch forgets it from
 	unpooled bool                 // a watch may still look at it: not pooled
+	owner    *AsyncCaller         // the caller's own record it is part of: never pooled
 }
 
 // async reports whether cl is an asynchronous call.
@@ -41,7 +42,7 @@ var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}
 func getCall() *call { return callPool.Get().(*call) }
 
 func putCall(cl *call) {
-	if cl.unpooled {
+	if cl.unpooled || cl.owner != nil {
 		return
 	}
 	if cap(cl.buf) > 64<<10 {

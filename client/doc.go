@@ -50,9 +50,14 @@
 // reply, with no goroutine, channel or timer of its own; calls started from
 // done functions go out together, and Batch sends the calls it starts in
 // one write. Their deadlines, cancellation, retries and errors are Call's.
-// Call and CallRaw suit a goroutine that needs the reply to go on; Go and
-// GoRaw, a few calls in flight waited for together; the asynchronous calls,
-// a load of many in flight (rpcd's load generator).
+// An AsyncCaller is one caller's own record for such calls made one at a
+// time, each started from the last one's done function, without a context:
+// the client pools nothing for it, and its done function learns when its
+// reply was read without reading the clock. Call and CallRaw suit a
+// goroutine that needs the reply to go on; Go and GoRaw, a few calls in
+// flight waited for together; CallRawAsync and CallAsync, many in flight
+// with a context each; AsyncCaller, a fixed set of callers calling over
+// and over (rpcd's load generator).
 //
 // A Cluster, from DialService, calls a service of several servers: one
 // Client per node, the nodes followed through a Resolver (Static, or etcd

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/proto"
 	"github.com/rpcd/rpcd/reactor"
 )
 
@@ -155,4 +157,44 @@ func ExampleClient_CallRawAsync() {
 	wg.Wait()
 	fmt.Println(ok.Load(), "echoes")
 	// Output: 800 echoes
+}
+
+// Callers that call over and over, each its next call from the last one's
+// done function, as a load generator's do: each keeps its own record, and
+// times its calls by when their replies were read.
+func ExampleAsyncCaller() {
+	addr, stop := exampleServer()
+	defer stop()
+	c, err := client.Dial(context.Background(), addr, client.Options{Timeout: time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	const callers, each = 8, 100
+	var wg sync.WaitGroup
+	wg.Add(callers)
+	var ok atomic.Int64
+	waited := make([]time.Duration, callers) // each caller's calls, end to end
+	for i := range callers {
+		req, reply, n := []byte{byte(i)}, make([]byte, 0, 16), 0
+		var a *client.AsyncCaller
+		sent := time.Now()
+		a = c.NewAsyncCaller(func(got []byte, err error) { // on the connection's reader: must not block
+			if at := a.Answered(); err == nil && bytes.Equal(got, req) {
+				ok.Add(1)
+				waited[i] += at.Sub(sent)
+				sent = at // the next call starts as this reply's batch was read
+			}
+			if n++; n == each || err != nil {
+				wg.Done()
+				return
+			}
+			a.Call(proto.CodecRaw, builtin.EchoPacket, req, reply[:0])
+		})
+		a.Call(proto.CodecRaw, builtin.EchoPacket, req, reply[:0])
+	}
+	wg.Wait()
+	fmt.Println(ok.Load(), "echoes", !slices.Contains(waited, 0))
+	// Output: 800 echoes true
 }

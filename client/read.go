@@ -82,6 +82,7 @@ type reading struct {
 	inBatch  bool      // it set wire.batching: it calls endBatch before it reads the socket or lets go
 	woke     bool      // a reply of the batch woke a caller
 	own      *call     // a leader's own call, whose reply wakes no one
+	now      int64     // monoNow's, read once a batch for an AsyncCaller's reply; 0 until then
 
 	// Owned by the listener:
 	sparse    bool      // calls come further apart than lingerIdle: keep reading
@@ -430,7 +431,16 @@ func (w *wire) beginBatch() {
 	w.wmu.Lock()
 	w.batching = true
 	w.wmu.Unlock()
-	w.rd.inBatch, w.rd.woke = true, false
+	w.rd.inBatch, w.rd.woke, w.rd.now = true, false, 0
+}
+
+// batchNow is when the batch's replies were read, for an AsyncCaller's
+// (Answered): the clock is read at the first that asks, once a batch.
+func (w *wire) batchNow() int64 {
+	if w.rd.now == 0 || !w.rd.inBatch {
+		w.rd.now = monoNow()
+	}
+	return w.rd.now
 }
 
 // endBatch closes the batch: if its replies woke callers, it first lets

@@ -15,10 +15,12 @@ import (
 // named ones, RawRoute's, JSONRoute's) on one server: a client.Client of
 // one connection per Config.Conns, and on each Config.Inflight callers,
 // each a slot with at most one call in flight and no goroutine of its
-// own. A call is the client's CallEncodedAsync; its done function, on the
-// goroutine that reads its client's connection, records it and, in a
-// closed loop, starts its caller's next call, which the client sends with
-// the others its batch of replies starts, in one write. In an open loop
+// own. A caller is a client.AsyncCaller; its done function, on the
+// goroutine that reads its client's connection, records the call (its
+// latency up to when the client read its reply, a clock read a batch of
+// replies rather than a call) and, in a closed loop, starts its caller's
+// next call, which the client sends with the others its batch of replies
+// starts, in one write. In an open loop
 // the pacers (loadgen.Wheel, as the wire driver's) start each caller's
 // calls at their times, and a call answered after its successor was due
 // starts that one at once, its latency counted from when it was due.
@@ -61,9 +63,9 @@ func (c *asyncConn) bind(rec *loadgen.Recorder) {
 
 // asyncSlot is one caller: its scenario's calls, one at a time.
 type asyncSlot struct {
-	c    *asyncConn
-	call frameCall
-	done func(reply []byte, err error) // answered, bound once
+	c      *asyncConn
+	call   frameCall
+	caller *client.AsyncCaller // its calls, completed by answered
 
 	busy bool          // a call is in flight or starting; c.mu
 	next time.Duration // when the next call is due (open loop), or may start after a failure; c.mu
@@ -103,7 +105,7 @@ func dialAsync(ctx context.Context, cfg driverConfig) (*asyncDriver, error) {
 		for s := range c.slots {
 			sl := &c.slots[s]
 			sl.c, sl.call = c, cfg.sc.frames(i*cfg.inflight+s)
-			sl.done = sl.answered
+			sl.caller = cl.NewAsyncCaller(sl.answered)
 		}
 		d.conns[i] = c
 	}
@@ -172,14 +174,19 @@ func (d *asyncDriver) issue(sl *asyncSlot, sched, now time.Duration) {
 	sl.sched, sl.sent = sched, now
 	d.flying.Add(1)
 	sl.req = sl.call.request(sl.req[:0])
-	sl.c.cl.CallEncodedAsync(context.Background(), d.codec, d.route, sl.req, sl.reply[:0], sl.done)
+	sl.caller.Call(d.codec, d.route, sl.req, sl.reply[:0])
 }
 
 // answered is a slot's done function: it records the call and starts the
 // caller's next one, now or from its pacer.
 func (sl *asyncSlot) answered(reply []byte, err error) {
 	c, d := sl.c, sl.c.d
-	now := d.now()
+	var now time.Duration
+	if at := sl.caller.Answered(); !at.IsZero() {
+		now = at.Sub(d.clock)
+	} else {
+		now = d.now()
+	}
 	bytes := 0
 	if err == nil {
 		bytes, err = sl.call.check(reply)

@@ -3,8 +3,9 @@
 // idle: goroutines, heap in use, stacks and resident memory. Otherwise it
 // measures calls at many in flight on one connection: N callers of 16-byte raw echoes (Bench/EchoPacket)
 // against a server that serves builtin.Stats (rpcd serve), either as N
-// goroutines calling CallRaw (sync) or as N chains of CallRawAsync whose
-// done functions start the next call (async), with the calls/s, this
+// goroutines calling CallRaw (sync), as N chains of CallRawAsync whose
+// done functions start the next call (async), or as N AsyncCallers doing
+// the same (caller), with the calls/s, this
 // process's CPU time per call and the server's (from its Sys/Stats) side
 // by side (docs/performance.md, "The client"). Modes alternate, -rounds
 // times, and the medians are printed:
@@ -22,6 +23,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +35,7 @@ import (
 	"github.com/rpcd/rpcd/client"
 	"github.com/rpcd/rpcd/handler/builtin"
 	"github.com/rpcd/rpcd/load"
+	"github.com/rpcd/rpcd/proto"
 )
 
 // run is one measured run of a mode.
@@ -50,7 +53,7 @@ func main() {
 	rounds := flag.Int("rounds", 5, "runs of each mode, alternated")
 	out := flag.String("json", "", "write every run and the medians to this `file`")
 	idle := flag.Int("idle", 0, "instead, dial one client of `N` connections and report what each costs idle")
-	only := flag.String("mode", "", "run this `mode` alone (sync or async), not both")
+	only := flag.String("mode", "", "run these `modes` alone (sync, async, caller; comma-separated), not all three")
 	cpuprofile := flag.String("cpuprofile", "", "write this process's CPU profile over the measured runs to `file`")
 	flag.Parse()
 	if *idle > 0 {
@@ -72,20 +75,24 @@ func main() {
 	serverCPU := load.ServerCPUFromStats(stats, 5*time.Second)
 
 	modes := map[string]func(time.Duration) int64{
-		"sync":  func(d time.Duration) int64 { return syncCalls(c, *callers, d) },
-		"async": func(d time.Duration) int64 { return asyncCalls(c, *callers, d) },
+		"sync":   func(d time.Duration) int64 { return syncCalls(c, *callers, d) },
+		"async":  func(d time.Duration) int64 { return asyncCalls(c, *callers, d) },
+		"caller": func(d time.Duration) int64 { return callerCalls(c, *callers, d) },
 	}
-	if *only != "" && modes[*only] == nil {
-		log.Fatalf("-mode %s: want sync or async", *only)
+	chosen := []string{"sync", "async", "caller"}
+	if *only != "" {
+		chosen = strings.Split(*only, ",")
+	}
+	for _, m := range chosen {
+		if modes[m] == nil {
+			log.Fatalf("-mode %s: want sync, async or caller", m)
+		}
 	}
 	var runs []run
 	for r := range *rounds {
-		order := []string{"sync", "async"}
+		order := slices.Clone(chosen)
 		if r%2 == 1 {
-			order = []string{"async", "sync"}
-		}
-		if *only != "" {
-			order = []string{*only}
+			slices.Reverse(order)
 		}
 		for _, mode := range order {
 			modes[mode](time.Second) // warm-up
@@ -108,14 +115,11 @@ func main() {
 				ClientCPUPerUS: float64((c1 - c0).Nanoseconds()) / 1e3 / float64(n),
 				ServerCPUPerUS: float64((s1 - s0).Nanoseconds()) / 1e3 / float64(n)}
 			runs = append(runs, rn)
-			fmt.Printf("round %d  %-5s %9.0f calls/s  client %.3f us/call  server %.3f us/call\n", r+1, mode, rn.CallsPerSec, rn.ClientCPUPerUS, rn.ServerCPUPerUS)
+			fmt.Printf("round %d  %-6s %9.0f calls/s  client %.3f us/call  server %.3f us/call\n", r+1, mode, rn.CallsPerSec, rn.ClientCPUPerUS, rn.ServerCPUPerUS)
 		}
 	}
 	medians := map[string]run{}
-	for _, mode := range []string{"sync", "async"} {
-		if *only != "" && mode != *only {
-			continue
-		}
+	for _, mode := range chosen {
 		var cps, ccpu, scpu []float64
 		for _, rn := range runs {
 			if rn.Mode == mode {
@@ -124,7 +128,7 @@ func main() {
 		}
 		m := run{Mode: mode, CallsPerSec: median(cps), ClientCPUPerUS: median(ccpu), ServerCPUPerUS: median(scpu)}
 		medians[mode] = m
-		fmt.Printf("median    %-5s %9.0f calls/s  client %.3f us/call  server %.3f us/call\n", mode, m.CallsPerSec, m.ClientCPUPerUS, m.ServerCPUPerUS)
+		fmt.Printf("median    %-6s %9.0f calls/s  client %.3f us/call  server %.3f us/call\n", mode, m.CallsPerSec, m.ClientCPUPerUS, m.ServerCPUPerUS)
 	}
 	if *out != "" {
 		b, _ := json.MarshalIndent(map[string]any{"callers": *callers, "duration": d.String(), "runs": runs, "medians": medians}, "", " ")
@@ -182,6 +186,35 @@ func asyncCalls(c *client.Client, n int, d time.Duration) int64 {
 			c.CallRawAsync(context.Background(), builtin.EchoPacket, req, reply[:0], next)
 		}
 		c.CallRawAsync(context.Background(), builtin.EchoPacket, req, reply[:0], next)
+	}
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	return calls.Load()
+}
+
+// callerCalls is asyncCalls through n client.AsyncCallers, each starting
+// its next call from its done function.
+func callerCalls(c *client.Client, n int, d time.Duration) int64 {
+	var calls atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for range n {
+		req, reply := make([]byte, 16), make([]byte, 0, 64)
+		var a *client.AsyncCaller
+		a = c.NewAsyncCaller(func(_ []byte, err error) {
+			if err != nil {
+				log.Fatal(err)
+			}
+			calls.Add(1)
+			if stop.Load() {
+				wg.Done()
+				return
+			}
+			a.Call(proto.CodecRaw, builtin.EchoPacket, req, reply[:0])
+		})
+		a.Call(proto.CodecRaw, builtin.EchoPacket, req, reply[:0])
 	}
 	time.Sleep(d)
 	stop.Store(true)

@@ -1,0 +1,131 @@
+package client
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/rpcd/rpcd/handler/transport"
+	"github.com/rpcd/rpcd/internal/engine"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// An AsyncCaller is one caller's own record for asynchronous calls made
+// one at a time, for a program that keeps many calls in flight from few
+// goroutines and needs no context per call: a load generator, a relay, a
+// pipeline stage. Its calls are CallEncodedAsync's with
+// context.Background, less what a call costs that a caller keeps one of:
+// the client takes no call record from its pool, and its done function
+// can learn when its reply was read without reading the clock (Answered).
+//
+// A record carries one call at a time: start the next from its done
+// function (where it goes out with the others its batch of replies starts,
+// in one write), or once done has returned; Call panics while a call is
+// in flight. Deadlines are Options.Timeout's, counted, for a call started
+// from done, from when the reply that ran done was read (as a batch of
+// replies is read at once, a call started later in its batch counts from
+// its start); retries and errors are CallRaw's. A call that needs a
+// context's deadline, cancellation or values is CallRawAsync's.
+type AsyncCaller struct {
+	c    *Client
+	done func(reply []byte, err error)
+	cl   call
+
+	busy   atomic.Bool // a call is in flight
+	inDone atomic.Bool // done is running
+	at     int64       // monoNow's when the call's reply was read; 0 if none was
+}
+
+// NewAsyncCaller returns a record for calls through c that completes each
+// with done, which runs as CallRawAsync's does: on the goroutine that reads
+// the reply (or on the caller's, for a call that fails before it is sent),
+// and must not block.
+func (c *Client) NewAsyncCaller(done func(reply []byte, err error)) *AsyncCaller {
+	a := &AsyncCaller{c: c, done: done}
+	a.cl = call{done: make(chan struct{}, 1), owner: a, then: done}
+	return a
+}
+
+// Call starts a call of route with req, encoded with codec, its reply
+// appended to reply; it returns at once, and the record's done function
+// runs once the call has completed. req is the call's until done runs.
+func (a *AsyncCaller) Call(codec proto.Codec, route string, req, reply []byte) {
+	if !a.busy.CompareAndSwap(false, true) {
+		panic("rpcd: client: AsyncCaller.Call while its call is in flight")
+	}
+	c, cl := a.c, &a.cl
+	ctx := context.Background()
+	if c.icpt != nil { // interceptors wait for the call: a goroutine of its own
+		a.at = 0
+		go func() {
+			reply, err := callRaw(ctx, c, codec, route, req, reply)
+			cl.reply = reply
+			a.answered(reply, transport.Received(err))
+		}()
+		return
+	}
+	cl.route, cl.reply, cl.torn, cl.deadline = route, reply, false, 0
+	h, _, err := engine.Header(ctx, proto.KindRequest, codec, route, req, &c.opts.Limits)
+	if err != nil {
+		a.at = 0
+		cl.complete(err)
+		return
+	}
+	if t := c.opts.Timeout; t > 0 {
+		start := int64(0)
+		if a.inDone.Load() { // from done: the reply that ran it was read at a.at
+			start = a.at
+		}
+		if start == 0 {
+			start = monoNow()
+		}
+		cl.deadline = start + int64(t)
+		h.Deadline = uint32((t + time.Millisecond - 1) / time.Millisecond)
+	}
+	a.at = 0
+	if c.opts.MaxRetries > 0 {
+		cl.retry = asyncRetry{c: c, ctx: ctx, payload: req, codec: codec}
+	}
+	// Read before register: from then on a failing wire may complete cl,
+	// and its done function start the next call on it.
+	deadline := cl.deadline
+	w, err := c.pick()
+	if err == nil {
+		h.ID, err = w.register(cl)
+	}
+	if err != nil {
+		if err == c.noConn && c.opts.WaitForReady {
+			cl.retry = asyncRetry{c: c, ctx: ctx, payload: req, codec: codec}
+		}
+		cl.finishAsync(err)
+		return
+	}
+	if deadline != 0 {
+		c.async.watch(c, deadline)
+	}
+	w.enqueueCall(h, route, nil, req)
+	w.needRead()
+}
+
+// answered completes the record's call: it frees the record, then runs
+// done, during which a call started on it counts its deadline from a.at.
+// The record keeps its last request for a retry (asyncRetry) until the
+// next call: it is the caller's buffer.
+func (a *AsyncCaller) answered(reply []byte, err error) {
+	a.busy.Store(false)
+	a.inDone.Store(true)
+	a.done(reply, err)
+	a.inDone.Store(false)
+}
+
+// Answered returns, in done and before the record's next call starts,
+// when the reply of the call done completes was read: the time of its
+// batch of replies, read once for the batch. It is the zero Time for a
+// call that ended without a reply (a deadline, a lost connection, one
+// never sent).
+func (a *AsyncCaller) Answered() time.Time {
+	if a.at == 0 {
+		return time.Time{}
+	}
+	return monoBase.Add(time.Duration(a.at))
+}

@@ -1,0 +1,108 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/handler"
+	"github.com/rpcd/rpcd/handler/builtin"
+	"github.com/rpcd/rpcd/proto"
+)
+
+// TestAsyncCaller: records whose done functions start their next calls
+// complete every call with its own reply and say when it was read; a call
+// refused before it is sent completes on the caller's goroutine, before
+// Call returns, with no Answered time; a call past Options.Timeout fails
+// with DeadlineExceeded; and a second Call while one is in flight panics.
+func TestAsyncCaller(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	c := dial(t, s.Addr().String(), client.Options{Timeout: 300 * time.Millisecond})
+
+	const callers, each = 16, 200
+	began := time.Now()
+	var left sync.WaitGroup
+	left.Add(callers)
+	for i := range callers {
+		req := []byte{byte(i), 'x'}
+		reply := make([]byte, 0, 8)
+		var a *client.AsyncCaller
+		k := 0
+		a = c.NewAsyncCaller(func(got []byte, err error) {
+			at := a.Answered()
+			if err != nil || string(got) != string(req) || at.Before(began) || at.After(time.Now()) {
+				t.Errorf("caller %d, call %d: %q, %v, answered %v after the start", i, k, got, err, at.Sub(began))
+				left.Done()
+				return
+			}
+			if k++; k == each {
+				left.Done()
+				return
+			}
+			a.Call(proto.CodecRaw, builtin.EchoPacket, req, reply[:0])
+		})
+		a.Call(proto.CodecRaw, builtin.EchoPacket, req, reply[:0])
+	}
+	left.Wait()
+
+	type outcome struct {
+		err      error
+		answered time.Time
+	}
+	got := make(chan outcome, 1)
+	var a *client.AsyncCaller
+	a = c.NewAsyncCaller(func(_ []byte, err error) { got <- outcome{err, a.Answered()} })
+	a.Call(proto.CodecRaw, "No Such Route", nil, nil)
+	select {
+	case o := <-got:
+		if handler.CodeOf(o.err) != proto.CodeInvalidArgument || !handler.IsUnprocessed(o.err) || !o.answered.IsZero() {
+			t.Errorf("a bad route: %v, answered %v; want InvalidArgument, unprocessed, no time", o.err, o.answered)
+		}
+	default:
+		t.Fatal("a bad route's call did not complete before Call returned")
+	}
+
+	start := time.Now()
+	a.Call(proto.CodecRaw, "Block/Forever", nil, nil)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("a second Call while one was in flight did not panic")
+			}
+		}()
+		a.Call(proto.CodecRaw, builtin.EchoPacket, nil, nil)
+	}()
+	o := <-got
+	// The server's Error frame or the client's sweep ends it, whichever
+	// comes first: Answered is the frame's time or none.
+	if !errors.Is(o.err, context.DeadlineExceeded) || time.Since(start) < 250*time.Millisecond {
+		t.Errorf("a call held past Options.Timeout: %v after %v; want DeadlineExceeded at 300ms", o.err, time.Since(start))
+	}
+}
+
+// TestAsyncCallerAllocs: a record's raw call with a reply buffer, under
+// Options.Timeout, allocates nothing of the client's (the in-process
+// server's are counted too).
+func TestAsyncCallerAllocs(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	c := dial(t, s.Addr().String(), client.Options{Timeout: 5 * time.Second})
+	req := make([]byte, 16)
+	reply := make([]byte, 0, 64)
+	ch := make(chan error, 1)
+	a := c.NewAsyncCaller(func(_ []byte, err error) { ch <- err })
+	call := func() {
+		a.Call(proto.CodecRaw, builtin.EchoPacket, req, reply[:0])
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 100 {
+		call()
+	}
+	if allocs := testing.AllocsPerRun(2000, call); allocs > 0 {
+		t.Fatalf("%.2f allocations per call of an AsyncCaller, want 0", allocs)
+	}
+}
