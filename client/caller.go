@@ -83,8 +83,8 @@ func (a *AsyncCaller) Call(codec proto.Codec, route string, req, reply []byte) {
 		h.Deadline = uint32((t + time.Millisecond - 1) / time.Millisecond)
 	}
 	a.at = 0
-	if c.opts.MaxRetries > 0 {
-		cl.retry = asyncRetry{c: c, ctx: ctx, payload: req, codec: codec}
+	if r := &cl.retry; c.opts.MaxRetries > 0 && (r.c == nil || r.codec != codec || !same(r.payload, req)) {
+		*r = asyncRetry{c: c, ctx: ctx, payload: req, codec: codec} // kept while the caller's request is the same
 	}
 	// Read before register: from then on a failing wire may complete cl,
 	// and its done function start the next call on it.
@@ -116,6 +116,11 @@ func (a *AsyncCaller) answered(reply []byte, err error) {
 	a.inDone.Store(true)
 	a.done(reply, err)
 	a.inDone.Store(false)
+}
+
+// same reports whether a and b are the same bytes of the same array.
+func same(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Answered returns, in done and before the record's next call starts,

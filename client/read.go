@@ -82,7 +82,7 @@ type reading struct {
 	inBatch  bool      // it set wire.batching: it calls endBatch before it reads the socket or lets go
 	woke     bool      // a reply of the batch woke a caller
 	own      *call     // a leader's own call, whose reply wakes no one
-	now      int64     // monoNow's, read once a batch for an AsyncCaller's reply; 0 until then
+	now      int64     // monoNow's, read once a batch for an AsyncCaller's reply (stamp); 0 until then
 
 	// Owned by the listener:
 	sparse    bool      // calls come further apart than lingerIdle: keep reading
@@ -421,6 +421,7 @@ func (w *wire) readFrame() error {
 		cl.finish(&handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while reading the reply: " + err.Error()})
 		return err
 	}
+	w.stamp(cl)
 	cl.finish(nil)
 	return nil
 }
@@ -434,13 +435,18 @@ func (w *wire) beginBatch() {
 	w.rd.inBatch, w.rd.woke, w.rd.now = true, false, 0
 }
 
-// batchNow is when the batch's replies were read, for an AsyncCaller's
-// (Answered): the clock is read at the first that asks, once a batch.
-func (w *wire) batchNow() int64 {
+// stamp tells an AsyncCaller's call when its reply was read (Answered):
+// the batch's time, the clock read at the first that asks, once a batch
+// (a reply read apart from a batch reads it).
+func (w *wire) stamp(cl *call) {
+	a := cl.owner
+	if a == nil {
+		return
+	}
 	if w.rd.now == 0 || !w.rd.inBatch {
 		w.rd.now = monoNow()
 	}
-	return w.rd.now
+	a.at = w.rd.now
 }
 
 // endBatch closes the batch: if its replies woke callers, it first lets
@@ -474,6 +480,7 @@ func (w *wire) readCompressed(cl *call, h *proto.Header) error {
 		return err
 	}
 	var err error
+	w.stamp(cl)
 	cl.reply, err = engine.Expand(cl.reply, z, h, w.lim.MaxFrameSize)
 	cl.finish(err)
 	return nil

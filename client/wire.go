@@ -546,9 +546,7 @@ func (w *wire) handle(f *proto.Frame) {
 			return
 		}
 		if cl := w.take(f.ID); cl != nil {
-			if a := cl.owner; a != nil {
-				a.at = w.batchNow()
-			}
+			w.stamp(cl)
 			var err error
 			cl.reply, err = engine.Answer(f, cl.reply, w.lim.MaxFrameSize)
 			w.rd.woke = w.rd.woke || cl.fut == nil && !cl.async() && cl != w.rd.own // another caller waits on it
