@@ -24,8 +24,10 @@ import (
 // in flight. Deadlines are Options.Timeout's, counted, for a call started
 // from done, from when the reply that ran done was read (as a batch of
 // replies is read at once, a call started later in its batch counts from
-// its start); retries and errors are CallRaw's. A call that needs a
-// context's deadline, cancellation or values is CallRawAsync's.
+// its start); retries and errors are CallRaw's. With Options.Interceptors,
+// which wait for the call, each call runs on a goroutine of its own. A call
+// that needs a context's deadline, cancellation or values is
+// CallRawAsync's.
 type AsyncCaller struct {
 	c    *Client
 	done func(reply []byte, err error)

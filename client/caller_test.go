@@ -109,3 +109,37 @@ func TestAsyncCallerAllocs(t *testing.T) {
 		t.Fatalf("%.2f allocations per call of an AsyncCaller, want 0", allocs)
 	}
 }
+
+// TestAsyncCallerInterceptors: with interceptors, a record's call goes
+// through them (on a goroutine of its own) and completes as any other.
+func TestAsyncCallerInterceptors(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	var seen []string
+	var mu sync.Mutex
+	icpt := func(ctx context.Context, info *client.CallInfo, req, reply []byte, next client.Invoker) ([]byte, error) {
+		mu.Lock()
+		seen = append(seen, info.Route)
+		mu.Unlock()
+		return next(ctx, req, reply)
+	}
+	c := dial(t, s.Addr().String(), client.Options{Interceptors: []client.Interceptor{icpt}})
+	got := make(chan string, 1)
+	a := c.NewAsyncCaller(func(reply []byte, err error) {
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		got <- string(reply)
+	})
+	for _, want := range []string{"one", "two"} {
+		a.Call(proto.CodecRaw, builtin.EchoPacket, []byte(want), nil)
+		if g := <-got; g != want {
+			t.Fatalf("through an interceptor: %q, want %q", g, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || seen[0] != builtin.EchoPacket {
+		t.Errorf("the interceptor saw %v, want two calls of %s", seen, builtin.EchoPacket)
+	}
+}
