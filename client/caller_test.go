@@ -87,27 +87,10 @@ func TestAsyncCaller(t *testing.T) {
 // Options.Timeout, allocates nothing of the client's (the in-process
 // server's are counted too).
 func TestAsyncCallerAllocs(t *testing.T) {
-	if raceOn {
-		t.Skip("the race detector's pools drop items")
-	}
-	s := server(t, "127.0.0.1:0")
-	c := dial(t, s.Addr().String(), client.Options{Timeout: 5 * time.Second})
-	req := make([]byte, 16)
-	reply := make([]byte, 0, 64)
-	ch := make(chan error, 1)
-	a := c.NewAsyncCaller(func(_ []byte, err error) { ch <- err })
-	call := func() {
-		a.Call(proto.CodecRaw, builtin.EchoPacket, req, reply[:0])
-		if err := <-ch; err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range 100 {
-		call()
-	}
-	if allocs := testing.AllocsPerRun(2000, call); allocs > 0 {
-		t.Fatalf("%.2f allocations per call of an AsyncCaller, want 0", allocs)
-	}
+	noAllocsPerCall(t, "call of an AsyncCaller", func(c *client.Client, req, reply []byte, done func([]byte, error)) func() {
+		a := c.NewAsyncCaller(done)
+		return func() { a.Call(proto.CodecRaw, builtin.EchoPacket, req, reply[:0]) }
+	})
 }
 
 // TestAsyncCallerInterceptors: with interceptors, a record's call goes
