@@ -22,9 +22,10 @@ import (
 // function (where it goes out with the others its batch of replies starts,
 // in one write), or once done has returned; Call panics while a call is
 // in flight. Deadlines are Options.Timeout's, counted, for a call started
-// from done, from when the reply that ran done was read (as a batch of
-// replies is read at once, a call started later in its batch counts from
-// its start); retries and errors are CallRaw's. With Options.Interceptors,
+// from done, from when the reply that ran done was read (a batch's replies
+// share one time, read at its first, so a call started late in a long
+// batch counts from a little before its start); retries and errors are
+// CallRaw's. With Options.Interceptors,
 // which wait for the call, each call runs on a goroutine of its own. A call
 // that needs a context's deadline, cancellation or values is
 // CallRawAsync's.
