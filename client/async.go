@@ -56,7 +56,7 @@ func (c *Client) callEncodedAsync(ctx context.Context, codec proto.Codec, route 
 	}
 	cl := getCall()
 	cl.reply, cl.then = reply, done
-	c.startAsync(ctx, codec, route, req, cl)
+	c.startAsync(ctx, codec, route, req, cl, 0)
 }
 
 // CallAsync starts a call like Call and returns at once: done runs once the
@@ -79,7 +79,7 @@ func (c *Client) CallAsync(ctx context.Context, route string, in, out any, done 
 	// queue (or kept for a retry) before the request can be sent.
 	cl.buf, cl.reply = payload, payload[:0]
 	cl.typed = typedAsync{codec: codec, out: out, done: done}
-	c.startAsync(ctx, codec.ID(), route, payload, cl)
+	c.startAsync(ctx, codec.ID(), route, payload, cl, 0)
 }
 
 // typedAsync is what completes a CallAsync: the reply decoded into out,
@@ -90,8 +90,9 @@ type typedAsync struct {
 	done  func(error)
 }
 
-// startAsync sends the asynchronous call cl, its done function set.
-func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) {
+// startAsync sends the asynchronous call cl, its done function set. start
+// is when its Options.Timeout counts from, monoNow's; 0 is now.
+func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call, start int64) {
 	cl.route = route
 	h, md, err := engine.Header(ctx, proto.KindRequest, codec, route, payload, &c.opts.Limits)
 	if err != nil {
@@ -99,11 +100,16 @@ func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string
 		return
 	}
 	if _, ok := ctx.Deadline(); !ok && c.opts.Timeout > 0 {
-		cl.deadline = monoNow() + int64(c.opts.Timeout)
+		if start == 0 {
+			start = monoNow()
+		}
+		cl.deadline = start + int64(c.opts.Timeout)
 		h.Deadline = uint32((c.opts.Timeout + time.Millisecond - 1) / time.Millisecond)
 	}
-	if c.opts.MaxRetries > 0 { // an attempt that fails later may be sent again
-		cl.retry = asyncRetry{c: c, ctx: ctx, payload: payload, codec: codec}
+	// An attempt that fails later may be sent again. An AsyncCaller's
+	// record keeps its retry while its caller's request is the same buffer.
+	if r := &cl.retry; c.opts.MaxRetries > 0 && !r.holds(c, ctx, codec, payload) {
+		*r = asyncRetry{c: c, ctx: ctx, payload: payload, codec: codec}
 	}
 	if ctx.Done() != nil {
 		// Watched from before it can complete, so that completing it always
@@ -118,7 +124,8 @@ func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string
 		})
 	}
 	// Read before register: from then on a failing wire may complete cl,
-	// and a pooled cl may then serve another call.
+	// and a pooled cl may then serve another call (an AsyncCaller's, its
+	// next).
 	deadline, unpooled := cl.deadline, cl.unpooled
 	w, err := c.pick()
 	if err == nil {
@@ -177,6 +184,13 @@ type asyncRetry struct {
 	ctx     context.Context
 	payload []byte
 	codec   proto.Codec
+}
+
+// holds reports whether r is what a retry of payload, encoded with codec,
+// through c under ctx needs: the same bytes of the same array.
+func (r *asyncRetry) holds(c *Client, ctx context.Context, codec proto.Codec, payload []byte) bool {
+	return r.c == c && r.ctx == ctx && r.codec == codec && len(r.payload) == len(payload) &&
+		(len(payload) == 0 || &r.payload[0] == &payload[0])
 }
 
 // finishAsync completes the asynchronous call cl whose attempt ended with

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/rpcd/rpcd/handler/transport"
-	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
 
@@ -57,57 +56,22 @@ func (a *AsyncCaller) Call(codec proto.Codec, route string, req, reply []byte) {
 		panic("rpcd: client: AsyncCaller.Call while its call is in flight")
 	}
 	c, cl := a.c, &a.cl
-	ctx := context.Background()
 	if c.icpt != nil { // interceptors wait for the call: a goroutine of its own
 		a.at = 0
 		go func() {
-			reply, err := callRaw(ctx, c, codec, route, req, reply)
+			reply, err := callRaw(context.Background(), c, codec, route, req, reply)
 			cl.reply = reply
 			a.answered(reply, transport.Received(err))
 		}()
 		return
 	}
-	cl.route, cl.reply, cl.torn, cl.deadline = route, reply, false, 0
-	h, _, err := engine.Header(ctx, proto.KindRequest, codec, route, req, &c.opts.Limits)
-	if err != nil {
-		a.at = 0
-		cl.complete(err)
-		return
-	}
-	if t := c.opts.Timeout; t > 0 {
-		start := int64(0)
-		if a.inDone.Load() { // from done: the reply that ran it was read at a.at
-			start = a.at
-		}
-		if start == 0 {
-			start = monoNow()
-		}
-		cl.deadline = start + int64(t)
-		h.Deadline = uint32((t + time.Millisecond - 1) / time.Millisecond)
+	var start int64
+	if a.inDone.Load() { // from done: the reply that ran it was read at a.at
+		start = a.at
 	}
 	a.at = 0
-	if r := &cl.retry; c.opts.MaxRetries > 0 && (r.c == nil || r.codec != codec || !same(r.payload, req)) {
-		*r = asyncRetry{c: c, ctx: ctx, payload: req, codec: codec} // kept while the caller's request is the same
-	}
-	// Read before register: from then on a failing wire may complete cl,
-	// and its done function start the next call on it.
-	deadline := cl.deadline
-	w, err := c.pick()
-	if err == nil {
-		h.ID, err = w.register(cl)
-	}
-	if err != nil {
-		if err == c.noConn && c.opts.WaitForReady {
-			cl.retry = asyncRetry{c: c, ctx: ctx, payload: req, codec: codec}
-		}
-		cl.finishAsync(err)
-		return
-	}
-	if deadline != 0 {
-		c.async.watch(c, deadline)
-	}
-	w.enqueueCall(h, route, nil, req)
-	w.needRead()
+	cl.reply, cl.torn, cl.deadline = reply, false, 0
+	c.startAsync(context.Background(), codec, route, req, cl, start)
 }
 
 // answered completes the record's call: it frees the record, then runs
@@ -119,11 +83,6 @@ func (a *AsyncCaller) answered(reply []byte, err error) {
 	a.inDone.Store(true)
 	a.done(reply, err)
 	a.inDone.Store(false)
-}
-
-// same reports whether a and b are the same bytes of the same array.
-func same(a, b []byte) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Answered returns, in done and before the record's next call starts,
