@@ -167,43 +167,30 @@ func syncCalls(c *client.Client, n int, d time.Duration) int64 {
 // asyncCalls keeps n chains of CallRawAsync going for d, each done
 // function starting its chain's next call, and returns the calls made.
 func asyncCalls(c *client.Client, n int, d time.Duration) int64 {
-	var calls atomic.Int64
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(n)
-	for range n {
-		req, reply := make([]byte, 16), make([]byte, 0, 64)
-		var next func([]byte, error)
-		next = func(_ []byte, err error) {
-			if err != nil {
-				log.Fatal(err)
-			}
-			calls.Add(1)
-			if stop.Load() {
-				wg.Done()
-				return
-			}
-			c.CallRawAsync(context.Background(), builtin.EchoPacket, req, reply[:0], next)
-		}
-		c.CallRawAsync(context.Background(), builtin.EchoPacket, req, reply[:0], next)
-	}
-	time.Sleep(d)
-	stop.Store(true)
-	wg.Wait()
-	return calls.Load()
+	return chains(n, d, func(req, reply []byte, done func([]byte, error)) func() {
+		return func() { c.CallRawAsync(context.Background(), builtin.EchoPacket, req, reply[:0], done) }
+	})
 }
 
-// callerCalls is asyncCalls through n client.AsyncCallers, each starting
-// its next call from its done function.
+// callerCalls is asyncCalls through n client.AsyncCallers.
 func callerCalls(c *client.Client, n int, d time.Duration) int64 {
+	return chains(n, d, func(req, reply []byte, done func([]byte, error)) func() {
+		a := c.NewAsyncCaller(done)
+		return func() { a.Call(proto.CodecRaw, builtin.EchoPacket, req, reply[:0]) }
+	})
+}
+
+// chains keeps n chains of 16-byte echoes going for d and returns the
+// calls made: newChain returns what starts one of a chain's calls, whose
+// completion done is told of and starts the next.
+func chains(n int, d time.Duration, newChain func(req, reply []byte, done func([]byte, error)) func()) int64 {
 	var calls atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(n)
 	for range n {
-		req, reply := make([]byte, 16), make([]byte, 0, 64)
-		var a *client.AsyncCaller
-		a = c.NewAsyncCaller(func(_ []byte, err error) {
+		var start func()
+		start = newChain(make([]byte, 16), make([]byte, 0, 64), func(_ []byte, err error) {
 			if err != nil {
 				log.Fatal(err)
 			}
@@ -212,9 +199,9 @@ func callerCalls(c *client.Client, n int, d time.Duration) int64 {
 				wg.Done()
 				return
 			}
-			a.Call(proto.CodecRaw, builtin.EchoPacket, req, reply[:0])
+			start()
 		})
-		a.Call(proto.CodecRaw, builtin.EchoPacket, req, reply[:0])
+		start()
 	}
 	time.Sleep(d)
 	stop.Store(true)
