@@ -1,17 +1,21 @@
-// Command clientload measures client.Client itself. With -idle N it dials
-// one client of N connections and reports what each costs the process
-// idle: goroutines, heap in use, stacks and resident memory. Otherwise it
-// measures calls at many in flight on one connection: N callers of 16-byte raw echoes (Bench/EchoPacket)
-// against a server that serves builtin.Stats (rpcd serve), either as N
-// goroutines calling CallRaw (sync), as N chains of CallRawAsync whose
-// done functions start the next call (async), or as N AsyncCallers doing
-// the same (caller), with the calls/s, this
-// process's CPU time per call and the server's (from its Sys/Stats) side
-// by side (docs/performance.md, "The client"). Modes alternate, -rounds
-// times, and the medians are printed:
+// Command clientload measures client.Client itself. It measures calls at
+// many in flight on one connection: N callers of 16-byte raw echoes
+// (Bench/EchoPacket) against a server that serves builtin.Stats (rpcd
+// serve), as N goroutines calling CallRaw (sync), as N chains of
+// CallRawAsync whose done functions start the next call (async), or as N
+// AsyncCallers doing the same (caller), with the calls/s, this process's
+// CPU time per call and the server's (from its Sys/Stats) side by side
+// (docs/performance.md, "The client"). Modes alternate, -rounds times, and
+// the medians are printed:
 //
 //	rpcd serve -addr 127.0.0.1:7170 &
 //	cd bench && go run ./clientload -addr 127.0.0.1:7170 -callers 128 -d 3s -rounds 5
+//
+// Instead, with -idle N it dials one client of N connections and reports
+// what each costs the process idle: goroutines, heap in use, stacks and
+// resident memory; with -churn D it dials a client, makes one call and
+// closes it, one after another, for D: how fast the server takes new
+// connections.
 package main
 
 import (
@@ -53,11 +57,16 @@ func main() {
 	rounds := flag.Int("rounds", 5, "runs of each mode, alternated")
 	out := flag.String("json", "", "write every run and the medians to this `file`")
 	idle := flag.Int("idle", 0, "instead, dial one client of `N` connections and report what each costs idle")
+	churn := flag.Duration("churn", 0, "instead, for `D`, dial a client, make one call and close it, one after another, and report how many and how long each took")
 	only := flag.String("mode", "", "run these `modes` alone (sync, async, caller; comma-separated), not all three")
 	cpuprofile := flag.String("cpuprofile", "", "write this process's CPU profile over the measured runs to `file`")
 	flag.Parse()
 	if *idle > 0 {
 		idleCost(*addr, *idle)
+		return
+	}
+	if *churn > 0 {
+		connChurn(*addr, *churn)
 		return
 	}
 
@@ -207,6 +216,28 @@ func chains(n int, d time.Duration, newChain func(req, reply []byte, done func([
 	stop.Store(true)
 	wg.Wait()
 	return calls.Load()
+}
+
+// connChurn dials a client of addr, makes one Sys/Ping and closes it, one
+// after another for d, and prints how many it made and the p50 and p90 of
+// each one's time: how fast the server takes new connections.
+func connChurn(addr string, d time.Duration) {
+	ctx := context.Background()
+	var took []time.Duration
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		t := time.Now()
+		c, err := client.Dial(ctx, addr, client.Options{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		if _, err := c.CallRaw(ctx, builtin.Ping, nil, nil); err != nil {
+			log.Fatal(err)
+		}
+		c.Close()
+		took = append(took, time.Since(t))
+	}
+	slices.Sort(took)
+	fmt.Printf("%d connections in %v, each dialled, called once and closed: p50 %v, p90 %v\n", len(took), d, took[len(took)/2], took[len(took)*9/10])
 }
 
 // idleCost dials a client of n connections to addr and prints what each
