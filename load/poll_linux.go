@@ -199,7 +199,7 @@ func (d *wireDriver) poll(k int) {
 			if c.pnc == nil {
 				continue // let go of earlier in this batch
 			}
-			if err := drain(uintptr(c.pfd), c.free, c.gotPolled); err != errWait {
+			if err := drain(uintptr(c.pfd), c.free, c.gotPolled, true); err != errWait {
 				p.release(c, err)
 			}
 		}
@@ -220,6 +220,8 @@ func (p *poller) register(d *wireDriver) {
 	p.mu.Unlock()
 	for _, h := range handed {
 		h.c.pnc, h.c.pfd = h.nc, h.fd
+		// Level-triggered: an end that came in with the last bytes keeps
+		// the socket ready, so drain may stop at a short read.
 		ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(h.c.i)}
 		if err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, h.fd, &ev); err != nil {
 			p.release(h.c, err)

@@ -2,6 +2,8 @@ package load
 
 import (
 	"context"
+	"io"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,5 +76,47 @@ func TestWirePolledRedial(t *testing.T) {
 	}
 	if n := d.flying.Load(); n != 0 {
 		t.Errorf("%d calls in flight after stop, want none", n)
+	}
+}
+
+// TestReadLoopSeesEndWithLastBytes: a server's close that comes in with
+// its last bytes, both before the reader first looks, ends the wire
+// driver's raw read loop with io.EOF once the bytes are read. The
+// runtime's poller is edge-triggered: a loop that waited after a short
+// read would wait for an edge that never comes (here, until the deadline).
+func TestReadLoopSeesEndWithLastBytes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	sent := make(chan error, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err == nil {
+			_, err = nc.Write(make([]byte, 100))
+			nc.Close()
+		}
+		sent <- err
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the close comes in behind the bytes
+	rio := newRawIO(nc)
+	if rio == nil {
+		t.Fatal("no raw I/O for a TCP connection")
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 4096)
+	got := 0
+	err = rio.readLoop(func() []byte { return buf }, func(n int) error { got += n; return nil })
+	if err != io.EOF || got != 100 {
+		t.Fatalf("read loop ended with %v after %d bytes; want EOF after 100", err, got)
 	}
 }

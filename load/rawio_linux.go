@@ -18,13 +18,15 @@ import (
 // from idle woke the runtime's sysmon thread at its first system call (5.5 %
 // of the driver's samples at 1 × 128, and sysmon's sleeps 5.7 % more).
 //
-// Its reads also skip the read that finds nothing before a wait: a read
-// that returns less than the room it was given has emptied the socket's
-// receive queue, and bytes that come after it raise the poller's next
-// edge, so the reader may wait at once. net.Conn's Read cannot: it clears
-// the poller's readiness before each read, so it must read until EAGAIN.
-// At one call per connection at a time (a soak) that is a system call a
-// call less.
+// Its reads, all within one raw read, wait only where the poller says the
+// socket has nothing: it reads until EAGAIN, not only until a read returns
+// less than the room it was given. A short read has emptied the receive
+// queue of bytes, but not of the end or error that came with them: the
+// runtime's poller is edge-triggered, and a server's close that came in
+// with its last reply, before the reader woke, raises no edge of its own
+// once the reply is read. A reader that waited then would wait for good
+// (load's TestReadLoopSeesEndWithLastBytes). The pacers' epoll instances
+// are level-triggered (poll_linux.go): there a short read may end a turn.
 type rawIO struct {
 	rc syscall.RawConn
 
@@ -55,7 +57,7 @@ func newRawIO(nc net.Conn) *rawIO {
 	}
 	r := &rawIO{rc: rc}
 	r.readFn = func(fd uintptr) bool {
-		r.rerr = drain(fd, r.room, r.got)
+		r.rerr = drain(fd, r.room, r.got, false)
 		return r.rerr != errWait
 	}
 	r.writeFn = func(fd uintptr) bool {
@@ -82,9 +84,12 @@ var errWait = errors.New("wait for the next edge")
 
 // drain reads fd until its receive queue is empty, each read into room()
 // and its n bytes handed to got, and returns errWait; or the error that
-// ended it: the read's, io.EOF, or got's. A read that returns less than
-// its room has emptied the queue (see rawIO), so it need not find EAGAIN.
-func drain(fd uintptr, room func() []byte, got func(n int) error) error {
+// ended it: the read's, io.EOF, or got's. Under a level-triggered poller
+// (level), a read that returns less than its room ends it: the queue is
+// empty of bytes, and an end or error still in it keeps the socket
+// readable for the next wait. Under an edge-triggered one it reads until
+// EAGAIN (see rawIO).
+func drain(fd uintptr, room func() []byte, got func(n int) error, level bool) error {
 	for {
 		b := room()
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
@@ -101,7 +106,7 @@ func drain(fd uintptr, room func() []byte, got func(n int) error) error {
 		if err := got(int(n)); err != nil {
 			return err
 		}
-		if int(n) < len(b) {
+		if level && int(n) < len(b) {
 			return errWait
 		}
 	}
