@@ -36,6 +36,14 @@ type AsyncCaller struct {
 	busy   atomic.Bool // a call is in flight
 	inDone atomic.Bool // done is running
 	at     int64       // monoNow's when the call's reply was read; 0 if none was
+	atT    time.Time   // at as a Time (Answered), made once a batch of replies
+
+	// The route of its last call that passed the client's checks
+	// (engine.Header), and the largest payload that passes them with it:
+	// a call of the same route with a payload no larger is not checked
+	// again.
+	route      string
+	maxPayload int
 }
 
 // NewAsyncCaller returns a record for calls through c that completes each
@@ -94,5 +102,5 @@ func (a *AsyncCaller) Answered() time.Time {
 	if a.at == 0 {
 		return time.Time{}
 	}
-	return monoBase.Add(time.Duration(a.at))
+	return a.atT
 }

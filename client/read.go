@@ -83,6 +83,7 @@ type reading struct {
 	woke     bool      // a reply of the batch woke a caller
 	own      *call     // a leader's own call, whose reply wakes no one
 	now      int64     // monoNow's, read once a batch for an AsyncCaller's reply (stamp); 0 until then
+	nowT     time.Time // now as a Time, for Answered
 
 	// Owned by the listener:
 	sparse    bool      // calls come further apart than lingerIdle: keep reading
@@ -445,8 +446,9 @@ func (w *wire) stamp(cl *call) {
 	}
 	if w.rd.now == 0 || !w.rd.inBatch {
 		w.rd.now = monoNow()
+		w.rd.nowT = monoBase.Add(time.Duration(w.rd.now))
 	}
-	a.at = w.rd.now
+	a.at, a.atT = w.rd.now, w.rd.nowT
 }
 
 // endBatch closes the batch: if its replies woke callers, it first lets
