@@ -83,6 +83,43 @@ func TestAsyncCaller(t *testing.T) {
 	}
 }
 
+// TestAsyncCallerChecksEveryCall: a record checks its route once, but a
+// later call of the same route with a payload too large for a frame, or of
+// a bad route, is still refused before it is sent, Unprocessed, and the
+// record's next good call is answered.
+func TestAsyncCallerChecksEveryCall(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	lim := proto.Limits{MaxFrameSize: 4096}.WithDefaults()
+	c := dial(t, s.Addr().String(), client.Options{Limits: lim})
+	got := make(chan error, 1)
+	a := c.NewAsyncCaller(func(_ []byte, err error) { got <- err })
+	for i, tc := range []struct {
+		route   string
+		payload []byte
+		code    proto.Code // 0: answered
+	}{
+		{builtin.EchoPacket, []byte("small"), 0},
+		{builtin.EchoPacket, make([]byte, lim.MaxFrameSize), proto.CodeResourceExhausted},
+		{"No Such Route", nil, proto.CodeInvalidArgument},
+		{builtin.EchoPacket, []byte("small again"), 0},
+	} {
+		a.Call(proto.CodecRaw, tc.route, tc.payload, nil)
+		var err error
+		select {
+		case err = <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("call %d: no answer", i)
+		}
+		var e *handler.Error
+		switch {
+		case tc.code == 0 && err != nil:
+			t.Fatalf("call %d: %v", i, err)
+		case tc.code != 0 && (!errors.As(err, &e) || e.Code != tc.code || !e.Unprocessed):
+			t.Fatalf("call %d: %v, want %v, unprocessed", i, err, tc.code)
+		}
+	}
+}
+
 // TestAsyncCallerAllocs: a record's raw call with a reply buffer, under
 // Options.Timeout, allocates nothing of the client's (the in-process
 // server's are counted too).
