@@ -87,6 +87,7 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 		away:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	liveWires.Add(1)
 	w.streams.Init(&srv.streams, (*wireLink)(w))
 	w.wg.Add(1) // the listener; a writer at each hand-over (kickWriter)
 	var r io.Reader = nc
@@ -112,17 +113,30 @@ func (w *wire) usable() bool { return !w.dead() && !w.goingAway.Load() && !w.bro
 // one connection, at 10,000 of them.
 var pendingShards = min(32, 1<<bits.Len(uint(4*runtime.GOMAXPROCS(0)-1)))
 
-// pendingShardsFor is the shards of each of conns connections' tables:
-// pendingShards in all, at least one each. Callers spread over the
-// connections meet on each the fewer; and a client of many connections (a
-// load generator's thousands) does not hold a table of many shards on each.
-func pendingShardsFor(conns int) int {
+// pendingShardsFor is the shards of a new connection's table, for a
+// client of conns connections: pendingShards over the client's
+// connections, and, over the process's (liveWires), at most four times as
+// many in all, at least one each. Callers spread over the connections meet
+// on each the fewer; and a client of many connections, or a process of
+// many clients (a load generator's thousands), does not hold a table of
+// many shards on each: at 10,000 connections, one shard each took 2.3 KiB
+// a connection off the load generator's heap, and the reader's look at
+// whether calls wait (mustListen) from eight cache lines to one.
+func pendingShardsFor(conns int) int { return shardsFor(conns, int(liveWires.Load())+1) }
+
+// shardsFor is pendingShardsFor with live connections in the process, the
+// new one among them.
+func shardsFor(conns, live int) int {
 	s := pendingShards
-	for s > 1 && s*conns > pendingShards {
+	for s > 1 && (s*conns > pendingShards || s*live > 4*pendingShards) {
 		s /= 2
 	}
 	return s
 }
+
+// liveWires counts the process's client connections that have not failed
+// (newWire, fail).
+var liveWires atomic.Int64
 
 // register gives cl a call id and enters it in the pending table.
 func (w *wire) register(cl *call) (uint32, error) {
@@ -646,6 +660,7 @@ func (w *wire) fail(cause error) {
 	w.failed.Store(true)
 	close(w.done)
 	w.pmu.Unlock()
+	liveWires.Add(-1)
 	pending := w.pending.Close()
 	w.cancelAllServed()
 	w.streams.Close()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -280,4 +281,52 @@ func TestLargeFrameQueuedInPooledBuffer(t *testing.T) {
 		return
 	}
 	t.Fatal("a large frame queued behind a write never took a buffer from bigBufs")
+}
+
+// TestPendingShards: a process's first client connections get tables of
+// several shards, a client's many connections fewer each, and once the
+// process holds many connections a new one gets one; a connection counts
+// among the live ones from its dial to its client's Close.
+func TestPendingShards(t *testing.T) {
+	for _, tc := range []struct{ conns, live, want int }{
+		{1, 1, pendingShards},
+		{2, 2, max(1, pendingShards/2)},
+		{pendingShards, pendingShards, 1},
+		{1, 4, pendingShards},
+		{1, 8 * pendingShards, 1},
+	} {
+		if got := shardsFor(tc.conns, tc.live); got != tc.want {
+			t.Errorf("%d connections, %d live in the process: %d shards, want %d", tc.conns, tc.live, got, tc.want)
+		}
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				_, _ = io.Copy(io.Discard, nc)
+			}()
+		}
+	}()
+	before := liveWires.Load()
+	c, err := Dial(context.Background(), ln.Addr().String(), Options{Conns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := liveWires.Load() - before; n != 2 {
+		t.Errorf("%d more live connections with a client of 2", n)
+	}
+	c.Close()
+	if n := liveWires.Load() - before; n != 0 {
+		t.Errorf("%d more live connections after Close", n)
+	}
 }
