@@ -31,11 +31,12 @@ import (
 // with the replies and shrinks back, its callers' slots and its goroutine:
 // about 4 KiB.
 //
-// Why not a client: the client driver, on the client's asynchronous calls,
-// makes 0.72 of the wire driver's calls at 1.9 times its CPU a call with
-// 128 callers on one connection, and 0.93 at 1.3 times at 10,000
-// connections of 10 calls/s, a client holding a reader goroutine and
-// 12 KiB per connection (docs/performance.md, "The load generator"). What
+// Why not a client: the client driver, on the client's AsyncCallers,
+// makes 0.73 of the wire driver's calls at 1.6 times its CPU a call with
+// 128 callers on one connection, and 0.7 to 0.9 at 1.4 to 1.7 times at
+// 10,000 connections of 10 calls/s, a client holding a reader goroutine
+// and 13 KiB resident per connection (docs/performance.md, "The load
+// generator"). What
 // it does not do a client does: a load whose frames are large, a service
 // target, a scenario a program built, or Driver DriverClient.
 
