@@ -4,12 +4,30 @@ runs interleaved (in order, then reversed, ...), and for each the median calls/s
 call and server CPU µs per call over the rounds.
 
 usage: drivers.py ADDR ROUNDS OUT.json [--cells 1x128,100x1] LABEL=BINARY:DRIVER...
+       drivers.py --ratios OUT.json
   e.g. rpcd serve -addr 127.0.0.1:7170 &
        python3 bench/scripts/drivers.py 127.0.0.1:7170 5 OUT.json \\
            old-client=/tmp/rpcd-old:client client=/tmp/rpcd:client wire=/tmp/rpcd:wire
 Cells: 1x128 and 100x1 closed loop, EchoPacket16, 3 s each after rpcd bench's warm-up.
+After the medians it prints, for each pair of labels, the median of the rounds' ratios (calls/s,
+load and server CPU a call); --ratios prints them again from a file it wrote.
 """
-import json, statistics, subprocess, sys
+import itertools, json, statistics, subprocess, sys
+
+
+def ratios(raw):
+    for cell, byl in raw.items():
+        for a, b in itertools.combinations(byl, 2):
+            x, y = byl[a], byl[b]
+            r = {k: statistics.median(q[k] / p[k] for p, q in zip(x, y))
+                 for k in ('calls_per_sec', 'load_cpu_us', 'server_cpu_us')}
+            print('ratio  %-6s %s ÷ %s: calls %.3f, load CPU %.3f, server CPU %.3f' %
+                  (cell, b, a, r['calls_per_sec'], r['load_cpu_us'], r['server_cpu_us']))
+
+
+if sys.argv[1] == '--ratios':
+    ratios(json.load(open(sys.argv[2]))['raw'])
+    sys.exit()
 
 ADDR, ROUNDS, OUT = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 args = sys.argv[4:]
@@ -42,5 +60,6 @@ for cell, byl in med.items():
     for label, m in byl.items():
         print('median %-6s %-12s %10.0f calls/s  load %.3f µs/call  server %.3f µs/call' %
               (cell, label, m['calls_per_sec'], m['load_cpu_us'], m['server_cpu_us']))
+ratios(runs)
 json.dump({'addr': ADDR, 'rounds': ROUNDS, 'runs': dict(RUNS), 'medians': med, 'raw': runs},
           open(OUT, 'w'), indent=1)
