@@ -94,19 +94,10 @@ type typedAsync struct {
 // is when its Options.Timeout counts from, monoNow's; 0 is now.
 func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call, start int64) {
 	cl.route = route
-	var h proto.Header
-	var md proto.Metadata
-	if a := cl.owner; a != nil && route == a.route && len(payload) <= a.maxPayload {
-		h = proto.Header{Kind: proto.KindRequest, Codec: codec} // checked before; no context
-	} else {
-		var err error
-		if h, md, err = engine.Header(ctx, proto.KindRequest, codec, route, payload, &c.opts.Limits); err != nil {
-			cl.complete(err)
-			return
-		}
-		if a != nil {
-			a.route, a.maxPayload = route, c.opts.Limits.MaxFrameSize-proto.HeaderSize-len(route)
-		}
+	h, md, err := engine.Header(ctx, proto.KindRequest, codec, route, payload, &c.opts.Limits)
+	if err != nil {
+		cl.complete(err)
+		return
 	}
 	if _, ok := ctx.Deadline(); !ok && c.opts.Timeout > 0 {
 		if start == 0 {

@@ -35,15 +35,7 @@ type AsyncCaller struct {
 
 	busy   atomic.Bool // a call is in flight
 	inDone atomic.Bool // done is running
-	at     int64       // monoNow's when the call's reply was read; 0 if none was
-	atT    time.Time   // at as a Time (Answered), made once a batch of replies
-
-	// The route of its last call that passed the client's checks
-	// (engine.Header), and the largest payload that passes them with it:
-	// a call of the same route with a payload no larger is not checked
-	// again.
-	route      string
-	maxPayload int
+	at     time.Time   // when the call's reply was read, its batch's time (stamp); zero if none was
 }
 
 // NewAsyncCaller returns a record for calls through c that completes each
@@ -65,7 +57,7 @@ func (a *AsyncCaller) Call(codec proto.Codec, route string, req, reply []byte) {
 	}
 	c, cl := a.c, &a.cl
 	if c.icpt != nil { // interceptors wait for the call: a goroutine of its own
-		a.at = 0
+		a.at = time.Time{}
 		go func() {
 			reply, err := callRaw(context.Background(), c, codec, route, req, reply)
 			cl.reply = reply
@@ -74,10 +66,10 @@ func (a *AsyncCaller) Call(codec proto.Codec, route string, req, reply []byte) {
 		return
 	}
 	var start int64
-	if a.inDone.Load() { // from done: the reply that ran it was read at a.at
-		start = a.at
+	if a.inDone.Load() && !a.at.IsZero() { // from done: the reply that ran it was read at a.at
+		start = int64(a.at.Sub(monoBase))
 	}
-	a.at = 0
+	a.at = time.Time{}
 	cl.reply, cl.torn, cl.deadline = reply, false, 0
 	c.startAsync(context.Background(), codec, route, req, cl, start)
 }
@@ -98,9 +90,4 @@ func (a *AsyncCaller) answered(reply []byte, err error) {
 // batch of replies, read once for the batch. It is the zero Time for a
 // call that ended without a reply (a deadline, a lost connection, one
 // never sent).
-func (a *AsyncCaller) Answered() time.Time {
-	if a.at == 0 {
-		return time.Time{}
-	}
-	return a.atT
-}
+func (a *AsyncCaller) Answered() time.Time { return a.at }

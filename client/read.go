@@ -82,8 +82,7 @@ type reading struct {
 	inBatch  bool      // it set wire.batching: it calls endBatch before it reads the socket or lets go
 	woke     bool      // a reply of the batch woke a caller
 	own      *call     // a leader's own call, whose reply wakes no one
-	now      int64     // monoNow's, read once a batch for an AsyncCaller's reply (stamp); 0 until then
-	nowT     time.Time // now as a Time, for Answered
+	now      time.Time // read once a batch for an AsyncCaller's reply (stamp); zero until then
 
 	// Owned by the listener:
 	sparse    bool      // calls come further apart than lingerIdle: keep reading
@@ -433,7 +432,7 @@ func (w *wire) beginBatch() {
 	w.wmu.Lock()
 	w.batching = true
 	w.wmu.Unlock()
-	w.rd.inBatch, w.rd.woke, w.rd.now = true, false, 0
+	w.rd.inBatch, w.rd.woke, w.rd.now = true, false, time.Time{}
 }
 
 // stamp tells an AsyncCaller's call when its reply was read (Answered):
@@ -444,11 +443,10 @@ func (w *wire) stamp(cl *call) {
 	if a == nil {
 		return
 	}
-	if w.rd.now == 0 || !w.rd.inBatch {
-		w.rd.now = monoNow()
-		w.rd.nowT = monoBase.Add(time.Duration(w.rd.now))
+	if w.rd.now.IsZero() || !w.rd.inBatch {
+		w.rd.now = time.Now()
 	}
-	a.at, a.atT = w.rd.now, w.rd.nowT
+	a.at = w.rd.now
 }
 
 // endBatch closes the batch: if its replies woke callers, it first lets
