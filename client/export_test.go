@@ -1,5 +1,16 @@
 package client
 
+import "os"
+
+func init() {
+	// The whole suite over event loops (loops_linux.go): .ci/run runs it so
+	// once.
+	testEventLoops = os.Getenv("RPCD_TEST_EVENT_LOOPS") == "1"
+}
+
+// OnEventLoops reports whether the suite runs over event loops.
+func OnEventLoops() bool { return testEventLoops }
+
 // Pending returns the number of calls waiting in c's pending tables.
 func Pending(c *Client) int {
 	n := 0

@@ -25,6 +25,19 @@ type Options struct {
 	// Conns is the number of connections calls are spread over; default 1.
 	Conns int
 
+	// EventLoops has the client's connections read by the process's
+	// event loops, an epoll instance per P shared by every client that
+	// sets it, instead of by a goroutine each: a reply wakes no goroutine
+	// of its own, and an asynchronous call's done function runs on the
+	// loop. For a program that holds thousands of connections each with a
+	// call or two in flight (a load generator, a gateway's fan-out);
+	// docs/performance.md has the figures. A sequential Call on such a
+	// connection does not read its own reply: it waits for the loop to
+	// deliver it, a goroutine wake-up per call, where without EventLoops a
+	// lone caller reads for itself. Linux, over TCP or Unix sockets
+	// without TLS; elsewhere it is ignored.
+	EventLoops bool
+
 	// Limits bounds the frames read from the server and the requests sent;
 	// default 4 MiB frames, 256-byte routes, 8 KiB metadata.
 	Limits proto.Limits

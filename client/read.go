@@ -62,9 +62,13 @@ const (
 
 // reading is a wire's read side.
 type reading struct {
-	br   *readbuf.Buf  // 4 to 64 KiB: frames up to its Size are read whole
-	tok  atomic.Bool   // held by whoever reads br
-	kick chan struct{} // asks the listener to take the token
+	br  *readbuf.Buf // 4 to 64 KiB: frames up to its Size are read whole
+	tok atomic.Bool  // held by whoever reads br
+	fdr *fdReader    // br's source on an event loop (loops_linux.go)
+	// missed is set by a loop that found tok held after an edge: its
+	// holder reads again after letting go.
+	missed atomic.Bool
+	kick   chan struct{} // asks the listener to take the token
 
 	releases atomic.Uint64 // times the token was given up, for the watch
 	watch    *lingerWatch  // the client's
@@ -103,14 +107,14 @@ func (r *reading) init(src io.Reader, idle *idleWires, watch *lingerWatch) {
 
 // tryLead takes the read token if it is free.
 func (w *wire) tryLead() bool {
-	return !w.rd.tok.Load() && w.rd.tok.CompareAndSwap(false, true)
+	return w.loop == nil && !w.rd.tok.Load() && w.rd.tok.CompareAndSwap(false, true)
 }
 
 // needRead makes sure someone will read w, for a call or stream whose
 // starter does not: the token's holder sees it when it lets go; with the
 // token free, the listener takes it.
 func (w *wire) needRead() {
-	if !w.rd.tok.Load() {
+	if w.loop == nil && !w.rd.tok.Load() { // a loop reads whenever bytes come
 		w.wakeListener()
 	}
 }
@@ -350,6 +354,9 @@ func (w *wire) readFrame() error {
 		return err
 	}
 	n := h.Len()
+	if n > br.Size() && w.loop != nil && !w.rd.fdr.block {
+		return errLarge // read on a goroutine that may wait for its bytes (readLarge)
+	}
 	if n <= br.Size() {
 		b, err := br.Peek(n)
 		if err != nil {

@@ -25,8 +25,14 @@ import (
 type wire struct {
 	nc   net.Conn
 	raw  *rawWriter // nc's socket, written at a batch's end without waiting; nil if it has none
-	lim  proto.Limits
-	born time.Time
+	loop *evLoop    // the event loop that reads it (Options.EventLoops); nil if its listener does
+	fd   int        // its socket, on a loop: nc is closed (loops_linux.go)
+	slot int32      // its place in the loop
+	// fdRefs holds fd open while it is used: the reader's hold, one per
+	// write or shutdown under way, and fdGone once the reader let go.
+	fdRefs atomic.Int32
+	lim    proto.Limits
+	born   time.Time
 
 	pending *engine.Calls[call] // the calls waiting for replies
 
@@ -46,11 +52,12 @@ type wire struct {
 	zip    proto.Compression // calls' payloads of zipMin bytes or more are compressed so
 	zipMin int
 
-	wmu      sync.Mutex
-	wbuf     []byte // frames queued while a write is in progress
-	spare    []byte // a written buffer, for reuse
-	flushing bool   // a goroutine is writing; it or the writer sends wbuf
-	wdl      bool   // a write deadline is set; owned by whoever is flushing
+	wmu       sync.Mutex
+	wbuf      []byte    // frames queued while a write is in progress
+	spare     []byte    // a written buffer, for reuse
+	flushing  bool      // a goroutine is writing; it or the writer sends wbuf
+	wdl       bool      // a write deadline is set; owned by whoever is flushing
+	wdeadline time.Time // on a loop, that deadline, kept by the wire
 	// batching is set while the read token's holder delivers a batch of
 	// frames read together: the callers its replies wake, and the calls
 	// their completions start, queue their frames without writing, and the
@@ -77,7 +84,7 @@ type wire struct {
 func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle *idleWires, watch *lingerWatch) *wire {
 	w := &wire{
 		nc:      nc,
-		raw:     newRawWriter(nc),
+		fd:      -1,
 		lim:     o.Limits,
 		srv:     srv,
 		born:    time.Now(),
@@ -89,16 +96,30 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 	}
 	liveWires.Add(1)
 	w.streams.Init(&srv.streams, (*wireLink)(w))
-	w.wg.Add(1) // the listener; a writer at each hand-over (kickWriter)
+	w.wg.Add(1) // the listener, or the loop's hold; a writer at each hand-over (kickWriter)
 	var r io.Reader = nc
-	if raw := newRawReader(nc); raw != nil {
-		r = raw
+	var l *evLoop
+	if o.EventLoops || testEventLoops {
+		if l = pickLoop(); l != nil {
+			w.fd = loopSocket(nc) // nc closed, unless it is no plain socket
+		}
+	}
+	if w.fd >= 0 {
+		w.rd.fdr = &fdReader{fd: w.fd}
+		w.fdRefs.Store(1)
+		r = w.rd.fdr
+	} else if w.raw = newRawWriter(nc); w.raw != nil {
+		r = newRawReader(nc)
 	}
 	if o.KeepAlive > 0 {
 		r = heardReader{w, r} // for the keep-alive watch (alive.go)
 	}
 	w.rd.init(r, idle, watch)
-	go w.listen()
+	if w.fd >= 0 {
+		w.joinLoop(l)
+	} else {
+		go w.listen()
+	}
 	return w
 }
 
@@ -224,14 +245,14 @@ func (w *wire) queuedLocked() {
 // waiting to write to it), a done function starting a call.
 func (w *wire) sendQueuedLocked() {
 	w.flushing = true
-	if w.raw == nil || w.broken.Load() {
+	if w.raw == nil && w.loop == nil || w.broken.Load() {
 		w.wmu.Unlock()
 		w.kickWriter()
 		return
 	}
 	buf := w.takeLocked()
 	w.wmu.Unlock()
-	n, err := w.raw.writeNow(buf)
+	n, err := w.writeNow(buf)
 	w.wmu.Lock()
 	if err == nil && n < len(buf) {
 		w.wbuf = append(buf[n:len(buf):len(buf)], w.wbuf...)
@@ -303,8 +324,14 @@ func (w *wire) writeBig(h proto.Header, route string, md proto.Metadata, payload
 	head := w.takeLocked()
 	w.wmu.Unlock()
 	w.setWriteDeadline(deadline)
-	bufs := net.Buffers{head, payload}
-	n, err := bufs.WriteTo(w.nc)
+	var n int64
+	var err error
+	if w.loop != nil {
+		n, err = w.writeBoth(head, payload)
+	} else {
+		bufs := net.Buffers{head, payload}
+		n, err = bufs.WriteTo(w.nc)
+	}
 	w.wmu.Lock()
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// The caller's time is up; the writer sends the rest, which must
@@ -383,15 +410,37 @@ func (w *wire) flushLocked(deadline time.Time) error {
 // bookkeeping, then through the connection for what is left.
 func (w *wire) write(buf []byte, deadline time.Time) (int, error) {
 	n := 0
-	if w.raw != nil {
+	if w.raw != nil || w.loop != nil {
 		var err error
-		if n, err = w.raw.writeNow(buf); err != nil || n == len(buf) {
+		if n, err = w.writeNow(buf); err != nil || n == len(buf) {
 			return n, err
 		}
 	}
 	w.setWriteDeadline(deadline)
+	if w.loop != nil {
+		m, err := w.loopWrite(buf[n:], w.wdeadline)
+		return n + m, err
+	}
 	m, err := w.nc.Write(buf[n:])
 	return n + m, err
+}
+
+// writeNow writes buf as far as the socket takes it without waiting.
+func (w *wire) writeNow(buf []byte) (int, error) {
+	if w.loop != nil {
+		return w.loopWriteNow(buf)
+	}
+	return w.raw.writeNow(buf)
+}
+
+// writeBoth writes head, then payload, for writeBig on a loop's socket.
+func (w *wire) writeBoth(head, payload []byte) (int64, error) {
+	n, err := w.loopWrite(head, w.wdeadline)
+	if err != nil {
+		return int64(n), err
+	}
+	m, err := w.loopWrite(payload, w.wdeadline)
+	return int64(n + m), err
 }
 
 // handOffLocked gives the queue, with the rest of a caller's cut-off
@@ -428,7 +477,11 @@ func (w *wire) setWriteDeadline(t time.Time) {
 	if t.IsZero() && !w.wdl {
 		return
 	}
-	_ = w.nc.SetWriteDeadline(t)
+	if w.loop != nil {
+		w.wdeadline = t
+	} else {
+		_ = w.nc.SetWriteDeadline(t)
+	}
 	w.wdl = !t.IsZero()
 }
 
@@ -636,6 +689,10 @@ func protocolError(msg string) error {
 
 // goAwayAndClose tells the server why its bytes are refused.
 func (w *wire) goAwayAndClose(err error) {
+	if w.loop != nil {
+		_, _ = w.loopWriteNow(proto.AppendGoAway(nil, 0, proto.CodeInternal, handler.MessageOf(err)))
+		return
+	}
 	_ = w.nc.SetWriteDeadline(time.Now().Add(time.Second)) // best effort: the wire is closing
 	_, _ = w.nc.Write(proto.AppendGoAway(nil, 0, proto.CodeInternal, handler.MessageOf(err)))
 }
@@ -665,7 +722,11 @@ func (w *wire) fail(cause error) {
 	w.cancelAllServed()
 	w.streams.Close()
 
-	_ = w.nc.Close()
+	if w.loop != nil {
+		w.loopShutdown() // its loop reads the end and lets go of the socket
+	} else {
+		_ = w.nc.Close()
+	}
 	for id, cl := range pending {
 		if refused != nil && proto.After(id, last) {
 			cl.finish(refused)

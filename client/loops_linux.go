@@ -1,0 +1,467 @@
+package client
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Event loops (Options.EventLoops): the process's few epoll instances,
+// one per P, that read the connections of every client that asks for
+// them, instead of a listener goroutine each. A loop waits for any of its
+// sockets to have bytes, reads each such socket until it has no more and
+// handles its frames there, as the listener would (readFrame): replies
+// complete their calls, and the calls their done functions start go out
+// at the batch's end in one write. No goroutine is woken per reply. For a
+// program of thousands of connections each with a call or two in flight,
+// that wake-up (and the scheduler's netpoll of every socket) was most of
+// the difference between the client and load's wire driver, which reads
+// its connections the same way.
+//
+// A loop does not block in epoll_wait: it asks without waiting, and when
+// nothing is ready parks in the runtime's poller, which holds the epoll
+// instance (an os.File), until the instance is readable. A socket is in
+// the loop's instance alone: the wire takes a duplicate of its descriptor
+// and closes the net.Conn, which takes the socket out of the runtime's
+// poller (each reply reaching two pollers, a thread of the runtime's
+// would wake for it too). So the wire writes the duplicate raw, and a
+// write that finds no room waits in ppoll (a blocking system call, on a
+// writer goroutine or a caller with a deadline: never on the loop).
+//
+// Sockets are edge-triggered in the instance: a loop reads a socket until
+// read says EAGAIN (or its end), and learns of the next bytes from their
+// edge. While the read token is held by someone else (a goroutine reading
+// a frame larger than the read buffer, which waits for its bytes and so
+// cannot be the loop), an edge is noted in reading.missed, and the holder
+// reads again after letting go if one came.
+//
+// The descriptor is closed by the last of its users out: the reader, who
+// lets go of it once the wire failed (unloop), and the writers and
+// shutdowns under way (fdRefs), so that a descriptor is never closed, and
+// its number reused by another socket, while anyone may still use it.
+// Calls never read for themselves on such a connection (tryLead): a
+// sequential Call waits for the loop to deliver its reply.
+
+// testEventLoops puts every connection on a loop, as if each client set
+// Options.EventLoops: the client's tests run once so in CI
+// (RPCD_TEST_EVENT_LOOPS=1, export_test.go).
+var testEventLoops bool
+
+// evLoop is one epoll instance and the goroutine that waits on it while
+// it holds sockets.
+type evLoop struct {
+	epfd int
+	f    *os.File        // epfd, in the runtime's poller
+	rc   syscall.RawConn // f's
+	wait func(fd uintptr) bool
+	evs  []syscall.EpollEvent
+	n    int // events in evs from the last wait
+
+	mu      sync.Mutex
+	wires   []*wire // by slot, the events' Fd field; nil where free
+	free    []int32
+	held    int  // wires in it
+	running bool // its goroutine runs
+}
+
+// evLoops are the process's loops, made at the first client that asks
+// for them: one per P then.
+var evLoops struct {
+	once sync.Once
+	ls   []*evLoop
+	next atomic.Uint32
+}
+
+// pickLoop returns the next loop in turn; nil if the loops could not be
+// made.
+func pickLoop() *evLoop {
+	evLoops.once.Do(func() {
+		for range runtime.GOMAXPROCS(0) {
+			l, err := newEvLoop()
+			if err != nil {
+				for _, l := range evLoops.ls {
+					l.f.Close()
+				}
+				evLoops.ls = nil
+				return
+			}
+			evLoops.ls = append(evLoops.ls, l)
+		}
+	})
+	if len(evLoops.ls) == 0 {
+		return nil
+	}
+	return evLoops.ls[int(evLoops.next.Add(1))%len(evLoops.ls)]
+}
+
+// newEvLoop returns an epoll instance in the runtime's poller.
+func newEvLoop() (*evLoop, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.SetNonblock(epfd, true); err != nil {
+		syscall.Close(epfd)
+		return nil, err
+	}
+	l := &evLoop{epfd: epfd, f: os.NewFile(uintptr(epfd), "rpcd client loop"), evs: make([]syscall.EpollEvent, 256)}
+	// A deadline is refused unless the runtime's poller took the instance.
+	if err := l.f.SetReadDeadline(time.Time{}); err != nil {
+		l.f.Close()
+		return nil, err
+	}
+	if l.rc, err = l.f.SyscallConn(); err != nil {
+		l.f.Close()
+		return nil, err
+	}
+	l.wait = func(fd uintptr) bool {
+		for {
+			n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&l.evs[0])), uintptr(len(l.evs)), 0, 0, 0)
+			switch e {
+			case 0:
+				l.n = int(n)
+				return n > 0 // none ready: park until the instance is readable
+			case syscall.EINTR:
+			default:
+				panic("rpcd: client: epoll_wait: " + e.Error()) // only a bad epfd fails it
+			}
+		}
+	}
+	return l, nil
+}
+
+// loopSocket returns a duplicate of nc's socket descriptor, non-blocking
+// and close-on-exec, and closes nc, which takes the socket out of the
+// runtime's poller; -1, nc untouched, if nc is no plain socket (TLS, a
+// WebSocket, a test's pipe) or the duplicate cannot be made.
+func loopSocket(nc net.Conn) int {
+	rc := rawConn(nc)
+	if rc == nil {
+		return -1
+	}
+	fd, errno := -1, syscall.Errno(0)
+	if err := rc.Control(func(s uintptr) {
+		n, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, s, syscall.F_DUPFD_CLOEXEC, 0)
+		fd, errno = int(n), e
+	}); err != nil || errno != 0 {
+		return -1
+	}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
+		return -1
+	}
+	_ = nc.Close() // the socket stays fd's
+	return fd
+}
+
+// joinLoop puts w, whose socket is w.fd, in l's epoll instance, starting
+// l's goroutine if it is not running. w.wg counts l's hold on w until
+// unloop.
+func (w *wire) joinLoop(l *evLoop) {
+	l.mu.Lock()
+	// Set before w is in the table: a stale event for its slot (a wire's
+	// that held it before) may find w there at once.
+	w.loop = l
+	if n := len(l.free); n > 0 {
+		w.slot = l.free[n-1]
+		l.free = l.free[:n-1]
+		l.wires[w.slot] = w
+	} else {
+		w.slot = int32(len(l.wires))
+		l.wires = append(l.wires, w)
+	}
+	l.held++
+	start := !l.running
+	l.running = true
+	l.mu.Unlock()
+	if start {
+		go l.run()
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | epollET, Fd: w.slot}
+	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, w.fd, &ev); err != nil {
+		// The wire fails at once; its reader lets go as it would, once it
+		// holds the token (a stale event may have lent it to the loop).
+		for !w.rd.tok.CompareAndSwap(false, true) {
+			runtime.Gosched()
+		}
+		w.fail(os.NewSyscallError("epoll_ctl", err))
+		w.unloop()
+	}
+}
+
+// run is the loop's goroutine: it waits for sockets with bytes and reads
+// each, until it holds none.
+func (l *evLoop) run() {
+	for {
+		l.n = 0
+		if err := l.rc.Read(l.wait); err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				panic("rpcd: client: the event loop's epoll instance: " + err.Error())
+			}
+			_ = l.f.SetReadDeadline(time.Time{}) // unloop's word that the loop may be empty
+		}
+		for _, ev := range l.evs[:l.n] {
+			l.mu.Lock()
+			w := l.wires[ev.Fd]
+			l.mu.Unlock()
+			if w != nil && w.takeToken() {
+				w.pollRead()
+			}
+		}
+		l.mu.Lock()
+		if l.held == 0 {
+			l.running = false
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+	}
+}
+
+// takeToken takes w's read token for its loop after an edge; if another
+// holds it, it notes the edge for the holder to see as it lets go, and
+// tries again in case it let go meanwhile.
+func (w *wire) takeToken() bool {
+	if w.rd.tok.CompareAndSwap(false, true) {
+		return true
+	}
+	w.rd.missed.Store(true)
+	return w.rd.tok.CompareAndSwap(false, true)
+}
+
+// pollRead reads w's frames, holding its token, until its socket has no
+// more bytes, and lets go of the token; before a frame larger than the
+// read buffer it hands the token to a goroutine (readLarge); a wire lost
+// it fails and takes out of its loop.
+func (w *wire) pollRead() {
+	for {
+		err := w.readFrame()
+		switch {
+		case err == nil:
+			w.rd.listened++
+		case err == errAgain:
+			if w.rd.inBatch {
+				w.endBatch()
+			}
+			w.rd.tok.Store(false)
+			// An edge that found the token held may have come after the
+			// read that found nothing: read again. (One that came before
+			// costs a read that finds nothing.)
+			if !w.rd.missed.Swap(false) || !w.rd.tok.CompareAndSwap(false, true) {
+				return
+			}
+		case err == errLarge:
+			go w.readLarge()
+			return
+		default:
+			w.fail(err)
+			w.unloop()
+			return
+		}
+	}
+}
+
+// readLarge reads a frame larger than the read buffer for the loop, on a
+// goroutine of its own, waiting for its bytes; then reads on as the loop
+// would.
+func (w *wire) readLarge() {
+	src := w.rd.fdr
+	src.block = true
+	err := w.readFrame()
+	src.block = false
+	if err != nil {
+		w.fail(err)
+		w.unloop()
+		return
+	}
+	w.rd.listened++
+	w.pollRead()
+}
+
+// epollET is EPOLLET as the uint32 of an EpollEvent (syscall's constant
+// is negative).
+const epollET = 1 << 31
+
+// errAgain is the loop's reader's word that the socket has no bytes now.
+var errAgain = errors.New("rpcd: client: nothing to read now")
+
+// errLarge is readFrame's word, on a loop, that the next frame is larger
+// than the read buffer: it is left unread, for readLarge.
+var errLarge = errors.New("rpcd: client: a frame larger than the read buffer")
+
+// unloop takes w, failed, out of its loop, with its read token held for
+// good: no one reads it again. It drops the reader's hold on the socket.
+func (w *wire) unloop() {
+	l := w.loop
+	_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, w.fd, nil)
+	l.mu.Lock()
+	l.wires[w.slot] = nil
+	l.free = append(l.free, w.slot)
+	l.held--
+	empty := l.held == 0
+	l.mu.Unlock()
+	if empty {
+		_ = l.f.SetReadDeadline(longAgo) // wake the loop to see it is empty and end
+	}
+	w.dropFd(fdGone - 1)
+	w.wg.Done()
+}
+
+// fdGone, in wire.fdRefs, marks a descriptor its reader has let go of:
+// the last of its users to let go closes it.
+const fdGone = 1 << 30
+
+// holdFd takes a hold on w's descriptor for a write or a shutdown; false
+// once the reader has let go of it (it may be closed).
+func (w *wire) holdFd() bool {
+	for {
+		n := w.fdRefs.Load()
+		if n&fdGone != 0 {
+			return false
+		}
+		if w.fdRefs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// dropFd drops a hold (-1), or the reader's (fdGone-1); the last out
+// closes the descriptor.
+func (w *wire) dropFd(d int32) {
+	if w.fdRefs.Add(d) == fdGone {
+		syscall.Close(w.fd)
+	}
+}
+
+// fdReader reads a loop's socket: a read that finds nothing returns
+// errAgain, or, for readLarge, waits in ppoll until there is something.
+type fdReader struct {
+	fd    int
+	block bool
+}
+
+func (r *fdReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(r.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		switch e {
+		case 0:
+			if n == 0 {
+				return 0, io.EOF
+			}
+			return int(n), nil
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			if !r.block {
+				return 0, errAgain
+			}
+			if err := waitFd(r.fd, pollIn, time.Time{}); err != nil {
+				return 0, err
+			}
+		default:
+			return 0, os.NewSyscallError("read", e)
+		}
+	}
+}
+
+const (
+	pollIn  = 0x1
+	pollOut = 0x4
+)
+
+// waitFd waits in ppoll, a blocking system call, until fd has the events
+// asked for, or an error or end, or deadline (none if zero) passes:
+// os.ErrDeadlineExceeded then.
+func waitFd(fd int, events int16, deadline time.Time) error {
+	pfd := struct {
+		fd             int32
+		events, revent int16
+	}{int32(fd), events, 0}
+	for {
+		var ts *syscall.Timespec
+		if !deadline.IsZero() {
+			d := time.Until(deadline)
+			if d <= 0 {
+				return os.ErrDeadlineExceeded
+			}
+			t := syscall.NsecToTimespec(int64(d))
+			ts = &t
+		}
+		n, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+		switch {
+		case e == syscall.EINTR:
+		case e != 0:
+			return os.NewSyscallError("ppoll", e)
+		case n > 0:
+			return nil // ready, or an error or end the next read or write sees
+		}
+	}
+}
+
+// writeFd writes b to fd, a non-blocking socket, as far as it takes it
+// without waiting, and returns how many bytes it took.
+func writeFd(fd int, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[n])), uintptr(len(b)-n))
+		switch e {
+		case 0:
+			n += int(m)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return n, nil
+		default:
+			return n, os.NewSyscallError("write", e)
+		}
+	}
+	return n, nil
+}
+
+// loopWriteNow writes b to w's socket as far as it takes it without
+// waiting.
+func (w *wire) loopWriteNow(b []byte) (int, error) {
+	if !w.holdFd() {
+		return 0, net.ErrClosed
+	}
+	n, err := writeFd(w.fd, b)
+	w.dropFd(-1)
+	return n, err
+}
+
+// loopWrite writes b to w's socket, waiting for room by deadline (none if
+// zero): the rest of a write for the flushing goroutine.
+func (w *wire) loopWrite(b []byte, deadline time.Time) (int, error) {
+	if !w.holdFd() {
+		return 0, net.ErrClosed
+	}
+	defer w.dropFd(-1)
+	n := 0
+	for {
+		m, err := writeFd(w.fd, b[n:])
+		n += m
+		if err != nil || n == len(b) {
+			return n, err
+		}
+		if err := waitFd(w.fd, pollOut, deadline); err != nil {
+			return n, err
+		}
+	}
+}
+
+// loopShutdown ends w's socket both ways, keeping its descriptor: its
+// loop reads the end and lets go, and a writer waiting for room wakes.
+func (w *wire) loopShutdown() {
+	if w.holdFd() {
+		_ = syscall.Shutdown(w.fd, syscall.SHUT_RDWR)
+		w.dropFd(-1)
+	}
+}

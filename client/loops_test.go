@@ -1,0 +1,122 @@
+//go:build linux
+
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rpcd/rpcd/client"
+	"github.com/rpcd/rpcd/handler/builtin"
+)
+
+// Clients on event loops: their connections keep no goroutine each, their
+// asynchronous calls complete, and once the clients close the loops'
+// goroutines end.
+func TestEventLoopsKeepNoGoroutinePerConnection(t *testing.T) {
+	const clients, rounds = 200, 5
+	s := server(t, "127.0.0.1:0")
+	before := runtime.NumGoroutine()
+	cs := make([]*client.Client, clients)
+	for i := range cs {
+		c, err := client.Dial(context.Background(), s.Addr().String(), client.Options{EventLoops: true, KeepAlive: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs[i] = c
+	}
+	// A connection keeps the goroutine that redials it (parked until it is
+	// lost) but no reader: the loops are one per P, and a writer comes and
+	// goes only when a socket is full.
+	if n := runtime.NumGoroutine() - before; n > clients+2*runtime.GOMAXPROCS(0)+10 {
+		t.Errorf("%d goroutines more with %d clients on event loops, want one a client (its redial) and a few per P", n, clients)
+	}
+	for r := range rounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, clients)
+		for i, c := range cs {
+			wg.Add(1)
+			req := fmt.Appendf(nil, "call %d of client %d", r, i)
+			c.CallRawAsync(context.Background(), builtin.EchoPacket, req, nil, func(reply []byte, err error) {
+				defer wg.Done()
+				if err == nil && !bytes.Equal(reply, req) {
+					err = fmt.Errorf("reply %q to %q", reply, req)
+				}
+				if err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cs {
+		c.Close()
+	}
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > before; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines 10 s after every client closed, %d before: the loops did not end", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A reply larger than the read buffer is read off the loop (it waits for
+// its bytes), while the loop goes on delivering small replies on the same
+// and other connections; a sequential Call waits for the loop's delivery.
+func TestEventLoopsLargeReplies(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	opts := client.Options{EventLoops: true, Limits: client.DefaultOptions().Limits}
+	opts.Limits.MaxFrameSize = 8 << 20
+	big := dial(t, s.Addr().String(), opts)
+	small := dial(t, s.Addr().String(), client.Options{EventLoops: true})
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				reply, err := big.CallRaw(context.Background(), builtin.EchoPacket, payload, nil)
+				if err == nil && !bytes.Equal(reply, payload) {
+					err = fmt.Errorf("a %d-byte reply to a %d-byte call, not its echo", len(reply), len(payload))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for _, c := range []*client.Client{big, small} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				req := fmt.Appendf(nil, "small %d", i)
+				reply, err := c.CallRaw(context.Background(), builtin.EchoPacket, req, nil)
+				if err == nil && !bytes.Equal(reply, req) {
+					err = fmt.Errorf("reply %q to %q", reply, req)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
