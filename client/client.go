@@ -23,11 +23,17 @@ import (
 // Client calls one rpcd server over Options.Conns connections. It is safe
 // for concurrent use by many goroutines.
 type Client struct {
-	addr  string
-	opts  Options
-	log   *slog.Logger
-	slots []*slot
-	next  atomic.Uint32
+	// What every call reads first (pick), together: a load generator of
+	// 10,000 clients pays a cache miss a call for each line it touches.
+	closed atomic.Bool
+	first  slot // slots[0], in the client itself
+	slots  []*slot
+	idle   *idleWires // connections no call waits on, with Conns > 1 (read.go)
+	next   atomic.Uint32
+
+	addr string
+	opts Options
+	log  *slog.Logger
 
 	noConn    error         // a call's error when no connection is usable
 	readyMu   sync.Mutex    // guards ready
@@ -37,7 +43,6 @@ type Client struct {
 	srv       *serving      // the routes the server may call here
 	dropped   atomic.Uint64 // pushes Options.Pushes had no room for
 	subs      subTable      // publish/subscribe: the live subscriptions
-	idle      *idleWires    // connections no call waits on, with Conns > 1 (read.go)
 	watch     *lingerWatch  // gives unused read tokens back to listeners (read.go)
 	sweep     *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
 	async     asyncSweep    // ends asynchronous calls' Options.Timeout deadlines (async.go)
@@ -50,7 +55,6 @@ type Client struct {
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	closed atomic.Bool
 }
 
 // slot is one connection position: the live wire, and the goroutine that
@@ -91,7 +95,10 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 			c.Close()
 			return nil, err
 		}
-		s := &slot{}
+		s := &c.first
+		if len(c.slots) > 0 {
+			s = &slot{}
+		}
 		s.w.Store(w)
 		c.slots = append(c.slots, s)
 	}
@@ -355,7 +362,7 @@ func (c *Client) pick() (*wire, error) {
 		}
 	}
 	if len(c.slots) == 1 { // no round robin: no counter that every caller writes
-		if w := c.slots[0].w.Load(); w != nil && w.usable() {
+		if w := c.first.w.Load(); w != nil && w.usable() {
 			return w, nil
 		}
 		return nil, c.noConn

@@ -35,12 +35,15 @@ import (
 // write that finds no room waits in ppoll (a blocking system call, on a
 // writer goroutine or a caller with a deadline: never on the loop).
 //
-// Sockets are edge-triggered in the instance: a loop reads a socket until
-// read says EAGAIN (or its end), and learns of the next bytes from their
-// edge. While the read token is held by someone else (a goroutine reading
-// a frame larger than the read buffer, which waits for its bytes and so
-// cannot be the loop), an edge is noted in reading.missed, and the holder
-// reads again after letting go if one came.
+// Sockets are level-triggered in the instance: a loop's turn at a socket
+// ends at a read that returns less than the room it was given (fdReader),
+// since bytes left, or an end that came with the last ones, keep the
+// socket ready for the next wait; reading on until EAGAIN, as an
+// edge-triggered socket needs, cost a read per reply. A frame larger than
+// the read buffer is read by a goroutine of its own, which waits for its
+// bytes (a loop must not): the socket is taken out of the instance's
+// reports meanwhile (EPOLL_CTL_MOD to no events), and put back once the
+// goroutine has read on to the end of what came and let go of the token.
 //
 // The descriptor is closed by the last of its users out: the reader, who
 // lets go of it once the wire failed (unloop), and the writers and
@@ -184,8 +187,7 @@ func (w *wire) joinLoop(l *evLoop) {
 	if start {
 		go l.run()
 	}
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | epollET, Fd: w.slot}
-	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, w.fd, &ev); err != nil {
+	if err := w.watchFd(syscall.EPOLL_CTL_ADD, syscall.EPOLLIN|syscall.EPOLLRDHUP); err != nil {
 		// The wire fails at once; its reader lets go as it would, once it
 		// holds the token (a stale event may have lent it to the loop).
 		for !w.rd.tok.CompareAndSwap(false, true) {
@@ -211,7 +213,7 @@ func (l *evLoop) run() {
 			l.mu.Lock()
 			w := l.wires[ev.Fd]
 			l.mu.Unlock()
-			if w != nil && w.takeToken() {
+			if w != nil && w.rd.tok.CompareAndSwap(false, true) {
 				w.pollRead()
 			}
 		}
@@ -225,22 +227,26 @@ func (l *evLoop) run() {
 	}
 }
 
-// takeToken takes w's read token for its loop after an edge; if another
-// holds it, it notes the edge for the holder to see as it lets go, and
-// tries again in case it let go meanwhile.
-func (w *wire) takeToken() bool {
-	if w.rd.tok.CompareAndSwap(false, true) {
-		return true
-	}
-	w.rd.missed.Store(true)
-	return w.rd.tok.CompareAndSwap(false, true)
+// watchFd adds w's socket to its loop's instance (EPOLL_CTL_ADD) or sets
+// the events it reports (EPOLL_CTL_MOD), under w's slot.
+func (w *wire) watchFd(op int, events uint32) error {
+	ev := syscall.EpollEvent{Events: events, Fd: w.slot}
+	return syscall.EpollCtl(w.loop.epfd, op, w.fd, &ev)
 }
 
+// What pollRead did with the token.
+const (
+	letGo  = iota // it let go: the socket had no more bytes
+	handed        // it handed it to readLarge
+	lost          // the wire is lost, and out of its loop
+)
+
 // pollRead reads w's frames, holding its token, until its socket has no
-// more bytes, and lets go of the token; before a frame larger than the
-// read buffer it hands the token to a goroutine (readLarge); a wire lost
-// it fails and takes out of its loop.
-func (w *wire) pollRead() {
+// more bytes for now, and lets go of the token; before a frame larger than
+// the read buffer it hands the token to a goroutine (readLarge); a wire
+// lost it fails and takes out of its loop.
+func (w *wire) pollRead() int {
+	w.rd.fdr.short = false
 	for {
 		err := w.readFrame()
 		switch {
@@ -251,26 +257,26 @@ func (w *wire) pollRead() {
 				w.endBatch()
 			}
 			w.rd.tok.Store(false)
-			// An edge that found the token held may have come after the
-			// read that found nothing: read again. (One that came before
-			// costs a read that finds nothing.)
-			if !w.rd.missed.Swap(false) || !w.rd.tok.CompareAndSwap(false, true) {
-				return
-			}
+			return letGo
 		case err == errLarge:
+			if err := w.watchFd(syscall.EPOLL_CTL_MOD, 0); err != nil {
+				w.fail(os.NewSyscallError("epoll_ctl", err))
+				w.unloop()
+				return lost
+			}
 			go w.readLarge()
-			return
+			return handed
 		default:
 			w.fail(err)
 			w.unloop()
-			return
+			return lost
 		}
 	}
 }
 
 // readLarge reads a frame larger than the read buffer for the loop, on a
 // goroutine of its own, waiting for its bytes; then reads on as the loop
-// would.
+// would, and gives the socket back to the loop.
 func (w *wire) readLarge() {
 	src := w.rd.fdr
 	src.block = true
@@ -282,12 +288,19 @@ func (w *wire) readLarge() {
 		return
 	}
 	w.rd.listened++
-	w.pollRead()
+	if w.pollRead() != letGo {
+		return
+	}
+	// No one reads w while its loop hears nothing of it, so no one lets go
+	// of the socket before this.
+	if err := w.watchFd(syscall.EPOLL_CTL_MOD, syscall.EPOLLIN|syscall.EPOLLRDHUP); err != nil {
+		for !w.rd.tok.CompareAndSwap(false, true) {
+			runtime.Gosched()
+		}
+		w.fail(os.NewSyscallError("epoll_ctl", err))
+		w.unloop()
+	}
 }
-
-// epollET is EPOLLET as the uint32 of an EpollEvent (syscall's constant
-// is negative).
-const epollET = 1 << 31
 
 // errAgain is the loop's reader's word that the socket has no bytes now.
 var errAgain = errors.New("rpcd: client: nothing to read now")
@@ -340,16 +353,22 @@ func (w *wire) dropFd(d int32) {
 	}
 }
 
-// fdReader reads a loop's socket: a read that finds nothing returns
-// errAgain, or, for readLarge, waits in ppoll until there is something.
+// fdReader reads a loop's socket: a read that finds nothing, or follows a
+// read that returned less than its room in the same turn (short), returns
+// errAgain; for readLarge (block), it waits in ppoll until there is
+// something.
 type fdReader struct {
 	fd    int
 	block bool
+	short bool // the turn's last read emptied the socket of bytes
 }
 
 func (r *fdReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
+	}
+	if r.short && !r.block {
+		return 0, errAgain
 	}
 	for {
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(r.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
@@ -358,6 +377,7 @@ func (r *fdReader) Read(p []byte) (int, error) {
 			if n == 0 {
 				return 0, io.EOF
 			}
+			r.short = int(n) < len(p)
 			return int(n), nil
 		case syscall.EINTR:
 		case syscall.EAGAIN:

@@ -17,8 +17,8 @@ var testEventLoops bool
 
 // fdReader is never made here.
 type fdReader struct {
-	fd    int
-	block bool
+	fd           int
+	block, short bool
 }
 
 func (*fdReader) Read([]byte) (int, error) { return 0, errAgain }

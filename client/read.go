@@ -62,13 +62,10 @@ const (
 
 // reading is a wire's read side.
 type reading struct {
-	br  *readbuf.Buf // 4 to 64 KiB: frames up to its Size are read whole
-	tok atomic.Bool  // held by whoever reads br
-	fdr *fdReader    // br's source on an event loop (loops_linux.go)
-	// missed is set by a loop that found tok held after an edge: its
-	// holder reads again after letting go.
-	missed atomic.Bool
-	kick   chan struct{} // asks the listener to take the token
+	br   *readbuf.Buf  // 4 to 64 KiB: frames up to its Size are read whole
+	tok  atomic.Bool   // held by whoever reads br
+	fdr  *fdReader     // br's source on an event loop (loops_linux.go)
+	kick chan struct{} // asks the listener to take the token
 
 	releases atomic.Uint64 // times the token was given up, for the watch
 	watch    *lingerWatch  // the client's

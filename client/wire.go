@@ -34,7 +34,7 @@ type wire struct {
 	lim    proto.Limits
 	born   time.Time
 
-	pending *engine.Calls[call] // the calls waiting for replies
+	pending engine.Calls[call] // the calls waiting for replies
 
 	pmu sync.Mutex
 	err error // set once the wire has failed; guarded by pmu
@@ -83,17 +83,17 @@ type wire struct {
 // are), as the handshake settled.
 func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle *idleWires, watch *lingerWatch) *wire {
 	w := &wire{
-		nc:      nc,
-		fd:      -1,
-		lim:     o.Limits,
-		srv:     srv,
-		born:    time.Now(),
-		zip:     zip,
-		zipMin:  o.CompressMin,
-		pending: engine.NewCalls[call](pendingShardsFor(o.Conns)),
-		away:    make(chan struct{}),
-		done:    make(chan struct{}),
+		nc:     nc,
+		fd:     -1,
+		lim:    o.Limits,
+		srv:    srv,
+		born:   time.Now(),
+		zip:    zip,
+		zipMin: o.CompressMin,
+		away:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
+	w.pending.Init(pendingShardsFor(o.Conns))
 	liveWires.Add(1)
 	w.streams.Init(&srv.streams, (*wireLink)(w))
 	w.wg.Add(1) // the listener, or the loop's hold; a writer at each hand-over (kickWriter)

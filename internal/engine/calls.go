@@ -22,8 +22,9 @@ import (
 type Calls[T any] struct {
 	next   atomic.Uint32
 	closed atomic.Bool
-	shards []callShard[T]
+	shards []callShard[T] // one's, for a table of one shard
 	mask   uint32
+	one    [1]callShard[T] // a table of one shard in itself: no pointer to chase on every call
 }
 
 // callRing is how many calls a shard holds without a map.
@@ -46,10 +47,23 @@ type callEntry[T any] struct {
 // client that many callers share wants several (32); a connection that
 // makes a call now and then, one.
 func NewCalls[T any](shards int) *Calls[T] {
+	t := new(Calls[T])
+	t.Init(shards)
+	return t
+}
+
+// Init makes t, a zero Calls that is never copied after (a field of its
+// owner's), an empty table of shards shards, as NewCalls does.
+func (t *Calls[T]) Init(shards int) {
 	if shards < 1 || shards&(shards-1) != 0 {
 		panic("rpcd: engine: shards must be a power of two")
 	}
-	return &Calls[T]{shards: make([]callShard[T], shards), mask: uint32(shards - 1)}
+	t.mask = uint32(shards - 1)
+	if shards == 1 {
+		t.shards = t.one[:]
+	} else {
+		t.shards = make([]callShard[T], shards)
+	}
 }
 
 func (t *Calls[T]) shard(id uint32) *callShard[T] { return &t.shards[id&t.mask] }
