@@ -81,7 +81,9 @@
 // asynchronous calls (a client.AsyncCaller per caller), with no goroutine
 // per caller: each done function records its call, timed by when the
 // client read its reply, and starts its caller's next, and an open loop's calls
-// start from the same wheels as the wire driver's. A service target, or a
+// start from the same wheels as the wire driver's; with more than one
+// connection the clients' connections are read by the client's event loops
+// (client.Options.EventLoops), not a goroutine each. A service target, or a
 // scenario of NewCall alone, runs a goroutine per caller. A report names
 // the driver that made its calls.
 //

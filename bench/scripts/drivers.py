@@ -3,12 +3,16 @@
 runs interleaved (in order, then reversed, ...), and for each the median calls/s, load CPU µs per
 call and server CPU µs per call over the rounds.
 
-usage: drivers.py ADDR ROUNDS OUT.json [--cells 1x128,100x1] LABEL=BINARY:DRIVER...
+usage: drivers.py ADDR ROUNDS OUT.json [--cells 1x128,100x1,10kx10,10kx5] LABEL=BINARY:DRIVER...
        drivers.py --ratios OUT.json
   e.g. rpcd serve -addr 127.0.0.1:7170 &
        python3 bench/scripts/drivers.py 127.0.0.1:7170 5 OUT.json \\
            old-client=/tmp/rpcd-old:client client=/tmp/rpcd:client wire=/tmp/rpcd:wire
-Cells: 1x128 and 100x1 closed loop, EchoPacket16, 3 s each after rpcd bench's warm-up.
+Cells: 1x128 and 100x1 closed loop, EchoPacket16, 3 s each after rpcd bench's warm-up (the
+default); 10kx10 and 10kx5, rpcd soak's open loop of 10,000 connections at 10 and 5 calls/s each,
+10 s after a 3 s warm-up (the server at ADDR must take 10,000 connections: rpcd serve -max-conns),
+calls/s the median of the judged windows', CPU a call over them, and the load generator's resident
+memory a connection.
 After the medians it prints, for each pair of labels, the median of the rounds' ratios (calls/s,
 load and server CPU a call); --ratios prints them again from a file it wrote.
 """
@@ -32,18 +36,31 @@ if sys.argv[1] == '--ratios':
 ADDR, ROUNDS, OUT = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 args = sys.argv[4:]
 CELLS = {'1x128': ['-c', '1', '-inflight', '128'], '100x1': ['-c', '100', '-inflight', '1']}
+SOAKS = {'10kx10': '10', '10kx5': '5'}
 if args[:1] == ['--cells']:
-    CELLS = {c: CELLS[c] for c in args[1].split(',')}
+    CELLS = {c: CELLS.get(c) for c in args[1].split(',')}
     args = args[2:]
 RUNS = [a.split('=', 1) for a in args]
 FIELDS = {'calls_per_sec': 'calls_per_sec', 'load_cpu_us': 'cpu_per_call_us', 'server_cpu_us': 'server_cpu_per_call_us'}
 
 
 def bench(binary, driver, cell):
+    if cell in SOAKS:
+        return soak(binary, driver, SOAKS[cell])
     p = subprocess.run([binary, 'bench', '-addr', ADDR, *CELLS[cell], '-scenario', 'EchoPacket16', '-d', '3s',
                         '-driver', driver, '-json'], capture_output=True, text=True, check=True)
     r = json.loads(p.stdout)
     return {k: r.get(f) for k, f in FIELDS.items()} | {'errors': r['errors']}
+
+
+def soak(binary, driver, rate):
+    p = subprocess.run([binary, 'soak', '-addr', ADDR, '-c', '10000', '-rate', rate, '-d', '10s', '-every', '5s',
+                        '-warmup', '3s', '-driver', driver, '-json'], capture_output=True, text=True)
+    r = json.loads(p.stdout)  # soak exits 1 when the rate was not reached: still a figure
+    judged = [w['calls_per_sec'] for w in r['windows'] if not w['warmup']]
+    return {'calls_per_sec': statistics.median(judged), 'load_cpu_us': r['cpu_per_call_us'],
+            'server_cpu_us': r['server_cpu_per_call_us'], 'errors': r['errors'],
+            'load_rss_per_conn_kib': round(r['client_rss_per_conn_bytes'] / 1024, 1)}
 
 
 runs = {cell: {label: [] for label, _ in RUNS} for cell in CELLS}
