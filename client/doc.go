@@ -57,7 +57,10 @@
 // goroutine that needs the reply to go on; Go and GoRaw, a few calls in
 // flight waited for together; CallRawAsync and CallAsync, many in flight
 // with a context each; AsyncCaller, a fixed set of callers calling over
-// and over (rpcd's load generator).
+// and over (rpcd's load generator). A program of thousands of connections,
+// each with a call or two in flight, sets Options.EventLoops: the
+// process's epoll loops, one per P, read them all, and a reply wakes no
+// goroutine of its own (Linux).
 //
 // A Cluster, from DialService, calls a service of several servers: one
 // Client per node, the nodes followed through a Resolver (Static, or etcd
