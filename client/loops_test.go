@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -17,11 +18,18 @@ import (
 
 // Clients on event loops: their connections keep no goroutine each, their
 // asynchronous calls complete, and once the clients close the loops'
-// goroutines end.
+// goroutines end and every socket's descriptor is closed.
 func TestEventLoopsKeepNoGoroutinePerConnection(t *testing.T) {
 	const clients, rounds = 200, 5
 	s := server(t, "127.0.0.1:0")
-	before := runtime.NumGoroutine()
+	// The loops' epoll instances are the process's from the first client
+	// that asks for them on.
+	warm, err := client.Dial(context.Background(), s.Addr().String(), client.Options{EventLoops: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm.Close()
+	before, fds := settled(t)
 	cs := make([]*client.Client, clients)
 	for i := range cs {
 		c, err := client.Dial(context.Background(), s.Addr().String(), client.Options{EventLoops: true, KeepAlive: -1})
@@ -67,6 +75,41 @@ func TestEventLoopsKeepNoGoroutinePerConnection(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The server's side of each connection closes as it reads the client's
+	// close: wait for that too.
+	for deadline := time.Now().Add(10 * time.Second); openFds(t) > fds; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d descriptors open 10 s after every client closed, %d before", openFds(t), fds)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// settled returns the process's goroutines and open descriptors once they
+// have stayed the same for 100 ms (the warm-up client's loop and sockets
+// gone), or after 5 s.
+func settled(t *testing.T) (int, int) {
+	g, fds, same := runtime.NumGoroutine(), openFds(t), 0
+	for deadline := time.Now().Add(5 * time.Second); same < 10 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		g2, fds2 := runtime.NumGoroutine(), openFds(t)
+		if g2 == g && fds2 == fds {
+			same++
+		} else {
+			g, fds, same = g2, fds2, 0
+		}
+	}
+	return g, fds
+}
+
+// openFds returns how many descriptors the process has open.
+func openFds(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
 
 // A reply larger than the read buffer is read off the loop (it waits for
