@@ -34,8 +34,11 @@ type Options struct {
 	// docs/performance.md has the figures. A sequential Call on such a
 	// connection does not read its own reply: it waits for the loop to
 	// deliver it, a goroutine wake-up per call, where without EventLoops a
-	// lone caller reads for itself. Linux, over TCP or Unix sockets
-	// without TLS; elsewhere it is ignored.
+	// lone caller reads for itself. A loop is shared by the connections of
+	// many clients: a done function that blocks stalls them all, and one
+	// must not close a client (Close waits for the loops to let go of its
+	// connections). Linux, over TCP or Unix sockets without TLS; elsewhere
+	// it is ignored.
 	EventLoops bool
 
 	// Limits bounds the frames read from the server and the requests sent;
