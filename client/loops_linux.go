@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/rpcd/rpcd/internal/epoll"
 )
 
 // Event loops (Options.EventLoops): the process's few epoll instances,
@@ -25,14 +27,10 @@ import (
 // the difference between the client and load's wire driver, which reads
 // its connections the same way.
 //
-// A loop does not block in epoll_wait: it asks without waiting, and when
-// nothing is ready parks in the runtime's poller, which holds the epoll
-// instance (an os.File), until the instance is readable. A socket is in
-// the loop's instance alone: the wire takes a duplicate of its descriptor
-// and closes the net.Conn, which takes the socket out of the runtime's
-// poller (each reply reaching two pollers, a thread of the runtime's
-// would wake for it too). So the wire writes the duplicate raw, and a
-// write that finds no room waits in ppoll (a blocking system call, on a
+// A loop waits on its epoll instance in the runtime's poller, and a
+// socket is in the loop's instance alone (package epoll says why): the
+// wire takes a duplicate of its descriptor and closes the net.Conn, writes
+// the duplicate raw, and a write that finds no room waits in ppoll (on a
 // writer goroutine or a caller with a deadline: never on the loop).
 //
 // Sockets are level-triggered in the instance: a loop's turn at a socket
@@ -60,12 +58,7 @@ var testEventLoops bool
 // evLoop is one epoll instance and the goroutine that waits on it while
 // it holds sockets.
 type evLoop struct {
-	epfd int
-	f    *os.File        // epfd, in the runtime's poller
-	rc   syscall.RawConn // f's
-	wait func(fd uintptr) bool
-	evs  []syscall.EpollEvent
-	n    int // events in evs from the last wait
+	in *epoll.Instance
 
 	mu      sync.Mutex
 	wires   []*wire // by slot, the events' Fd field; nil where free
@@ -87,57 +80,21 @@ var evLoops struct {
 func pickLoop() *evLoop {
 	evLoops.once.Do(func() {
 		for range runtime.GOMAXPROCS(0) {
-			l, err := newEvLoop()
+			in, err := epoll.New(256, "rpcd client loop")
 			if err != nil {
 				for _, l := range evLoops.ls {
-					l.f.Close()
+					l.in.Close()
 				}
 				evLoops.ls = nil
 				return
 			}
-			evLoops.ls = append(evLoops.ls, l)
+			evLoops.ls = append(evLoops.ls, &evLoop{in: in})
 		}
 	})
 	if len(evLoops.ls) == 0 {
 		return nil
 	}
 	return evLoops.ls[int(evLoops.next.Add(1))%len(evLoops.ls)]
-}
-
-// newEvLoop returns an epoll instance in the runtime's poller.
-func newEvLoop() (*evLoop, error) {
-	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.SetNonblock(epfd, true); err != nil {
-		syscall.Close(epfd)
-		return nil, err
-	}
-	l := &evLoop{epfd: epfd, f: os.NewFile(uintptr(epfd), "rpcd client loop"), evs: make([]syscall.EpollEvent, 256)}
-	// A deadline is refused unless the runtime's poller took the instance.
-	if err := l.f.SetReadDeadline(time.Time{}); err != nil {
-		l.f.Close()
-		return nil, err
-	}
-	if l.rc, err = l.f.SyscallConn(); err != nil {
-		l.f.Close()
-		return nil, err
-	}
-	l.wait = func(fd uintptr) bool {
-		for {
-			n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&l.evs[0])), uintptr(len(l.evs)), 0, 0, 0)
-			switch e {
-			case 0:
-				l.n = int(n)
-				return n > 0 // none ready: park until the instance is readable
-			case syscall.EINTR:
-			default:
-				panic("rpcd: client: epoll_wait: " + e.Error()) // only a bad epfd fails it
-			}
-		}
-	}
-	return l, nil
 }
 
 // loopSocket returns a duplicate of nc's socket descriptor, non-blocking
@@ -149,15 +106,8 @@ func loopSocket(nc net.Conn) int {
 	if rc == nil {
 		return -1
 	}
-	fd, errno := -1, syscall.Errno(0)
-	if err := rc.Control(func(s uintptr) {
-		n, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, s, syscall.F_DUPFD_CLOEXEC, 0)
-		fd, errno = int(n), e
-	}); err != nil || errno != 0 {
-		return -1
-	}
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		syscall.Close(fd)
+	fd, err := epoll.Dup(rc)
+	if err != nil {
 		return -1
 	}
 	_ = nc.Close() // the socket stays fd's
@@ -202,14 +152,14 @@ func (w *wire) joinLoop(l *evLoop) {
 // each, until it holds none.
 func (l *evLoop) run() {
 	for {
-		l.n = 0
-		if err := l.rc.Read(l.wait); err != nil {
+		evs, err := l.in.Wait()
+		if err != nil {
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
 				panic("rpcd: client: the event loop's epoll instance: " + err.Error())
 			}
-			_ = l.f.SetReadDeadline(time.Time{}) // unloop's word that the loop may be empty
+			_ = l.in.SetDeadline(time.Time{}) // unloop's word that the loop may be empty
 		}
-		for _, ev := range l.evs[:l.n] {
+		for _, ev := range evs {
 			l.mu.Lock()
 			w := l.wires[ev.Fd]
 			l.mu.Unlock()
@@ -230,8 +180,7 @@ func (l *evLoop) run() {
 // watchFd adds w's socket to its loop's instance (EPOLL_CTL_ADD) or sets
 // the events it reports (EPOLL_CTL_MOD), under w's slot.
 func (w *wire) watchFd(op int, events uint32) error {
-	ev := syscall.EpollEvent{Events: events, Fd: w.slot}
-	return syscall.EpollCtl(w.loop.epfd, op, w.fd, &ev)
+	return w.loop.in.Ctl(op, w.fd, events, w.slot)
 }
 
 // What pollRead did with the token.
@@ -313,7 +262,7 @@ var errLarge = errors.New("rpcd: client: a frame larger than the read buffer")
 // good: no one reads it again. It drops the reader's hold on the socket.
 func (w *wire) unloop() {
 	l := w.loop
-	_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, w.fd, nil)
+	_ = l.in.Ctl(syscall.EPOLL_CTL_DEL, w.fd, 0, 0)
 	l.mu.Lock()
 	l.wires[w.slot] = nil
 	l.free = append(l.free, w.slot)
@@ -321,7 +270,7 @@ func (w *wire) unloop() {
 	empty := l.held == 0
 	l.mu.Unlock()
 	if empty {
-		_ = l.f.SetReadDeadline(longAgo) // wake the loop to see it is empty and end
+		_ = l.in.SetDeadline(longAgo) // wake the loop to see it is empty and end
 	}
 	w.dropFd(fdGone - 1)
 	w.wg.Done()
@@ -384,7 +333,7 @@ func (r *fdReader) Read(p []byte) (int, error) {
 			if !r.block {
 				return 0, errAgain
 			}
-			if err := waitFd(r.fd, pollIn, time.Time{}); err != nil {
+			if err := epoll.WaitFd(r.fd, epoll.PollIn, time.Time{}); err != nil {
 				return 0, err
 			}
 		default:
@@ -393,66 +342,13 @@ func (r *fdReader) Read(p []byte) (int, error) {
 	}
 }
 
-const (
-	pollIn  = 0x1
-	pollOut = 0x4
-)
-
-// waitFd waits in ppoll, a blocking system call, until fd has the events
-// asked for, or an error or end, or deadline (none if zero) passes:
-// os.ErrDeadlineExceeded then.
-func waitFd(fd int, events int16, deadline time.Time) error {
-	pfd := struct {
-		fd             int32
-		events, revent int16
-	}{int32(fd), events, 0}
-	for {
-		var ts *syscall.Timespec
-		if !deadline.IsZero() {
-			d := time.Until(deadline)
-			if d <= 0 {
-				return os.ErrDeadlineExceeded
-			}
-			t := syscall.NsecToTimespec(int64(d))
-			ts = &t
-		}
-		n, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(ts)), 0, 0, 0)
-		switch {
-		case e == syscall.EINTR:
-		case e != 0:
-			return os.NewSyscallError("ppoll", e)
-		case n > 0:
-			return nil // ready, or an error or end the next read or write sees
-		}
-	}
-}
-
-// writeFd writes b to fd, a non-blocking socket, as far as it takes it
-// without waiting, and returns how many bytes it took.
-func writeFd(fd int, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[n])), uintptr(len(b)-n))
-		switch e {
-		case 0:
-			n += int(m)
-		case syscall.EINTR:
-		case syscall.EAGAIN:
-			return n, nil
-		default:
-			return n, os.NewSyscallError("write", e)
-		}
-	}
-	return n, nil
-}
-
 // loopWriteNow writes b to w's socket as far as it takes it without
 // waiting.
 func (w *wire) loopWriteNow(b []byte) (int, error) {
 	if !w.holdFd() {
 		return 0, net.ErrClosed
 	}
-	n, err := writeFd(w.fd, b)
+	n, err := epoll.WriteNow(w.fd, b)
 	w.dropFd(-1)
 	return n, err
 }
@@ -466,12 +362,12 @@ func (w *wire) loopWrite(b []byte, deadline time.Time) (int, error) {
 	defer w.dropFd(-1)
 	n := 0
 	for {
-		m, err := writeFd(w.fd, b[n:])
+		m, err := epoll.WriteNow(w.fd, b[n:])
 		n += m
 		if err != nil || n == len(b) {
 			return n, err
 		}
-		if err := waitFd(w.fd, pollOut, deadline); err != nil {
+		if err := epoll.WaitFd(w.fd, epoll.PollOut, deadline); err != nil {
 			return n, err
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 
+	"github.com/rpcd/rpcd/internal/epoll"
 	"github.com/rpcd/rpcd/internal/loadgen"
 )
 
@@ -56,13 +56,8 @@ import (
 
 // A poller is a pacer's epoll instance and the connections handed to it.
 type poller struct {
-	epfd int
-	f    *os.File        // epfd, in the runtime's poller
-	rc   syscall.RawConn // f's
-	wait func(fd uintptr) bool
-	evs  []syscall.EpollEvent
-	n    int           // events in evs from the last wait
-	dl   time.Duration // f's read deadline, on the driver's clock
+	in *epoll.Instance
+	dl time.Duration // in's deadline, on the driver's clock
 
 	mu     sync.Mutex
 	handed []handoff // to register at the loop's next turn
@@ -83,52 +78,16 @@ type handoff struct {
 func newPollers(n int) []*poller {
 	ps := make([]*poller, 0, n)
 	for range n {
-		p, err := newPoller()
+		in, err := epoll.New(256, "pacer")
 		if err != nil {
 			for _, p := range ps {
-				p.f.Close()
+				p.in.Close()
 			}
 			return nil
 		}
-		ps = append(ps, p)
+		ps = append(ps, &poller{in: in, dl: -1})
 	}
 	return ps
-}
-
-// newPoller returns an epoll instance in the runtime's poller.
-func newPoller() (*poller, error) {
-	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.SetNonblock(epfd, true); err != nil {
-		syscall.Close(epfd)
-		return nil, err
-	}
-	p := &poller{epfd: epfd, f: os.NewFile(uintptr(epfd), "pacer"), evs: make([]syscall.EpollEvent, 256), dl: -1}
-	// A deadline is refused unless the runtime's poller took the instance.
-	if err := p.f.SetReadDeadline(time.Time{}); err != nil {
-		p.f.Close()
-		return nil, err
-	}
-	if p.rc, err = p.f.SyscallConn(); err != nil {
-		p.f.Close()
-		return nil, err
-	}
-	p.wait = func(fd uintptr) bool {
-		for {
-			n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&p.evs[0])), uintptr(len(p.evs)), 0, 0, 0)
-			switch e {
-			case 0:
-				p.n = int(n)
-				return n > 0 // none ready: park until the instance is readable
-			case syscall.EINTR:
-			default:
-				panic("rpcd: load: epoll_wait: " + e.Error()) // only a bad epfd fails it
-			}
-		}
-	}
-	return p, nil
 }
 
 // handOver gives nc, c's connection, to its pacer to read, and returns
@@ -188,13 +147,13 @@ func (d *wireDriver) poll(k int) {
 		p.register(d)
 		if next := (d.now()/loadgen.WheelTick + 1) * loadgen.WheelTick; next != p.dl {
 			p.dl = next
-			_ = p.f.SetReadDeadline(d.clock.Add(next))
+			_ = p.in.SetDeadline(d.clock.Add(next))
 		}
-		p.n = 0
-		if err := p.rc.Read(p.wait); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		evs, err := p.in.Wait()
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			panic("rpcd: load: the pacer's epoll instance: " + err.Error())
 		}
-		for _, ev := range p.evs[:p.n] {
+		for _, ev := range evs {
 			c := d.cs[ev.Fd]
 			if c.pnc == nil {
 				continue // let go of earlier in this batch
@@ -222,8 +181,7 @@ func (p *poller) register(d *wireDriver) {
 		h.c.pnc, h.c.pfd = h.nc, h.fd
 		// Level-triggered: an end that came in with the last bytes keeps
 		// the socket ready, so drain may stop at a short read.
-		ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(h.c.i)}
-		if err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, h.fd, &ev); err != nil {
+		if err := p.in.Ctl(syscall.EPOLL_CTL_ADD, h.fd, syscall.EPOLLIN, int32(h.c.i)); err != nil {
 			p.release(h.c, err)
 		}
 	}
@@ -233,7 +191,7 @@ func (p *poller) register(d *wireDriver) {
 // back to c's goroutine, lost with err; from then on the pacer does not
 // read it.
 func (p *poller) release(c *wireConn, err error) {
-	_ = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, c.pfd, nil)
+	_ = p.in.Ctl(syscall.EPOLL_CTL_DEL, c.pfd, 0, 0)
 	c.pnc, c.pfd = nil, -1
 	c.lostc <- err
 }
@@ -254,5 +212,5 @@ func (p *poller) end(d *wireDriver, k int) {
 			p.release(c, net.ErrClosed)
 		}
 	}
-	p.f.Close()
+	p.in.Close()
 }

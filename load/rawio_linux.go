@@ -7,7 +7,10 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"time"
 	"unsafe"
+
+	"github.com/rpcd/rpcd/internal/epoll"
 )
 
 // rawIO reads and writes a socket with raw system calls, which skip the Go
@@ -151,51 +154,23 @@ func (r *rawIO) shutdown() {
 }
 
 // dup returns a new descriptor of the socket, close-on-exec and
-// non-blocking (the flag is the socket's, shared with nc's), which stays
-// the socket's after nc is closed: closing nc takes the socket out of the
-// runtime's poller, and the duplicate's owner reads and writes it raw.
-func (r *rawIO) dup() (int, error) {
-	nfd, errno := -1, syscall.Errno(0)
-	err := r.rc.Control(func(s uintptr) {
-		n, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, s, syscall.F_DUPFD_CLOEXEC, 0)
-		nfd, errno = int(n), e
-	})
-	switch {
-	case err != nil:
-		return -1, err
-	case errno != 0:
-		return -1, errno
-	}
-	if err := syscall.SetNonblock(nfd, true); err != nil {
-		syscall.Close(nfd)
-		return -1, err
-	}
-	return nfd, nil
-}
+// non-blocking, which stays the socket's after nc is closed: closing nc
+// takes the socket out of the runtime's poller, and the duplicate's owner
+// reads and writes it raw.
+func (r *rawIO) dup() (int, error) { return epoll.Dup(r.rc) }
 
 // writeFd writes all of b to fd, a non-blocking socket outside the
 // runtime's poller; when the socket has no room it waits in ppoll, a
 // blocking system call, until it has some or is shut down. The wire
 // driver's requests are small enough (wireMaxPayload) that it rarely does.
 func writeFd(fd int, b []byte) error {
-	for len(b) > 0 {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-		switch e {
-		case 0:
-			b = b[n:]
-		case syscall.EINTR:
-		case syscall.EAGAIN:
-			pfd := struct {
-				fd             int32
-				events, revent int16
-			}{int32(fd), 0x4 /* POLLOUT */, 0}
-			_, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, 0, 0, 0, 0)
-			if e != 0 && e != syscall.EINTR {
-				return e
-			}
-		default:
-			return e
+	for {
+		n, err := epoll.WriteNow(fd, b)
+		if b = b[n:]; err != nil || len(b) == 0 {
+			return err
+		}
+		if err := epoll.WaitFd(fd, epoll.PollOut, time.Time{}); err != nil {
+			return err
 		}
 	}
-	return nil
 }
