@@ -23,7 +23,8 @@ counted from then), for -d after -warmup. With -driver wire (the default
 where it can) this program writes and reads the frames itself, the calls
 paced from a few goroutines over timing wheels, a few KiB a connection;
 with -driver client each connection is a client, its calls asynchronous,
-paced over the same wheels. Every -every it
+paced over the same wheels, the connections read by the client's event
+loops (client.Options.EventLoops). Every -every it
 reports the window's calls/s, errors and latency, and samples the server
 through ` + builtin.Stats + `: heap in use, resident memory, goroutines and
 connections. Before the load it samples the server idle and then with all
