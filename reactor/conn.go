@@ -82,7 +82,7 @@ type conn struct {
 
 	peer *Peer // the connection for handlers and server push; set once
 
-	inline transport.Watch // the inline handler the loop runs, for the watchdog (watchdog.go)
+	lw *loopWatch // the watch of what its loop, or its goroutine, runs inline (watchdog.go)
 
 	streams engine.Streams // open streams (stream.go)
 
@@ -226,7 +226,7 @@ func (c *conn) beforeAuth(f *proto.Frame, out []byte) ([]byte, *ending) {
 
 // handleCall answers a Request or one-way call: refused, queued for the
 // blocking pool, or run inline by the server's runner (transport.Runner),
-// which the watchdog watches through c.inline.
+// which the watchdog watches through c.lw.
 func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	oneWay := f.Kind == proto.KindOneWay
 	c.tookIn(f.ID)
@@ -262,7 +262,7 @@ func (c *conn) handleCall(f *proto.Frame, out []byte, now time.Time) []byte {
 	// taken is built in a temporary and copied, a copy that stalls on the
 	// stores just made to the temporary (BenchmarkDirect: 10 % of a call).
 	var j transport.Job
-	j.Route, j.Call, j.Req, j.OneWay, j.Zip, j.Large, j.Watch = rt, call, payload, oneWay, c.zip, bigFrame, &c.inline
+	j.Route, j.Call, j.Req, j.OneWay, j.Zip, j.Large, j.Watch = rt, call, payload, oneWay, c.zip, bigFrame, c.lw.running(c)
 	out, own := c.s.run.Run(&j, out)
 	if !call.End() {
 		c.newInlineCall() // the handler took Done: contexts derived from call may outlive it

@@ -28,6 +28,7 @@ func (s *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		return proto.AppendGoAway(nil, 0, proto.CodeUnavailable, "server is draining"), gnet.Close
 	}
 	c := newConn(s.Server, gc, gc.RemoteAddr())
+	c.lw = s.loopWatchOf(gc.EventLoop(), c)
 	gc.SetContext(c)
 	s.enrol(c)
 	return nil, gnet.None
@@ -70,6 +71,7 @@ func (s *Server) forget(c *conn) {
 	}
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.unwatchLocked(c)
 	s.stats.bytesIn.Add(c.bytesIn.Load()) // the closed connections' bytes
 	s.stats.bytesOut.Add(c.bytesOut.Load())
 	s.mu.Unlock()

@@ -21,6 +21,10 @@ type fakeConn struct {
 	writevs  int   // the writes that came through Writev
 }
 
+// EventLoop is nil: a fake connection is on no loop (its watch is its
+// own: Server.loopWatchOf).
+func (f *fakeConn) EventLoop() gnet.EventLoop { return nil }
+
 func (f *fakeConn) Peek(n int) ([]byte, error) {
 	if n <= 0 {
 		n = len(f.in)

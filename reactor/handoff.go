@@ -39,8 +39,9 @@ func (c *conn) handOff(gc gnet.Conn, ending bool) bool {
 	}
 	carry, _ := gc.Peek(-1) // a view of gnet's buffer: copied before gnet closes
 	l := newStdLink(nc, carry)
-	gc.SetContext(nil) // OnClose: no longer the loop's to forget
-	c.std.Store(l)     // before the goroutine starts: every wake from here reaches it
+	gc.SetContext(nil)     // OnClose: no longer the loop's to forget
+	c.lw = c.s.ownWatch(c) // its inline calls run on its goroutine now
+	c.std.Store(l)         // before the goroutine starts: every wake from here reaches it
 	c.s.stdConns.Add(1)
 	c.s.stats.handedOff.Add(1)
 	go func() {

@@ -54,9 +54,11 @@ type Server struct {
 	clock   atomic.Int64 // a coarse "now" in Unix nanoseconds, kept by the sweeper
 	preAuth proto.Limits // the limits before a connection's handshake
 
-	mu     sync.Mutex
-	conns  map[*conn]struct{}
-	nconns atomic.Int64
+	mu          sync.Mutex
+	conns       map[*conn]struct{}
+	loopWatches map[gnet.EventLoop]*loopWatch // each event loop's, from its first connection (watchdog.go)
+	watches     map[*loopWatch]struct{}       // what the watchdog looks at: the loops' and the own of connections on goroutines
+	nconns      atomic.Int64
 
 	stdConns  sync.WaitGroup // the standard library transport's goroutines
 	lingering atomic.Int64   // refused connections lingering (refuse)
@@ -96,8 +98,11 @@ func New(reg *handler.Registry, opts Options) *Server {
 		accepted: make(chan struct{}),
 		done:     make(chan struct{}),
 		conns:    make(map[*conn]struct{}),
-		refusals: newTopicRefusals(),
-		invalid:  invalid,
+
+		loopWatches: make(map[gnet.EventLoop]*loopWatch),
+		watches:     make(map[*loopWatch]struct{}),
+		refusals:    newTopicRefusals(),
+		invalid:     invalid,
 	}
 	s.run = transport.Runner{MaxFrame: opts.Limits.MaxFrameSize, Logger: opts.Logger, Failed: s.stats.callFailed,
 		Compress: s.compressReply, Budget: opts.InlineBudget}

@@ -189,6 +189,7 @@ func (s *Server) serveStd(nc net.Conn) {
 	}
 	l := newStdLink(nc, nil)
 	c := newConn(s, nil, nc.RemoteAddr())
+	c.lw = s.ownWatch(c)
 	c.std.Store(l)
 	if id != nil && s.opts.Authenticator == nil {
 		c.identity, c.call.Identity = id, id // a verified client certificate
