@@ -76,7 +76,8 @@ func (s *Server) ownWatch(c *conn) *loopWatch {
 	return lw
 }
 
-// unwatch stops watching c's own watch, if it has one; with s.mu held.
+// unwatchLocked stops watching c's own watch, if it has one; with s.mu
+// held.
 func (s *Server) unwatchLocked(c *conn) {
 	if lw := c.lw; lw != nil && lw.owner == c {
 		delete(s.watches, lw)
