@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,24 +19,20 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
-// TestCallRawAsync: calls started from one goroutine complete with their
-// own replies; calls their done functions start (a closed loop of virtual
-// callers, as the load generator runs) complete too; typed calls decode.
-func TestCallRawAsync(t *testing.T) {
-	s := server(t, "127.0.0.1:0")
-	c := dial(t, s.Addr().String(), client.Options{})
-	ctx := ctxFor(t, 20*time.Second)
-
-	const n = 500
+// echoesAsync starts n asynchronous echoes at once, the i-th of the bytes
+// call(i) returns through its client under its context, and fails t if
+// any fails or is answered with other bytes than its own.
+func echoesAsync(t *testing.T, n int, call func(i int) (*client.Client, context.Context, []byte)) {
+	t.Helper()
 	var wg sync.WaitGroup
 	wg.Add(n)
 	errs := make(chan error, n)
 	for i := range n {
-		req := []byte{byte(i), byte(i >> 8)}
+		c, ctx, req := call(i)
 		c.CallRawAsync(ctx, builtin.EchoPacket, req, nil, func(reply []byte, err error) {
 			defer wg.Done()
-			if err == nil && string(reply) != string(req) {
-				err = errors.New("a reply not the call's own")
+			if err == nil && !bytes.Equal(reply, req) {
+				err = fmt.Errorf("reply %q to %q", reply, req)
 			}
 			if err != nil {
 				errs <- err
@@ -47,6 +44,19 @@ func TestCallRawAsync(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// TestCallRawAsync: calls started from one goroutine complete with their
+// own replies; calls their done functions start (a closed loop of virtual
+// callers, as the load generator runs) complete too; typed calls decode.
+func TestCallRawAsync(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	c := dial(t, s.Addr().String(), client.Options{})
+	ctx := ctxFor(t, 20*time.Second)
+
+	echoesAsync(t, 500, func(i int) (*client.Client, context.Context, []byte) {
+		return c, ctx, []byte{byte(i), byte(i >> 8)}
+	})
 
 	// 16 callers, each starting its next call from the last one's done.
 	const callers, each = 16, 200

@@ -360,17 +360,7 @@ func (w *wire) loopWrite(b []byte, deadline time.Time) (int, error) {
 		return 0, net.ErrClosed
 	}
 	defer w.dropFd(-1)
-	n := 0
-	for {
-		m, err := epoll.WriteNow(w.fd, b[n:])
-		n += m
-		if err != nil || n == len(b) {
-			return n, err
-		}
-		if err := epoll.WaitFd(w.fd, epoll.PollOut, deadline); err != nil {
-			return n, err
-		}
-	}
+	return epoll.Write(w.fd, b, deadline)
 }
 
 // loopShutdown ends w's socket both ways, keeping its descriptor: its

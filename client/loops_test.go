@@ -45,26 +45,9 @@ func TestEventLoopsKeepNoGoroutinePerConnection(t *testing.T) {
 		t.Errorf("%d goroutines more with %d clients on event loops, want one a client (its redial) and a few per P", n, clients)
 	}
 	for r := range rounds {
-		var wg sync.WaitGroup
-		errs := make(chan error, clients)
-		for i, c := range cs {
-			wg.Add(1)
-			req := fmt.Appendf(nil, "call %d of client %d", r, i)
-			c.CallRawAsync(context.Background(), builtin.EchoPacket, req, nil, func(reply []byte, err error) {
-				defer wg.Done()
-				if err == nil && !bytes.Equal(reply, req) {
-					err = fmt.Errorf("reply %q to %q", reply, req)
-				}
-				if err != nil {
-					errs <- err
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+		echoesAsync(t, clients, func(i int) (*client.Client, context.Context, []byte) {
+			return cs[i], context.Background(), fmt.Appendf(nil, "call %d of client %d", r, i)
+		})
 	}
 	for _, c := range cs {
 		c.Close()

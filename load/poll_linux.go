@@ -19,20 +19,12 @@ import (
 // them), then makes the calls that came due. No goroutine is woken per
 // reply.
 //
-// The pacer does not block in epoll_wait: a pacer blocked in a system
-// call loses its P to sysmon and comes back through the scheduler
-// (exitsyscall's slow path, findRunnable, netpoll). An epoll instance is
-// itself pollable, so the runtime's poller holds the pacer's (an
-// os.File): the pacer asks epoll_wait without waiting, and when nothing
-// is ready parks in the runtime's poller until the instance is readable
-// or the read deadline, the wheel's next tick, passes.
-//
-// Nor is a socket in both pollers, each reply reaching two epoll
-// instances: a connection's goroutine hands its pacer a duplicate of the
-// socket's descriptor and closes the net.Conn, which takes the socket out
-// of the runtime's poller. The pacer reads the duplicate raw; writers
-// (with the connection's lock) write it raw, waiting in ppoll when it has
-// no room.
+// The pacer waits on its instance in the runtime's poller, its deadline
+// the wheel's next tick, and a socket is in the instance alone: a
+// connection's goroutine hands its pacer a duplicate of the socket's
+// descriptor and closes the net.Conn (package epoll says why). The pacer
+// reads the duplicate raw; writers (with the connection's lock) write it
+// raw, waiting in ppoll when it has no room.
 //
 // What it bought on 2 cores against a goroutine reading each connection
 // (rpcd soak, its own child server, medians of interleaved runs): at

@@ -160,17 +160,10 @@ func (r *rawIO) shutdown() {
 func (r *rawIO) dup() (int, error) { return epoll.Dup(r.rc) }
 
 // writeFd writes all of b to fd, a non-blocking socket outside the
-// runtime's poller; when the socket has no room it waits in ppoll, a
-// blocking system call, until it has some or is shut down. The wire
-// driver's requests are small enough (wireMaxPayload) that it rarely does.
+// runtime's poller, waiting in ppoll for room when it has none, until it
+// has some or is shut down. The wire driver's requests are small enough
+// (wireMaxPayload) that it rarely waits.
 func writeFd(fd int, b []byte) error {
-	for {
-		n, err := epoll.WriteNow(fd, b)
-		if b = b[n:]; err != nil || len(b) == 0 {
-			return err
-		}
-		if err := epoll.WaitFd(fd, epoll.PollOut, time.Time{}); err != nil {
-			return err
-		}
-	}
+	_, err := epoll.Write(fd, b, time.Time{})
+	return err
 }

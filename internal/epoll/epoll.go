@@ -142,6 +142,23 @@ func WaitFd(fd int, events int16, deadline time.Time) error {
 	}
 }
 
+// Write writes b to fd, a non-blocking socket, waiting in WaitFd for room
+// when it has none, until deadline (the zero Time: never); it returns how
+// many bytes it wrote.
+func Write(fd int, b []byte, deadline time.Time) (int, error) {
+	n := 0
+	for {
+		m, err := WriteNow(fd, b[n:])
+		n += m
+		if err != nil || n == len(b) {
+			return n, err
+		}
+		if err := WaitFd(fd, PollOut, deadline); err != nil {
+			return n, err
+		}
+	}
+}
+
 // WriteNow writes b to fd, a non-blocking socket, as far as it takes it
 // without waiting, and returns how many bytes it took.
 func WriteNow(fd int, b []byte) (int, error) {

@@ -76,7 +76,7 @@ func TestWait(t *testing.T) {
 }
 
 // WriteNow takes what the socket takes and stops, without an error, when
-// it is full; WaitFd waits for room until its deadline.
+// it is full; WaitFd, and Write, wait for room until their deadline.
 func TestWriteNowAndWaitFd(t *testing.T) {
 	fd, _ := pair(t) // the peer reads nothing
 	if err := epoll.WaitFd(fd, epoll.PollIn, time.Now().Add(20*time.Millisecond)); !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -89,5 +89,8 @@ func TestWriteNowAndWaitFd(t *testing.T) {
 	}
 	if err := epoll.WaitFd(fd, epoll.PollOut, time.Now().Add(20*time.Millisecond)); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("WaitFd for room in a full socket: %v, want the deadline", err)
+	}
+	if n, err := epoll.Write(fd, big, time.Now().Add(20*time.Millisecond)); !errors.Is(err, os.ErrDeadlineExceeded) || n >= len(big) {
+		t.Fatalf("Write to a full socket by a deadline: %d, %v; want part of it and the deadline", n, err)
 	}
 }
