@@ -85,9 +85,9 @@ func (c *Client) CallAsync(ctx context.Context, route string, in, out any, done 
 // typedAsync is what completes a CallAsync: the reply decoded into out,
 // then done.
 type typedAsync struct {
+	done  func(error)
 	codec handler.Codec
 	out   any
-	done  func(error)
 }
 
 // startAsync sends the asynchronous call cl, its done function set. start
@@ -229,15 +229,15 @@ func (cl *call) complete(err error) {
 	if err != nil {
 		err = transport.Received(err)
 	}
-	if t := cl.typed; t.done != nil {
+	if a := cl.owner; a != nil {
+		a.answered(cl.reply, err)
+		return // the record may be in flight again
+	} else if t := cl.typed; t.done != nil {
 		if err == nil {
 			err = transport.DecodeReplyWith(t.codec, cl.route, cl.reply, t.out)
 		}
 		cl.buf = cl.reply[:0] // grown by the reply, kept for the next call
 		t.done(err)
-	} else if a := cl.owner; a != nil {
-		a.answered(cl.reply, err)
-		return // the record may be in flight again
 	} else {
 		cl.then(cl.reply, err)
 	}

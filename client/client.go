@@ -26,13 +26,15 @@ type Client struct {
 	// What every call reads first (pick), together: a load generator of
 	// 10,000 clients pays a cache miss a call for each line it touches.
 	closed atomic.Bool
+	next   atomic.Uint32
 	first  slot // slots[0], in the client itself
 	slots  []*slot
-	idle   *idleWires // connections no call waits on, with Conns > 1 (read.go)
-	next   atomic.Uint32
+	idle   *idleWires  // connections no call waits on, with Conns > 1 (read.go)
+	icpt   Interceptor // Options.Interceptors as one; nil for none (intercept.go)
+	async  asyncSweep  // ends asynchronous calls' Options.Timeout deadlines (async.go)
 
-	addr string
 	opts Options
+	addr string
 	log  *slog.Logger
 
 	noConn    error         // a call's error when no connection is usable
@@ -45,10 +47,8 @@ type Client struct {
 	subs      subTable      // publish/subscribe: the live subscriptions
 	watch     *lingerWatch  // gives unused read tokens back to listeners (read.go)
 	sweep     *timeoutSweep // ends calls' Options.Timeout deadlines (timeout.go)
-	async     asyncSweep    // ends asynchronous calls' Options.Timeout deadlines (async.go)
 	alive     *aliveWatch   // watches its connections for silence (alive.go); nil without Options.KeepAlive
 	ctxs      ctxWatches    // contexts callers share, watched once (ctxwatch.go)
-	icpt      Interceptor   // Options.Interceptors as one; nil for none (intercept.go)
 
 	pubs publishRefusals // publish/subscribe: the server's refusals of publishes
 

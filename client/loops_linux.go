@@ -227,7 +227,7 @@ func (w *wire) pollRead() int {
 // goroutine of its own, waiting for its bytes; then reads on as the loop
 // would, and gives the socket back to the loop.
 func (w *wire) readLarge() {
-	src := w.rd.fdr
+	src := &w.rd.fdr
 	src.block = true
 	err := w.readFrame()
 	src.block = false

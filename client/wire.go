@@ -23,58 +23,64 @@ import (
 // goroutines that read and write it. A wire is never revived: when it fails,
 // its slot dials a new one.
 type wire struct {
-	nc   net.Conn
-	raw  *rawWriter // nc's socket, written at a batch's end without waiting; nil if it has none
+	// What a call touches comes first: the table's own fields and its
+	// one shard's lock on the first line, the write queue and the read
+	// side's next. At 10,000 connections each call finds its connection's
+	// lines cold, and a line fewer is a miss fewer (docs/performance.md).
+	pending engine.Calls[call] // the calls waiting for replies
+
 	loop *evLoop    // the event loop that reads it (Options.EventLoops); nil if its listener does
+	raw  *rawWriter // nc's socket, written at a batch's end without waiting; nil if it has none
 	fd   int        // its socket, on a loop: nc is closed (loops_linux.go)
-	slot int32      // its place in the loop
 	// fdRefs holds fd open while it is used: the reader's hold, one per
 	// write or shutdown under way, and fdGone once the reader let go.
 	fdRefs atomic.Int32
-	lim    proto.Limits
-	born   time.Time
+	heard  atomic.Bool // bytes arrived since the keep-alive watch last looked
 
-	pending engine.Calls[call] // the calls waiting for replies
+	goingAway atomic.Bool // the server sent GoAway: no new calls here
+	broken    atomic.Bool // a write failed: nothing more is sent (writeFailed)
+	failed    atomic.Bool // set as done is closed
 
-	pmu sync.Mutex
-	err error // set once the wire has failed; guarded by pmu
-
-	goingAway atomic.Bool    // the server sent GoAway: no new calls here
-	broken    atomic.Bool    // a write failed: nothing more is sent (writeFailed)
-	werr      error          // that write's error; guarded by pmu
-	goAwayID  uint32         // its last call id; guarded by pmu
-	goAwayErr *handler.Error // its reason, unless draining; guarded by pmu
-	away      chan struct{}  // closed at the first GoAway
-
-	heard atomic.Bool // bytes arrived since the keep-alive watch last looked
-	alive aliveState  // the keep-alive watch's (alive.go)
-
-	zip    proto.Compression // calls' payloads of zipMin bytes or more are compressed so
-	zipMin int
-
-	wmu       sync.Mutex
-	wbuf      []byte    // frames queued while a write is in progress
-	spare     []byte    // a written buffer, for reuse
-	flushing  bool      // a goroutine is writing; it or the writer sends wbuf
-	wdl       bool      // a write deadline is set; owned by whoever is flushing
-	wdeadline time.Time // on a loop, that deadline, kept by the wire
+	zip      proto.Compression // calls' payloads of zipMin bytes or more are compressed so
+	flushing bool              // a goroutine is writing; it or the writer sends wbuf
 	// batching is set while the read token's holder delivers a batch of
 	// frames read together: the callers its replies wake, and the calls
 	// their completions start, queue their frames without writing, and the
 	// holder hands them all to the writer at the batch's end (endBatch).
 	batching bool
 	held     int // Batch calls running: asynchronous calls' frames wait for the last to end
+	wmu      sync.Mutex
+	wbuf     []byte // frames queued while a write is in progress
+	spare    []byte // a written buffer, for reuse
+	lim      proto.Limits
 
 	rd reading // who reads the connection, and how (read.go)
+
+	nc   net.Conn
+	slot int32 // its place in the loop
+	born time.Time
+
+	pmu sync.Mutex
+	err error // set once the wire has failed; guarded by pmu
+
+	werr      error          // that write's error; guarded by pmu
+	goAwayID  uint32         // its last call id; guarded by pmu
+	goAwayErr *handler.Error // its reason, unless draining; guarded by pmu
+	away      chan struct{}  // closed at the first GoAway
+
+	alive aliveState // the keep-alive watch's (alive.go)
+
+	zipMin    int
+	wdl       bool      // a write deadline is set; owned by whoever is flushing
+	wdeadline time.Time // on a loop, that deadline, kept by the wire
 
 	srv      *serving       // the client's routes, for the server's calls
 	calls    serverCalls    // the server's calls running here
 	streams  engine.Streams // open streams (stream.go)
 	starting []func()       // stream handlers to start once their first credit is queued; the reader's
 
-	done   chan struct{} // closed when the wire fails
-	failed atomic.Bool   // set as done is closed
-	wg     sync.WaitGroup
+	done chan struct{} // closed when the wire fails
+	wg   sync.WaitGroup
 }
 
 // newWire starts the goroutines of a connection under o's limits: its
@@ -105,14 +111,15 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 		}
 	}
 	if w.fd >= 0 {
-		w.rd.fdr = &fdReader{fd: w.fd}
+		w.rd.fdr = fdReader{fd: w.fd}
 		w.fdRefs.Store(1)
-		r = w.rd.fdr
+		r = &w.rd.fdr
 	} else if w.raw = newRawWriter(nc); w.raw != nil {
 		r = newRawReader(nc)
 	}
 	if o.KeepAlive > 0 {
-		r = heardReader{w, r} // for the keep-alive watch (alive.go)
+		w.rd.heardSrc = heardReader{w, r} // for the keep-alive watch (alive.go)
+		r = &w.rd.heardSrc
 	}
 	w.rd.init(r, idle, watch)
 	if w.fd >= 0 {
@@ -765,7 +772,7 @@ type heardReader struct {
 	src io.Reader // the connection, or its raw reader
 }
 
-func (r heardReader) Read(p []byte) (int, error) {
+func (r *heardReader) Read(p []byte) (int, error) {
 	n, err := r.src.Read(p)
 	if n > 0 && !r.w.heard.Load() {
 		r.w.heard.Store(true)

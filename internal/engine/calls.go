@@ -22,8 +22,8 @@ import (
 type Calls[T any] struct {
 	next   atomic.Uint32
 	closed atomic.Bool
-	shards []callShard[T] // one's, for a table of one shard
 	mask   uint32
+	shards []callShard[T]  // one's, for a table of one shard
 	one    [1]callShard[T] // a table of one shard in itself: no pointer to chase on every call
 }
 
@@ -31,11 +31,14 @@ type Calls[T any] struct {
 const callRing = 16
 
 type callShard[T any] struct {
+	// The lock, count and map first: with the table's own fields before
+	// them, a one-shard table's every call touches one line and a ring
+	// place.
 	mu   sync.Mutex
-	ring [callRing]callEntry[T] // a call with id in place (id/shards)%callRing
-	more map[uint32]*T          // calls whose ring place was taken when they came
 	n    atomic.Int32           // calls held, for Waiting, which takes no lock
-	_    [44]byte               // keep shards on separate cache lines
+	more map[uint32]*T          // calls whose ring place was taken when they came
+	ring [callRing]callEntry[T] // a call with id in place (id/shards)%callRing
+	_    [40]byte               // keep shards on separate cache lines
 }
 
 type callEntry[T any] struct {

@@ -17,6 +17,13 @@ func TestCalls(t *testing.T) {
 	if size := unsafe.Sizeof(callShard[rec]{}); size%64 != 0 {
 		t.Fatalf("a shard is %d bytes, not a whole number of cache lines", size)
 	}
+	var c Calls[rec]
+	s := &c.one[0]
+	head := unsafe.Offsetof(c.one) + max(unsafe.Offsetof(s.mu)+unsafe.Sizeof(s.mu),
+		unsafe.Offsetof(s.n)+unsafe.Sizeof(s.n), unsafe.Offsetof(s.more)+unsafe.Sizeof(s.more))
+	if unsafe.Sizeof(uintptr(0)) == 8 && head > 64 {
+		t.Fatalf("a table's fields and its one shard's lock, count and map end at byte %d: past its first cache line", head)
+	}
 	tb := NewCalls[rec](32)
 	const n = 5 * 32 * callRing // five times round every ring
 	calls := make([]*rec, n)

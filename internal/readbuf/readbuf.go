@@ -40,7 +40,15 @@ var errFull = errors.New("rpcd: input buffer full")
 
 // New returns a Buf reading src, of MinSize bytes to start with.
 func New(src io.Reader) *Buf {
-	return &Buf{src: src, buf: make([]byte, MinSize), floor: MinSize}
+	b := new(Buf)
+	b.Init(src)
+	return b
+}
+
+// Init makes b, a zero Buf that is never copied after (a field of its
+// owner's, on the owner's cache lines), a Buf reading src, as New does.
+func (b *Buf) Init(src io.Reader) {
+	*b = Buf{src: src, buf: make([]byte, MinSize), floor: MinSize}
 }
 
 // NewWith returns a Buf reading src that holds carry first (bytes read

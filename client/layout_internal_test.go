@@ -1,0 +1,80 @@
+package client
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestHotFieldsTogether: what a call touches of its client, its
+// connection and its AsyncCaller lies in the first cache lines of each, as
+// the structs' comments say; at 10,000 connections each of those lines is
+// a cache miss a call (docs/performance.md, "Event loops"). It fails when
+// a field added or moved pushes one out.
+func TestHotFieldsTogether(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the bounds are a 64-bit platform's")
+	}
+	type field struct {
+		name     string
+		off, end uintptr
+	}
+	within := func(what string, limit uintptr, fs ...field) {
+		t.Helper()
+		for _, f := range fs {
+			if f.end > limit {
+				t.Errorf("%s: %s ends at byte %d, past %d (%d lines)", what, f.name, f.end, limit, limit/64)
+			}
+		}
+	}
+	var c Client
+	within("Client", 64,
+		field{"closed", unsafe.Offsetof(c.closed), unsafe.Offsetof(c.closed) + unsafe.Sizeof(c.closed)},
+		field{"first", unsafe.Offsetof(c.first), unsafe.Offsetof(c.first) + unsafe.Sizeof(c.first)},
+		field{"slots", unsafe.Offsetof(c.slots), unsafe.Offsetof(c.slots) + unsafe.Sizeof(c.slots)},
+		field{"idle", unsafe.Offsetof(c.idle), unsafe.Offsetof(c.idle) + unsafe.Sizeof(c.idle)},
+		field{"icpt", unsafe.Offsetof(c.icpt), unsafe.Offsetof(c.icpt) + unsafe.Sizeof(c.icpt)},
+		field{"async", unsafe.Offsetof(c.async), unsafe.Offsetof(c.async) + unsafe.Sizeof(c.async)})
+	o := unsafe.Offsetof(c.opts)
+	within("Client", 3*64,
+		field{"opts.Limits", o + unsafe.Offsetof(c.opts.Limits), o + unsafe.Offsetof(c.opts.Limits) + unsafe.Sizeof(c.opts.Limits)},
+		field{"opts.Timeout", o + unsafe.Offsetof(c.opts.Timeout), o + unsafe.Offsetof(c.opts.Timeout) + 8},
+		field{"opts.MaxRetries", o + unsafe.Offsetof(c.opts.MaxRetries), o + unsafe.Offsetof(c.opts.MaxRetries) + 8})
+
+	var cl call
+	callHot := []field{
+		{"id", unsafe.Offsetof(cl.id), unsafe.Offsetof(cl.id) + 4},
+		{"reply", unsafe.Offsetof(cl.reply), unsafe.Offsetof(cl.reply) + unsafe.Sizeof(cl.reply)},
+		{"then", unsafe.Offsetof(cl.then), unsafe.Offsetof(cl.then) + 8},
+		{"owner", unsafe.Offsetof(cl.owner), unsafe.Offsetof(cl.owner) + 8},
+		{"done", unsafe.Offsetof(cl.done), unsafe.Offsetof(cl.done) + 8},
+		{"route", unsafe.Offsetof(cl.route), unsafe.Offsetof(cl.route) + unsafe.Sizeof(cl.route)},
+		{"deadline", unsafe.Offsetof(cl.deadline), unsafe.Offsetof(cl.deadline) + 8},
+		{"stop", unsafe.Offsetof(cl.stop), unsafe.Offsetof(cl.stop) + 8},
+		{"err", unsafe.Offsetof(cl.err), unsafe.Offsetof(cl.err) + unsafe.Sizeof(cl.err)},
+	}
+	within("call", 2*64, callHot...)
+	var a AsyncCaller
+	base := unsafe.Offsetof(a.cl)
+	asyncHot := []field{
+		{"c", unsafe.Offsetof(a.c), unsafe.Offsetof(a.c) + 8},
+		{"done", unsafe.Offsetof(a.done), unsafe.Offsetof(a.done) + 8},
+		{"busy", unsafe.Offsetof(a.busy), unsafe.Offsetof(a.busy) + 4},
+		{"at", unsafe.Offsetof(a.at), unsafe.Offsetof(a.at) + unsafe.Sizeof(a.at)},
+	}
+	for _, f := range callHot {
+		asyncHot = append(asyncHot, field{"cl." + f.name, base + f.off, base + f.end})
+	}
+	within("AsyncCaller", 3*64, asyncHot...)
+
+	var w wire
+	if off := unsafe.Offsetof(w.pending); off != 0 {
+		t.Errorf("wire: the pending table is at byte %d, not first (its own fields fit the first line: engine's TestCalls)", off)
+	}
+	r := unsafe.Offsetof(w.rd)
+	within("wire", 11*64,
+		field{"wbuf", unsafe.Offsetof(w.wbuf), unsafe.Offsetof(w.wbuf) + unsafe.Sizeof(w.wbuf)},
+		field{"lim", unsafe.Offsetof(w.lim), unsafe.Offsetof(w.lim) + unsafe.Sizeof(w.lim)},
+		field{"rd.tok", r + unsafe.Offsetof(w.rd.tok), r + unsafe.Offsetof(w.rd.tok) + 4},
+		field{"rd.br", r + unsafe.Offsetof(w.rd.br), r + unsafe.Offsetof(w.rd.br) + unsafe.Sizeof(w.rd.br)},
+		field{"rd.heardSrc", r + unsafe.Offsetof(w.rd.heardSrc), r + unsafe.Offsetof(w.rd.heardSrc) + unsafe.Sizeof(w.rd.heardSrc)})
+}
