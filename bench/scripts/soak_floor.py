@@ -20,7 +20,9 @@
 # For every process the user/system split of its CPU (getrusage for the C ones, /proc/PID/stat for rpcd's,
 # sampled every 0.2 s and cut at soak's judged windows for rpcd soak).
 # usage: soak_floor.py RPCD_BINARY [ROUNDS=3] [SECONDS=20] [OUT.json] [--warmup 5] [--conns 10000]
-#        [--kinds c10,c10one,rpcd,c5,c20] [--quiet 25] [--tick 0] [--deadline 5000]
+#        [--kinds c10,c10one,rpcd,c5,c20] [--quiet 25] [--tick 0] [--deadline 5000] [--alt RPCD_BINARY2]
+# (with --alt, a kind of rpcd's with @alt after it runs the second binary: --kinds c_serve,c_serve@alt
+#  compares two servers under the same C client, interleaved)
 # (a C run is c<rate>[one]: --kinds c6,c7,c8 finds where the floor saturates;
 #  the crossing: --kinds c10,c10rpcd,c_serve,soak_c,rpcd)
 import argparse, datetime, hashlib, json, os, queue, signal, statistics, subprocess, sys, threading, time
@@ -48,9 +50,14 @@ ap.add_argument('--deadline', type=int, default=5000,
                 help="the C client's Requests' deadline field in rpcd mode, ms: rpcd soak sends its -timeout, 5 s")
 ap.add_argument('--quiet', type=float, default=25,
                 help='before each run wait (up to 90 s) until the machine is at most this %% busy over 1 s')
+ap.add_argument('--alt', default='', help='a second rpcd binary, for the kinds with @alt after them')
 A = ap.parse_args()
 KINDS = A.kinds.split(',')
 for k in KINDS:
+    if k.endswith('@alt'):
+        if not A.alt or k.removesuffix('@alt') not in ('rpcd', 'c_serve', 'c_serve_one', 'soak_c'):
+            sys.exit(f'soak_floor: {k}: @alt needs --alt and a kind of rpcd\'s')
+        continue
     if k != 'rpcd' and k not in C_KINDS and k not in CROSS:
         C_KINDS[k] = (float(k[1:].removesuffix('one')), k.endswith('one'))
 KSOFTIRQD = [p for p in os.listdir('/proc') if p.isdigit() and
@@ -179,10 +186,10 @@ def machine(v, a, b, calls, ours):
     return v
 
 
-def rpcd_serve():
+def rpcd_serve(binary):
     """Starts `rpcd serve` as rpcd soak starts its child (its flags, -max-conns -c + 16); returns the
     process, its command, the Lines of its standard error and its port."""
-    cmd = [A.rpcd, 'serve', '-log-format', 'text', '-addr', '127.0.0.1:0', '-max-conns', str(A.conns + 16)]
+    cmd = [binary, 'serve', '-log-format', 'text', '-addr', '127.0.0.1:0', '-max-conns', str(A.conns + 16)]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines = Lines(p.stderr)
     try:
@@ -197,16 +204,16 @@ def rpcd_serve():
         raise
 
 
-def run_c(rate, one, proto='echo', server='c'):
-    """The C client against the C server (server 'c') or rpcd serve ('rpcd'); proto 'rpcd' has both C
-    sides speak rpcd frames."""
+def run_c(rate, one, proto='echo', server='c', binary=''):
+    """The C client against the C server (server 'c') or rpcd serve ('rpcd', binary's); proto 'rpcd' has
+    both C sides speak rpcd frames."""
     rpcd_mode = ['-rpcd'] if proto == 'rpcd' else []
     srv_lines = None
     if server == 'c':
         srv_cmd = [FLOOR, 'server', '-port', '0', '-threads', '2'] + rpcd_mode
         srv = subprocess.Popen(srv_cmd, stdout=subprocess.PIPE, text=True)
     else:
-        srv, srv_cmd, srv_lines, port = rpcd_serve()
+        srv, srv_cmd, srv_lines, port = rpcd_serve(binary)
     cl = None
     try:
         if server == 'c':
@@ -269,11 +276,11 @@ def run_c(rate, one, proto='echo', server='c'):
     return v
 
 
-def run_rpcd(server='rpcd'):
+def run_rpcd(server='rpcd', binary=''):
     """rpcd soak, against its own child rpcd serve (server 'rpcd') or, with -addr, the C server in rpcd
     mode ('c')."""
     every = 5 if A.seconds % 5 == 0 and A.warmup % 5 == 0 else 1
-    cmd = [A.rpcd, 'soak', '-c', str(A.conns), '-rate', '10', '-d', f'{A.seconds}s', '-warmup', f'{A.warmup}s',
+    cmd = [binary, 'soak', '-c', str(A.conns), '-rate', '10', '-d', f'{A.seconds}s', '-warmup', f'{A.warmup}s',
            '-every', f'{every}s', '-json']
     smp, srv, srv_cmd, srv_last = Sampler(), None, None, None
     if server == 'c':
@@ -352,12 +359,13 @@ def main():
     for i in range(A.rounds):
         for k in (KINDS if i % 2 == 0 else KINDS[::-1]):
             pct, waited = quiet_gate()
-            if k == 'rpcd':
-                v = run_rpcd()
-            elif k == 'soak_c':
-                v = run_rpcd(server='c')
-            elif k in CROSS:
-                v = run_c(10, k.endswith('_one'), proto='rpcd', server=CROSS[k][1])
+            base, binary = k.removesuffix('@alt'), A.alt if k.endswith('@alt') else A.rpcd
+            if base == 'rpcd':
+                v = run_rpcd(binary=binary)
+            elif base == 'soak_c':
+                v = run_rpcd(server='c', binary=binary)
+            elif base in CROSS:
+                v = run_c(10, base.endswith('_one'), proto='rpcd', server=CROSS[base][1], binary=binary)
             else:
                 v = run_c(*C_KINDS[k])
             v['round'], v['busy_before_pct'], v['waited_quiet_sec'] = i + 1, pct, waited
@@ -399,6 +407,7 @@ def main():
             'uname_r': os.uname().release, 'nproc': os.cpu_count(), 'git_revision': sh('git', 'rev-parse', 'HEAD'),
             'git_dirty_paths': sh('git', 'status', '--porcelain').splitlines(),
             'gcc': sh('gcc', '--version').splitlines()[0], 'rpcd_binary': A.rpcd, 'rpcd_version': sh(A.rpcd, 'version'),
+            'alt_binary': A.alt, 'alt_sha256': hashlib.sha256(open(A.alt, 'rb').read()).hexdigest() if A.alt else '',
             'rpcd_sha256': hashlib.sha256(open(A.rpcd, 'rb').read()).hexdigest(),
             'rounds': A.rounds, 'seconds': A.seconds, 'warmup': A.warmup, 'conns': A.conns, 'tick_us': A.tick,
             'kinds': {k: d for k, d in ({k: 'C floor, %s, %g/s' % ('one in flight' if v[1] else 'pipelined', v[0])
