@@ -8,7 +8,7 @@ import (
 // TestHotFieldsTogether: what a call touches of its client, its
 // connection and its AsyncCaller lies in the first cache lines of each, as
 // the structs' comments say; at 10,000 connections each of those lines is
-// a cache miss a call (docs/performance.md, "Event loops"). It fails when
+// a cache miss a call (docs/performance.md, "The load generator"). It fails when
 // a field added or moved pushes one out.
 func TestHotFieldsTogether(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
