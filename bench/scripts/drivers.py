@@ -15,7 +15,8 @@ calls/s the median of the judged windows', CPU a call over them, the load genera
 system CPU a call apart (from /proc, over 8 s of those windows), and its resident memory a
 connection.
 After the medians it prints, for each pair of labels, the median of the rounds' ratios (calls/s,
-load and server CPU a call); --ratios prints them again from a file it wrote.
+load and server CPU a call, and the soak cells' load user CPU); --ratios prints them again from a
+file it wrote.
 """
 import itertools, json, os, statistics, subprocess, sys, time
 
@@ -47,7 +48,6 @@ if args[:1] == ['--cells']:
 RUNS = [a.split('=', 1) for a in args]
 FIELDS = {'calls_per_sec': 'calls_per_sec', 'load_cpu_us': 'cpu_per_call_us', 'server_cpu_us': 'server_cpu_per_call_us'}
 SPLIT = ('load_user_us', 'load_sys_us')  # the soak cells'
-
 
 
 def bench(binary, driver, cell):
