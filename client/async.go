@@ -85,9 +85,9 @@ func (c *Client) CallAsync(ctx context.Context, route string, in, out any, done 
 // typedAsync is what completes a CallAsync: the reply decoded into out,
 // then done.
 type typedAsync struct {
-	done  func(error)
 	codec handler.Codec
 	out   any
+	done  func(error)
 }
 
 // startAsync sends the asynchronous call cl, its done function set. start

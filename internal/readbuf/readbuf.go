@@ -38,15 +38,9 @@ var errNegativeCount = errors.New("rpcd: negative count")
 // they are not consumed: no frame read through it may be that large.
 var errFull = errors.New("rpcd: input buffer full")
 
-// New returns a Buf reading src, of MinSize bytes to start with.
-func New(src io.Reader) *Buf {
-	b := new(Buf)
-	b.Init(src)
-	return b
-}
-
 // Init makes b, a zero Buf that is never copied after (a field of its
-// owner's, on the owner's cache lines), a Buf reading src, as New does.
+// owner's, on the owner's cache lines), a Buf reading src, of MinSize
+// bytes to start with.
 func (b *Buf) Init(src io.Reader) {
 	*b = Buf{src: src, buf: make([]byte, MinSize), floor: MinSize}
 }

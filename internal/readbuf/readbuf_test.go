@@ -29,7 +29,8 @@ func TestReadBufStream(t *testing.T) {
 	for name, src := range sources {
 		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, 2))
-			b := New(src())
+			b := new(Buf)
+			b.Init(src())
 			off, timeouts := 0, 0
 			for step := 0; off < len(data); step++ {
 				n := rng.IntN(3 << 10)
@@ -87,7 +88,8 @@ func TestReadBufStream(t *testing.T) {
 // small.
 func TestReadBufSize(t *testing.T) {
 	big := bytes.NewReader(make([]byte, 1<<20))
-	b := New(big)
+	b := new(Buf)
+	b.Init(big)
 	if len(b.buf) != MinSize {
 		t.Fatalf("starts at %d, want %d", len(b.buf), MinSize)
 	}
