@@ -34,11 +34,12 @@ type callShard[T any] struct {
 	// The lock, count and map first: with the table's own fields before
 	// them, a one-shard table's every call touches one line and a ring
 	// place.
-	mu   sync.Mutex
-	n    atomic.Int32           // calls held, for Waiting, which takes no lock
-	more map[uint32]*T          // calls whose ring place was taken when they came
-	ring [callRing]callEntry[T] // a call with id in place (id/shards)%callRing
-	_    [40]byte               // keep shards on separate cache lines
+	mu      sync.Mutex
+	n       int32                  // calls held
+	waiting atomic.Bool            // n > 0, for Waiting, which takes no lock: stored only as n leaves or comes back to 0
+	more    map[uint32]*T          // calls whose ring place was taken when they came
+	ring    [callRing]callEntry[T] // a call with id in place (id/shards)%callRing
+	_       [40]byte               // keep shards on separate cache lines
 }
 
 type callEntry[T any] struct {
@@ -94,7 +95,9 @@ func (t *Calls[T]) remove(s *callShard[T], id uint32, c *T) {
 	} else {
 		delete(s.more, id)
 	}
-	s.n.Add(-1)
+	if s.n--; s.n == 0 {
+		s.waiting.Store(false)
+	}
 }
 
 // Add gives c an id no waiting call has, stores it in *idp (c's own
@@ -123,7 +126,9 @@ func (t *Calls[T]) Add(c *T, idp *uint32) uint32 {
 			}
 			s.more[id] = c
 		}
-		s.n.Add(1)
+		if s.n++; s.n == 1 {
+			s.waiting.Store(true)
+		}
 		s.mu.Unlock()
 		return id
 	}
@@ -219,10 +224,10 @@ func (t *Calls[T]) Len() int {
 }
 
 // Waiting reports whether any call waits, without taking a lock. A call
-// added before this is seen: its count is stored before Add returns.
+// added before this is seen: its shard's flag was set before Add returned.
 func (t *Calls[T]) Waiting() bool {
 	for i := range t.shards {
-		if t.shards[i].n.Load() != 0 {
+		if t.shards[i].waiting.Load() {
 			return true
 		}
 	}

@@ -20,7 +20,7 @@ func TestCalls(t *testing.T) {
 	var c Calls[rec]
 	s := &c.one[0]
 	head := unsafe.Offsetof(c.one) + max(unsafe.Offsetof(s.mu)+unsafe.Sizeof(s.mu),
-		unsafe.Offsetof(s.n)+unsafe.Sizeof(s.n), unsafe.Offsetof(s.more)+unsafe.Sizeof(s.more))
+		unsafe.Offsetof(s.waiting)+unsafe.Sizeof(s.waiting), unsafe.Offsetof(s.more)+unsafe.Sizeof(s.more))
 	if unsafe.Sizeof(uintptr(0)) == 8 && head > 64 {
 		t.Fatalf("a table's fields and its one shard's lock, count and map end at byte %d: past its first cache line", head)
 	}
