@@ -348,8 +348,9 @@ func (w *wire) readFrame() error {
 	if err != nil {
 		return err
 	}
-	h, err := proto.DecodeHeader(hdr, &w.lim)
-	if err != nil {
+	var f proto.Frame
+	h := &f.Header // decoded in place: its sections are filled in below
+	if err := proto.DecodeHeaderInto(h, hdr, &w.lim); err != nil {
 		w.goAwayAndClose(err)
 		if !looksLikeRPCD(hdr) { // an HTTP server's 400, a TLS alert: say so
 			err = errors.New("rpcd: " + notRPCD(w.nc.RemoteAddr().String(), hdr))
@@ -365,8 +366,7 @@ func (w *wire) readFrame() error {
 		if err != nil {
 			return err
 		}
-		f := proto.Frame{Header: h} // the header is checked: only its sections are left
-		if err := proto.DecodeFrame(&f, b); err != nil {
+		if err := proto.DecodeFrame(&f, b); err != nil { // the header is checked: only its sections are left
 			w.goAwayAndClose(err)
 			return err
 		}
@@ -418,7 +418,7 @@ func (w *wire) readFrame() error {
 		return w.skip(int(h.PayloadLen))
 	}
 	if h.Flags.Compression() != proto.CompressionNone {
-		return w.readCompressed(cl, &h)
+		return w.readCompressed(cl, h)
 	}
 	start := len(cl.reply)
 	// Room for the payload, not zeroed where the buffer has it already:

@@ -99,11 +99,18 @@ func (f *Frame) sections(b []byte) error {
 // more.
 func DecodeHeader(b []byte, l *Limits) (Header, error) {
 	var h Header
-	if len(b) < HeaderSize {
-		return h, io.ErrShortBuffer
-	}
-	err := decodeHeader(b, l, &h)
+	err := DecodeHeaderInto(&h, b, l)
 	return h, err
+}
+
+// DecodeHeaderInto is DecodeHeader into *h: a reader that decodes into the
+// Frame it then fills (DecodeFrame) copies no header.
+func DecodeHeaderInto(h *Header, b []byte, l *Limits) error {
+	if len(b) < HeaderSize {
+		*h = Header{}
+		return io.ErrShortBuffer
+	}
+	return decodeHeader(b, l, h)
 }
 
 // kindRule is everything the header of a kind may hold (docs/protocol.md,
@@ -189,16 +196,17 @@ var kindRules = [256]kindRule{
 // the message for a broken rule made by explainHeader.
 func decodeHeader(b []byte, l *Limits, h *Header) error {
 	_ = b[HeaderSize-1]
-	*h = Header{
-		Kind:        Kind(b[3]),
-		Flags:       Flags(b[4]),
-		Codec:       Codec(b[5]),
-		RouteLen:    binary.BigEndian.Uint16(b[6:]),
-		ID:          binary.BigEndian.Uint32(b[8:]),
-		Deadline:    binary.BigEndian.Uint32(b[12:]),
-		MetadataLen: binary.BigEndian.Uint16(b[16:]),
-		PayloadLen:  binary.BigEndian.Uint32(b[20:]),
-	}
+	// Field by field: a composite literal is built on the stack and copied
+	// in 16-byte moves, which wait for its small stores to land (a stall of
+	// a store not forwarded to a wider load, on every frame).
+	h.Kind = Kind(b[3])
+	h.Flags = Flags(b[4])
+	h.Codec = Codec(b[5])
+	h.RouteLen = binary.BigEndian.Uint16(b[6:])
+	h.ID = binary.BigEndian.Uint32(b[8:])
+	h.Deadline = binary.BigEndian.Uint32(b[12:])
+	h.MetadataLen = binary.BigEndian.Uint16(b[16:])
+	h.PayloadLen = binary.BigEndian.Uint32(b[20:])
 	r := &kindRules[h.Kind]
 	maxFrame, maxRoute, maxMeta := l.bounds()
 	if b[0] != Magic0 || b[1] != Magic1 || b[2] != Version || b[18]|b[19] != 0 || r.name == "" ||

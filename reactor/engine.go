@@ -241,10 +241,11 @@ func (c *conn) readFrames(gc inbound, out []byte) ([]byte, gnet.Action) {
 	if err != nil {
 		return out, gnet.None // not a whole header yet
 	}
-	h, err := proto.DecodeHeader(b, lim)
-	if err == nil && gc.InboundBuffered() < h.Len() {
-		if h.Len() >= bigFrame {
-			c.startBig(h)
+	var f proto.Frame
+	err = proto.DecodeHeaderInto(&f.Header, b, lim) // in place: DecodeFrame fills in the sections
+	if err == nil && gc.InboundBuffered() < f.Len() {
+		if f.Len() >= bigFrame {
+			c.startBig(f.Header)
 			out, _, err = c.gatherBig(gc, out) // not whole: fewer bytes are buffered
 		}
 		if err == nil {
@@ -252,8 +253,7 @@ func (c *conn) readFrames(gc inbound, out []byte) ([]byte, gnet.Action) {
 		}
 	}
 	var now time.Time
-	f := proto.Frame{Header: h}
-	done, n := 0, h.Len()
+	done, n := 0, f.Len()
 	if err == nil {
 		buf, _ := gc.Peek(-1)            // holds the first frame whole
 		err = proto.DecodeFrame(&f, buf) // its header is checked: only its sections are left
