@@ -56,7 +56,7 @@ func (c *Client) callEncodedAsync(ctx context.Context, codec proto.Codec, route 
 	}
 	cl := getCall()
 	cl.reply, cl.then = reply, done
-	c.startAsync(ctx, codec, route, req, cl, 0)
+	c.startAsync(ctx, codec, route, req, cl)
 }
 
 // CallAsync starts a call like Call and returns at once: done runs once the
@@ -79,7 +79,7 @@ func (c *Client) CallAsync(ctx context.Context, route string, in, out any, done 
 	// queue (or kept for a retry) before the request can be sent.
 	cl.buf, cl.reply = payload, payload[:0]
 	cl.typed = typedAsync{codec: codec, out: out, done: done}
-	c.startAsync(ctx, codec.ID(), route, payload, cl, 0)
+	c.startAsync(ctx, codec.ID(), route, payload, cl)
 }
 
 // typedAsync is what completes a CallAsync: the reply decoded into out,
@@ -90,15 +90,23 @@ type typedAsync struct {
 	done  func(error)
 }
 
-// startAsync sends the asynchronous call cl, its done function set. start
-// is when its Options.Timeout counts from, monoNow's; 0 is now.
-func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call, start int64) {
+// startAsync sends the asynchronous call cl, its done function set.
+func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string, payload []byte, cl *call) {
 	cl.route = route
 	h, md, err := engine.Header(ctx, proto.KindRequest, codec, route, payload, &c.opts.Limits)
 	if err != nil {
 		cl.complete(err)
 		return
 	}
+	c.sendAsync(ctx, &h, md, route, payload, cl, 0)
+}
+
+// sendAsync sends the asynchronous call cl, its done function and route
+// set, its header *h and metadata md built from ctx (engine.Header), h
+// completed here. start is when its Options.Timeout counts from,
+// monoNow's; 0 is now.
+func (c *Client) sendAsync(ctx context.Context, h *proto.Header, md proto.Metadata, route string, payload []byte, cl *call, start int64) {
+	codec := h.Codec
 	if _, ok := ctx.Deadline(); !ok && c.opts.Timeout > 0 {
 		if start == 0 {
 			start = monoNow()
@@ -150,7 +158,7 @@ func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string
 	if deadline != 0 {
 		c.async.watch(c, deadline)
 	}
-	w.enqueueCall(h, route, md, payload)
+	w.enqueueCall(*h, route, md, payload)
 	w.needRead()
 }
 

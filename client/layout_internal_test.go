@@ -58,8 +58,9 @@ func TestHotFieldsTogether(t *testing.T) {
 	asyncHot := []field{
 		{"c", unsafe.Offsetof(a.c), unsafe.Offsetof(a.c) + 8},
 		{"done", unsafe.Offsetof(a.done), unsafe.Offsetof(a.done) + 8},
-		{"busy", unsafe.Offsetof(a.busy), unsafe.Offsetof(a.busy) + 4},
+		{"state", unsafe.Offsetof(a.state), unsafe.Offsetof(a.state) + 4},
 		{"at", unsafe.Offsetof(a.at), unsafe.Offsetof(a.at) + unsafe.Sizeof(a.at)},
+		{"route", unsafe.Offsetof(a.route), unsafe.Offsetof(a.route) + unsafe.Sizeof(a.route)},
 	}
 	for _, f := range callHot {
 		asyncHot = append(asyncHot, field{"cl." + f.name, base + f.off, base + f.end})

@@ -19,28 +19,49 @@ import (
 // the Deadline field from ctx's deadline. A call it refuses is never sent:
 // its error is Unprocessed.
 func Header(ctx context.Context, kind proto.Kind, codec proto.Codec, route string, payload []byte, lim *proto.Limits) (proto.Header, proto.Metadata, error) {
-	h := proto.Header{Kind: kind, Codec: codec}
-	if err := handler.ValidRoute(route); err != nil || len(route) > lim.MaxRoute {
-		return h, nil, &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad route " + route, Unprocessed: true}
+	if err := CheckRoute(route, lim); err != nil {
+		return proto.Header{Kind: kind, Codec: codec}, nil, err
 	}
+	return HeaderOf(ctx, kind, codec, route, payload, lim)
+}
+
+// CheckRoute returns the error of a call to route, which is not a route
+// or is longer than lim allows; nil if it may be called.
+func CheckRoute(route string, lim *proto.Limits) error {
+	if err := handler.ValidRoute(route); err != nil || len(route) > lim.MaxRoute {
+		return &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad route " + route, Unprocessed: true}
+	}
+	return nil
+}
+
+// HeaderOf is Header for a route CheckRoute passed: a caller that makes
+// many calls of one route checks it once.
+func HeaderOf(ctx context.Context, kind proto.Kind, codec proto.Codec, route string, payload []byte, lim *proto.Limits) (proto.Header, proto.Metadata, error) {
+	h := proto.Header{Kind: kind, Codec: codec}
 	if ctx == context.Background() { // no values and no deadline: nothing to look up
-		if n := proto.HeaderSize + len(route) + len(payload); n > lim.MaxFrameSize {
-			return h, nil, frameTooLarge(n, lim.MaxFrameSize)
-		}
-		return h, nil, nil
+		return h, nil, CheckSize(route, nil, payload, lim)
 	}
 	md := Metadata(ctx)
 	if len(md) > lim.MaxMetadata {
 		return h, nil, &handler.Error{Code: proto.CodeResourceExhausted, Message: "metadata exceeds the limit", Unprocessed: true}
 	}
-	if n := proto.HeaderSize + len(route) + len(md) + len(payload); n > lim.MaxFrameSize {
-		return h, nil, frameTooLarge(n, lim.MaxFrameSize)
+	if err := CheckSize(route, md, payload, lim); err != nil {
+		return h, nil, err
 	}
 	var ok bool
 	if h.Deadline, ok = DeadlineField(ctx); !ok {
 		return h, nil, &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "deadline passed before " + route + " was sent", Unprocessed: true}
 	}
 	return h, md, nil
+}
+
+// CheckSize returns the error of a request of route, md and payload too
+// large for a frame under lim; nil if it fits.
+func CheckSize(route string, md proto.Metadata, payload []byte, lim *proto.Limits) error {
+	if n := proto.HeaderSize + len(route) + len(md) + len(payload); n > lim.MaxFrameSize {
+		return frameTooLarge(n, lim.MaxFrameSize)
+	}
+	return nil
 }
 
 // frameTooLarge is the error of a call whose request of n bytes passes the
