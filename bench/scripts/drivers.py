@@ -11,11 +11,12 @@ usage: drivers.py ADDR ROUNDS OUT.json [--cells 1x128,100x1,10kx10,10kx5] LABEL=
 Cells: 1x128 and 100x1 closed loop, EchoPacket16, 3 s each after rpcd bench's warm-up (the
 default); 10kx10 and 10kx5, rpcd soak's open loop of 10,000 connections at 10 and 5 calls/s each,
 10 s after a 3 s warm-up (the server at ADDR must take 10,000 connections: rpcd serve -max-conns),
-calls/s the median of the judged windows', CPU a call over them, the load generator's user and
-system CPU a call apart (from /proc, over 8 s of those windows), and its resident memory a
-connection.
+calls/s the median of the judged windows', CPU a call over them, and the load generator's resident
+memory a connection. Every cell gives the load generator's user and system CPU a call apart, from
+/proc over 2 s of a bench cell's judged 3 s and 8 s of a soak cell's windows (the user time is
+what the drivers' code costs; the system time swings more with the machine).
 After the medians it prints, for each pair of labels, the median of the rounds' ratios (calls/s,
-load and server CPU a call, and the soak cells' load user CPU); --ratios prints them again from a
+load, load user and server CPU a call); --ratios prints them again from a
 file it wrote.
 """
 import itertools, json, os, statistics, subprocess, sys, time
@@ -47,16 +48,29 @@ if args[:1] == ['--cells']:
     args = args[2:]
 RUNS = [a.split('=', 1) for a in args]
 FIELDS = {'calls_per_sec': 'calls_per_sec', 'load_cpu_us': 'cpu_per_call_us', 'server_cpu_us': 'server_cpu_per_call_us'}
-SPLIT = ('load_user_us', 'load_sys_us')  # the soak cells'
+SPLIT = ('load_user_us', 'load_sys_us')
 
 
 def bench(binary, driver, cell):
     if cell in SOAKS:
         return soak(binary, driver, SOAKS[cell])
-    p = subprocess.run([binary, 'bench', '-addr', ADDR, *CELLS[cell], '-scenario', 'EchoPacket16', '-d', '3s',
-                        '-driver', driver, '-json'], capture_output=True, text=True, check=True)
-    r = json.loads(p.stdout)
-    return {k: r.get(f) for k, f in FIELDS.items()} | {'errors': r['errors']}
+    p = subprocess.Popen([binary, 'bench', '-addr', ADDR, *CELLS[cell], '-scenario', 'EchoPacket16', '-d', '3s',
+                          '-driver', driver, '-json'], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    # The load's user and system CPU apart, from /proc over 2 s inside the judged 3 s (the dial and
+    # the 0.5 s warm-up come first), its calls at the run's rate.
+    time.sleep(1.2)
+    u0, s0 = proc_cpu(p.pid)
+    t0 = time.monotonic()
+    time.sleep(2)
+    u1, s1 = proc_cpu(p.pid)
+    calls = time.monotonic() - t0
+    out, _ = p.communicate()
+    if p.returncode != 0:
+        raise RuntimeError('%s bench -driver %s exited %d' % (binary, driver, p.returncode))
+    r = json.loads(out)
+    calls *= r['calls_per_sec']
+    return {k: r.get(f) for k, f in FIELDS.items()} | {'errors': r['errors'],
+            'load_user_us': round((u1 - u0) * 1e6 / calls, 3), 'load_sys_us': round((s1 - s0) * 1e6 / calls, 3)}
 
 
 def proc_cpu(pid):
