@@ -46,7 +46,7 @@ type AsyncCaller struct {
 // a flag for each of busy and in done took four.
 const (
 	callerIdle         = iota // no call in flight, done not running
-	callerInDone              // done runs; the call it completes is over
+	callerInDone              // done runs; the call it completes is over: a call started meanwhile, from done or not, counts its deadline from at
 	callerBusy                // a call is in flight, started outside done
 	callerBusyFromDone        // a call is in flight, started from done: its deadline counts from at
 )
@@ -69,7 +69,7 @@ func (a *AsyncCaller) Call(codec proto.Codec, route string, req, reply []byte) {
 	switch s := a.state.Load(); {
 	case s == callerInDone && a.state.CompareAndSwap(callerInDone, callerBusyFromDone):
 		fromDone = true
-	case a.state.CompareAndSwap(callerIdle, callerBusy): // else done has just returned, or a call is in flight
+	case a.state.CompareAndSwap(callerIdle, callerBusy): // idle, or done returned since the load
 	default:
 		panic("rpcd: client: AsyncCaller.Call while its call is in flight")
 	}
@@ -101,8 +101,8 @@ func (a *AsyncCaller) Call(codec proto.Codec, route string, req, reply []byte) {
 		return
 	}
 	// Built here and passed on by its address: copied whole right after
-	// its fields are stored, it waited for the stores (engine.HeaderOf's
-	// return took 2 % of a load's CPU at 1 × 128).
+	// its fields are stored, it waited for the stores (returned by
+	// engine.Header, that took 2 % of a load's CPU at 1 × 128).
 	h := proto.Header{Kind: proto.KindRequest, Codec: codec}
 	c.sendAsync(context.Background(), &h, nil, route, req, cl, start)
 }

@@ -19,25 +19,10 @@ import (
 // the Deadline field from ctx's deadline. A call it refuses is never sent:
 // its error is Unprocessed.
 func Header(ctx context.Context, kind proto.Kind, codec proto.Codec, route string, payload []byte, lim *proto.Limits) (proto.Header, proto.Metadata, error) {
-	if err := CheckRoute(route, lim); err != nil {
-		return proto.Header{Kind: kind, Codec: codec}, nil, err
-	}
-	return HeaderOf(ctx, kind, codec, route, payload, lim)
-}
-
-// CheckRoute returns the error of a call to route, which is not a route
-// or is longer than lim allows; nil if it may be called.
-func CheckRoute(route string, lim *proto.Limits) error {
-	if err := handler.ValidRoute(route); err != nil || len(route) > lim.MaxRoute {
-		return &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad route " + route, Unprocessed: true}
-	}
-	return nil
-}
-
-// HeaderOf is Header for a route CheckRoute passed: a caller that makes
-// many calls of one route checks it once.
-func HeaderOf(ctx context.Context, kind proto.Kind, codec proto.Codec, route string, payload []byte, lim *proto.Limits) (proto.Header, proto.Metadata, error) {
 	h := proto.Header{Kind: kind, Codec: codec}
+	if err := CheckRoute(route, lim); err != nil {
+		return h, nil, err
+	}
 	if ctx == context.Background() { // no values and no deadline: nothing to look up
 		return h, nil, CheckSize(route, nil, payload, lim)
 	}
@@ -53,6 +38,17 @@ func HeaderOf(ctx context.Context, kind proto.Kind, codec proto.Codec, route str
 		return h, nil, &handler.Error{Code: proto.CodeDeadlineExceeded, Message: "deadline passed before " + route + " was sent", Unprocessed: true}
 	}
 	return h, md, nil
+}
+
+// CheckRoute returns the error of a call to route, which is not a route
+// or is longer than lim allows; nil if it may be called. A caller that
+// makes many calls of one route checks it once, then only each call's
+// size (CheckSize).
+func CheckRoute(route string, lim *proto.Limits) error {
+	if err := handler.ValidRoute(route); err != nil || len(route) > lim.MaxRoute {
+		return &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad route " + route, Unprocessed: true}
+	}
+	return nil
 }
 
 // CheckSize returns the error of a request of route, md and payload too
