@@ -107,7 +107,8 @@ func (c *Client) startAsync(ctx context.Context, codec proto.Codec, route string
 // monoNow's; 0 is now.
 func (c *Client) sendAsync(ctx context.Context, h *proto.Header, md proto.Metadata, route string, payload []byte, cl *call, start int64) {
 	codec := h.Codec
-	if _, ok := ctx.Deadline(); !ok && c.opts.Timeout > 0 {
+	canEnd := ctx.Done() != nil // a context with a deadline can end: one that cannot has none
+	if c.opts.Timeout > 0 && !(canEnd && hasDeadline(ctx)) {
 		if start == 0 {
 			start = monoNow()
 		}
@@ -119,7 +120,7 @@ func (c *Client) sendAsync(ctx context.Context, h *proto.Header, md proto.Metada
 	if r := &cl.retry; c.opts.MaxRetries > 0 && !r.holds(c, ctx, codec, payload) {
 		*r = asyncRetry{c: c, ctx: ctx, payload: payload, codec: codec}
 	}
-	if ctx.Done() != nil {
+	if canEnd {
 		// Watched from before it can complete, so that completing it always
 		// stops the watch. A watch may run while its call completes: the
 		// call is not pooled, so that the watch never meets another.
@@ -158,7 +159,7 @@ func (c *Client) sendAsync(ctx context.Context, h *proto.Header, md proto.Metada
 	if deadline != 0 {
 		c.async.watch(c, deadline)
 	}
-	w.enqueueCall(*h, route, md, payload)
+	w.enqueueCall(h, route, md, payload)
 	w.needRead()
 }
 
@@ -182,6 +183,12 @@ func (c *Client) Batch(start func()) {
 		}
 	}()
 	start()
+}
+
+// hasDeadline reports whether ctx has a deadline.
+func hasDeadline(ctx context.Context) bool {
+	_, ok := ctx.Deadline()
+	return ok
 }
 
 // asyncRetry is what it takes to send an asynchronous call again: its

@@ -210,8 +210,10 @@ func (w *wire) enqueueRequest(h proto.Header, route string, md proto.Metadata, p
 // its payload compressed if the wire compresses calls, and never writes on
 // the calling goroutine (a done function on the reader's): within a batch
 // (beginBatch) its end sends it, else the writer goroutine does, with
-// whatever else is queued by then.
-func (w *wire) enqueueCall(h proto.Header, route string, md proto.Metadata, payload []byte) {
+// whatever else is queued by then. h is completed here, and copied only
+// under the lock, whose locked instruction has its fields stored by then:
+// copied whole right after its id was stored, it waited for the store.
+func (w *wire) enqueueCall(h *proto.Header, route string, md proto.Metadata, payload []byte) {
 	var bp *[]byte
 	var z []byte
 	if w.zip != proto.CompressionNone && len(payload) >= w.zipMin {
@@ -225,7 +227,7 @@ func (w *wire) enqueueCall(h proto.Header, route string, md proto.Metadata, payl
 	if w.dead() || w.broken.Load() {
 		w.wmu.Unlock() // the wire completes the call with its failure
 	} else {
-		w.wbuf = proto.AppendFrame(w.wbuf, h, route, md, payload)
+		w.wbuf = proto.AppendFrame(w.wbuf, *h, route, md, payload)
 		w.queuedLocked()
 	}
 	if bp != nil {
