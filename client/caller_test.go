@@ -163,3 +163,49 @@ func TestAsyncCallerInterceptors(t *testing.T) {
 		t.Errorf("the interceptor saw %v, want two calls of %s", seen, builtin.EchoPacket)
 	}
 }
+
+// TestAsyncCallerCallWhileDoneRuns: a call started on another goroutine
+// while the record's done function still runs (its call is over) is taken,
+// not refused, and completes with its own reply once done lets the reader
+// go on; a call started while that one is in flight still panics.
+func TestAsyncCallerCallWhileDoneRuns(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	c := dial(t, s.Addr().String(), client.Options{Timeout: 5 * time.Second})
+	inDone, goOn := make(chan struct{}), make(chan struct{})
+	got := make(chan string, 2)
+	first := true
+	a := c.NewAsyncCaller(func(reply []byte, err error) {
+		if err != nil {
+			got <- "error: " + err.Error()
+			return
+		}
+		got <- string(reply)
+		if first {
+			first = false
+			close(inDone)
+			<-goOn
+		}
+	})
+	a.Call(proto.CodecRaw, builtin.EchoPacket, []byte("one"), nil)
+	<-inDone
+	a.Call(proto.CodecRaw, builtin.EchoPacket, []byte("two"), nil) // done still runs: must not panic
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("a Call while the second call was in flight did not panic")
+			}
+		}()
+		a.Call(proto.CodecRaw, builtin.EchoPacket, []byte("three"), nil)
+	}()
+	close(goOn)
+	for _, want := range []string{"one", "two"} {
+		select {
+		case r := <-got:
+			if r != want {
+				t.Fatalf("got %q, want %q", r, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no answer for %q", want)
+		}
+	}
+}

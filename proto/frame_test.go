@@ -3,6 +3,7 @@ package proto
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 )
@@ -301,5 +302,28 @@ func TestAppendHead(t *testing.T) {
 	got := append(AppendHead([]byte("x"), h, "A/B", md, len(payload)), payload...)
 	if want := AppendFrame([]byte("x"), h, "A/B", md, payload); string(got) != string(want) {
 		t.Fatalf("head + payload\n got % x\nwant % x", got, want)
+	}
+}
+
+// TestDecodeHeaderIntoOverwrites: decoding into a header that holds
+// another frame's fields leaves none of them (decodeHeader stores field by
+// field: a field it forgot would keep the old value), for every golden
+// frame; a short buffer zeroes the header.
+func TestDecodeHeaderIntoOverwrites(t *testing.T) {
+	for _, v := range readGolden(t) {
+		want, wantErr := DecodeHeader(v.bytes, nil)
+		h := Header{Kind: 0xff, Flags: 0xff, Codec: 0xff, RouteLen: 0xffff, ID: ^uint32(0),
+			Deadline: ^uint32(0), MetadataLen: 0xffff, PayloadLen: ^uint32(0)}
+		if err := DecodeHeaderInto(&h, v.bytes, nil); (err == nil) != (wantErr == nil) {
+			t.Fatalf("%s: DecodeHeaderInto %v, DecodeHeader %v", v.name, err, wantErr)
+		}
+		var zero Header
+		if err := decodeHeader(v.bytes, nil, &zero); (err == nil) != (wantErr == nil) || h != zero || (wantErr == nil && h != want) {
+			t.Fatalf("%s: into a used header %+v, into a zero one %+v", v.name, h, zero)
+		}
+	}
+	h := Header{Kind: KindRequest, ID: 7}
+	if err := DecodeHeaderInto(&h, make([]byte, HeaderSize-1), nil); !errors.Is(err, io.ErrShortBuffer) || h != (Header{}) {
+		t.Fatalf("short buffer: %v, header %+v; want io.ErrShortBuffer and a zero header", err, h)
 	}
 }

@@ -119,3 +119,35 @@ func TestCalls(t *testing.T) {
 		t.Fatal("a closed table took a call, or still holds some")
 	}
 }
+
+// TestCallsWaiting: Waiting turns true with a shard's first call and false
+// with its last, however the calls leave (taken, forgotten, taken by
+// match), on a table of one shard and of several.
+func TestCallsWaiting(t *testing.T) {
+	for _, shards := range []int{1, 8} {
+		tb := NewCalls[rec](shards)
+		if tb.Waiting() {
+			t.Fatalf("%d shards: a new table has calls waiting", shards)
+		}
+		recs := make([]rec, 3*shards)
+		for i := range recs {
+			tb.Add(&recs[i], &recs[i].id)
+			if !tb.Waiting() {
+				t.Fatalf("%d shards: Waiting() = false after %d adds", shards, i+1)
+			}
+		}
+		for i := range recs {
+			switch r := &recs[i]; i % 3 {
+			case 0:
+				tb.Take(r.id)
+			case 1:
+				tb.Forget(r.id, r)
+			default:
+				tb.TakeIf(func(c *rec) bool { return c == r })
+			}
+			if got, want := tb.Waiting(), i < len(recs)-1; got != want {
+				t.Fatalf("%d shards: Waiting() = %v with %d of %d calls gone", shards, got, i+1, len(recs))
+			}
+		}
+	}
+}
