@@ -116,6 +116,7 @@ func startUpgradable(t *testing.T, exe string, args ...string) *upgradable {
 	if got := s.waitPIDFile(0); got != s.pid {
 		t.Fatalf("the pid file says %d, want %d", got, s.pid)
 	}
+	s.waitLog(`msg="rpcd: serving"`, 1) // logged just after the pid file is written
 	log := s.log()
 	s.addr = servingAddr(log)
 	s.gateway = logField(t, log, "rpcd: gateway serving", "gateway")
