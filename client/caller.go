@@ -43,12 +43,13 @@ type AsyncCaller struct {
 
 // An AsyncCaller's states. A call made from done and answered takes two
 // locked instructions of the record (answered's store, Call's swap), where
-// a flag for each of busy and in done took four.
+// a flag for each of busy and in done took four. A call started while done
+// runs, from done or from another goroutine, counts its deadline from at.
 const (
 	callerIdle         = iota // no call in flight, done not running
-	callerInDone              // done runs; the call it completes is over: a call started meanwhile, from done or not, counts its deadline from at
+	callerInDone              // done runs; the call it completes is over
 	callerBusy                // a call is in flight, started outside done
-	callerBusyFromDone        // a call is in flight, started from done: its deadline counts from at
+	callerBusyFromDone        // a call is in flight, started while done ran
 )
 
 // NewAsyncCaller returns a record for calls through c that completes each
