@@ -1,12 +1,15 @@
 package engine
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // BenchmarkCallsAddTake is a call's way through a table: entered, then
 // taken by its answer, with 128 others waiting (1 × 128's steady state).
 func BenchmarkCallsAddTake(b *testing.B) {
 	for _, shards := range []int{1, 8} {
-		b.Run(map[int]string{1: "shards=1", 8: "shards=8"}[shards], func(b *testing.B) {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
 			type rec struct{ id uint32 }
 			t := NewCalls[rec](shards)
 			recs := make([]rec, 128)
