@@ -210,9 +210,8 @@ func (w *wire) enqueueRequest(h proto.Header, route string, md proto.Metadata, p
 // its payload compressed if the wire compresses calls, and never writes on
 // the calling goroutine (a done function on the reader's): within a batch
 // (beginBatch) its end sends it, else the writer goroutine does, with
-// whatever else is queued by then. h is completed here, and copied only
-// under the lock, whose locked instruction has its fields stored by then:
-// copied whole right after its id was stored, it waited for the store.
+// whatever else is queued by then. h is its caller's: its compression is
+// set here, and it is copied into the frame under the lock.
 func (w *wire) enqueueCall(h *proto.Header, route string, md proto.Metadata, payload []byte) {
 	var bp *[]byte
 	var z []byte
