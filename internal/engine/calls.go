@@ -20,11 +20,13 @@ import (
 // tenth of a multiplexing client's CPU (docs/performance.md); the ring
 // takes the maps' hashing away.
 type Calls[T any] struct {
-	next   atomic.Uint32
-	closed atomic.Bool
-	mask   uint32
-	shards []callShard[T]  // one's, for a table of one shard
-	one    [1]callShard[T] // a table of one shard in itself: no pointer to chase on every call
+	next    atomic.Uint32
+	closed  atomic.Bool
+	wrapped atomic.Bool // next has passed 0: an id handed out may be one still held outside (Reserve)
+	mask    uint32
+	shards  []callShard[T]       // one's, for a table of one shard
+	one     [1]callShard[T]      // a table of one shard in itself: no pointer to chase on every call
+	skip    func(id uint32) bool // SetSkip's; looked at only once the ids have wrapped
 }
 
 // callRing is how many calls a shard holds without a map.
@@ -134,13 +136,56 @@ func (t *Calls[T]) Add(c *T, idp *uint32) uint32 {
 	}
 }
 
-// newID returns the next id, never 0, which names the connection itself.
+// newID returns the next id, never 0, which names the connection itself,
+// nor, once the ids have wrapped, one skip reports held outside the table.
 func (t *Calls[T]) newID() uint32 {
 	for {
-		if id := t.next.Add(1); id != 0 {
-			return id
+		id := t.next.Add(1)
+		if id == 0 {
+			t.wrapped.Store(true)
+			continue
 		}
+		if t.wrapped.Load() && t.skip != nil && t.skip(id) {
+			continue
+		}
+		return id
 	}
+}
+
+// Reserve hands out n consecutive ids, none 0, in the order Add hands
+// them out, for calls whose owner keeps them outside the table (a client's
+// Pipe), and returns the first. A call id must not be used twice at once,
+// so the table must skip such an id once the ids have wrapped (SetSkip),
+// and the owner must skip one the table holds then (Wrapped, Holds).
+func (t *Calls[T]) Reserve(n uint32) uint32 {
+	for {
+		end := t.next.Add(n)
+		if first := end - n + 1; first != 0 && first <= end {
+			return first
+		}
+		t.wrapped.Store(true) // the block ran through 0: take the next
+	}
+}
+
+// SetSkip has the table skip, once the ids have wrapped, every id for
+// which skip reports true: the ids of calls held outside it (Reserve).
+// skip must not wait for a lock held while a call is added. Set it before
+// the table is used.
+func (t *Calls[T]) SetSkip(skip func(id uint32) bool) { t.skip = skip }
+
+// Wrapped reports whether the ids have wrapped: an id handed out may then
+// be one a call waits with.
+func (t *Calls[T]) Wrapped() bool { return t.wrapped.Load() }
+
+// Holds reports whether a call with id waits in the table.
+func (t *Calls[T]) Holds(id uint32) bool {
+	s := t.shard(id)
+	if !s.waiting.Load() {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return t.get(s, id) != nil
 }
 
 // FreeID returns an id for a one-way call, which waits for no answer: one

@@ -151,3 +151,38 @@ func TestCallsWaiting(t *testing.T) {
 		}
 	}
 }
+
+// TestCallsReserve: ids reserved for calls kept outside the table come in
+// Add's order and never include 0; once the ids have wrapped the table
+// says so, and skips the ids its skip function reports held, which before
+// that it never asks about; Holds finds the table's own calls alone.
+func TestCallsReserve(t *testing.T) {
+	tb := NewCalls[rec](2)
+	asked := false
+	held := map[uint32]bool{}
+	tb.SetSkip(func(id uint32) bool { asked = true; return held[id] })
+	r1 := &rec{}
+	id1 := tb.Add(r1, &r1.id)
+	first := tb.Reserve(4)
+	r2 := &rec{}
+	if id2 := tb.Add(r2, &r2.id); first != id1+1 || id2 != first+4 {
+		t.Fatalf("Add %d, Reserve(4) %d, Add %d: want consecutive", id1, first, id2)
+	}
+	if !tb.Holds(id1) || tb.Holds(first) || tb.Holds(first+4+1) {
+		t.Fatalf("Holds: the table's call %d %v, reserved %d %v, unused %d %v", id1, tb.Holds(id1), first, tb.Holds(first), first+5, tb.Holds(first+5))
+	}
+	if tb.Wrapped() || asked {
+		t.Fatalf("before the wrap: Wrapped %v, skip asked %v; want neither", tb.Wrapped(), asked)
+	}
+
+	tb.next.Store(^uint32(0) - 2) // the next block of 4 would run through 0
+	got := tb.Reserve(4)
+	if got != 2 || !tb.Wrapped() {
+		t.Fatalf("Reserve across the wrap: %d, Wrapped %v; want the block after 0's, 2, and true", got, tb.Wrapped())
+	}
+	held[got+4] = true // a call kept outside holds the id Add would give next
+	r3 := &rec{}
+	if id3 := tb.Add(r3, &r3.id); id3 != got+5 || !asked {
+		t.Fatalf("Add after the wrap gave %d (skip asked: %v); want %d, past the id held outside", id3, asked, got+5)
+	}
+}
