@@ -436,6 +436,15 @@ func AppendFrame(dst []byte, h Header, route string, md Metadata, payload []byte
 	return append(dst, payload...)
 }
 
+// AppendRequest appends a Request without metadata, its header's fields
+// given one by one: AppendFrame's frame, with no Header to copy in (a copy
+// of a Header just stored field by field waits for the stores).
+func AppendRequest(dst []byte, id uint32, flags Flags, codec Codec, deadline uint32, route string, payload []byte) []byte {
+	dst = appendHeaderOf(dst, KindRequest, flags, codec, uint16(len(route)), id, deadline, 0, uint32(len(payload)))
+	dst = append(dst, route...)
+	return append(dst, payload...)
+}
+
 // AppendHead appends the header, route and metadata of a frame whose
 // payload, of payloadLen bytes, the caller sends right after them from
 // elsewhere (with writev, say) rather than copying it in.
@@ -483,16 +492,21 @@ func FinishFrameWith(buf []byte, start, more int) int {
 }
 
 func appendHeader(dst []byte, h *Header) []byte {
+	return appendHeaderOf(dst, h.Kind, h.Flags, h.Codec, h.RouteLen, h.ID, h.Deadline, h.MetadataLen, h.PayloadLen)
+}
+
+// appendHeaderOf is appendHeader with the fields one by one.
+func appendHeaderOf(dst []byte, kind Kind, flags Flags, codec Codec, routeLen uint16, id, deadline uint32, mdLen uint16, payloadLen uint32) []byte {
 	n := len(dst)
 	dst = append(dst, make([]byte, HeaderSize)...) // grows in place; no allocation when it fits
 	b := dst[n : n+HeaderSize : n+HeaderSize]
 	b[0], b[1], b[2] = Magic0, Magic1, Version
-	b[3], b[4], b[5] = byte(h.Kind), byte(h.Flags), byte(h.Codec)
-	binary.BigEndian.PutUint16(b[6:], h.RouteLen)
-	binary.BigEndian.PutUint32(b[8:], h.ID)
-	binary.BigEndian.PutUint32(b[12:], h.Deadline)
-	binary.BigEndian.PutUint16(b[16:], h.MetadataLen)
-	binary.BigEndian.PutUint32(b[20:], h.PayloadLen)
+	b[3], b[4], b[5] = byte(kind), byte(flags), byte(codec)
+	binary.BigEndian.PutUint16(b[6:], routeLen)
+	binary.BigEndian.PutUint32(b[8:], id)
+	binary.BigEndian.PutUint32(b[12:], deadline)
+	binary.BigEndian.PutUint16(b[16:], mdLen)
+	binary.BigEndian.PutUint32(b[20:], payloadLen)
 	return dst
 }
 

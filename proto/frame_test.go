@@ -305,6 +305,19 @@ func TestAppendHead(t *testing.T) {
 	}
 }
 
+// TestAppendRequest: a Request from its fields one by one is AppendFrame's,
+// each field in its place (a field mixed up with another would differ).
+func TestAppendRequest(t *testing.T) {
+	got := AppendRequest([]byte("x"), 0x01020304, Flags(0).WithCompression(CompressionZstd), CodecJSON, 0x0a0b0c0d, "A/B", []byte("payload"))
+	h := Header{Kind: KindRequest, Flags: Flags(0).WithCompression(CompressionZstd), Codec: CodecJSON, ID: 0x01020304, Deadline: 0x0a0b0c0d}
+	if want := AppendFrame([]byte("x"), h, "A/B", nil, []byte("payload")); string(got) != string(want) {
+		t.Fatalf("AppendRequest\n got % x\nwant % x", got, want)
+	}
+	if f, _, err := Decode(got[1:], nil); err != nil || f.Header != (Header{Kind: KindRequest, Flags: h.Flags, Codec: CodecJSON, ID: h.ID, Deadline: h.Deadline, RouteLen: 3, PayloadLen: 7}) {
+		t.Fatalf("decoded %+v, %v", f.Header, err)
+	}
+}
+
 // TestDecodeHeaderIntoOverwrites: decoding into a header that holds
 // another frame's fields leaves none of them (decodeHeader stores field by
 // field: a field it forgot would keep the old value), for every golden
