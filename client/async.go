@@ -394,7 +394,17 @@ func (s *asyncSweep) look(c *Client, now int64) (int64, bool) {
 	next, waiting := int64(0), false
 	for _, sl := range c.slots {
 		w := sl.w.Load()
-		if w == nil || !w.pending.Waiting() {
+		if w == nil {
+			continue
+		}
+		if ls := w.pipes.Load(); ls != nil {
+			for _, l := range *ls {
+				if d, ok := l.p.sweep(l, now); ok && (!waiting || d < next) {
+					next, waiting = d, true
+				}
+			}
+		}
+		if !w.pending.Waiting() {
 			continue
 		}
 		late := w.pending.TakeIf(func(cl *call) bool {

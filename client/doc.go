@@ -53,11 +53,17 @@
 // An AsyncCaller is one caller's own record for such calls made one at a
 // time, each started from the last one's done function, without a context:
 // the client pools nothing for it, and its done function learns when its
-// reply was read without reading the clock. Call and CallRaw suit a
+// reply was read without reading the clock. A Pipe holds up to a fixed
+// number of such calls for one owner, tagged, behind one lock that the
+// reader takes once for a batch of its replies: their done functions run
+// with it held and start the next calls (Pipe.Next), which go out at the
+// batch's end without a lock of their own. Call and CallRaw suit a
 // goroutine that needs the reply to go on; Go and GoRaw, a few calls in
 // flight waited for together; CallRawAsync and CallAsync, many in flight
-// with a context each; AsyncCaller, a fixed set of callers calling over
-// and over (rpcd's load generator). A program of thousands of connections,
+// with a context each; AsyncCaller, a caller of its own for calls made
+// over and over from anywhere; Pipe, many calls in flight started from
+// their predecessors' completions, where each call's CPU counts (rpcd's
+// load generator, a relay). A program of thousands of connections,
 // each with a call or two in flight, sets Options.EventLoops: the
 // process's epoll loops, one per P, read them all, and a reply wakes no
 // goroutine of its own (Linux).

@@ -198,3 +198,46 @@ func ExampleAsyncCaller() {
 	fmt.Println(ok.Load(), "echoes", !slices.Contains(waited, 0))
 	// Output: 800 echoes true
 }
+
+// A pipe of 64 calls in flight, each tag's next call started from its
+// last one's done function: the pipe's lock, which the reader holds while
+// done runs, is the only one a call takes, so the callers' own state (ok,
+// left) needs none.
+func ExamplePipe() {
+	addr, stop := exampleServer()
+	defer stop()
+	c, err := client.Dial(context.Background(), addr, client.Options{Timeout: time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	const tags, each = 64, 100
+	reqs := make([][]byte, tags)
+	replies := make([][]byte, tags)
+	left := make([]int, tags)
+	ok, running := 0, tags
+	finished := make(chan struct{})
+	var p *client.Pipe
+	p = c.NewPipe(tags, func(tag int, got []byte, err error) { // with the pipe held, on the reader: must not block
+		if err == nil && bytes.Equal(got, reqs[tag]) {
+			ok++
+		}
+		if left[tag]--; left[tag] > 0 && err == nil {
+			p.Next(tag, proto.CodecRaw, builtin.EchoPacket, reqs[tag], replies[tag][:0])
+			return
+		}
+		if running--; running == 0 {
+			close(finished)
+		}
+	})
+	p.Run(func() { // the first calls, in one write
+		for i := range reqs {
+			reqs[i], replies[i], left[i] = []byte{byte(i)}, make([]byte, 0, 16), each
+			p.Next(i, proto.CodecRaw, builtin.EchoPacket, reqs[i], replies[i][:0])
+		}
+	})
+	<-finished
+	p.Run(func() { fmt.Println(ok, "echoes") }) // ok is the pipe's: read it held
+	// Output: 6400 echoes
+}

@@ -72,7 +72,8 @@ type reading struct {
 	woke    bool      // a reply of the batch woke a caller
 	lapsed  bool      // a deadline passed while a frame was being read in
 	own     *call     // a leader's own call, whose reply wakes no one
-	now     time.Time // read once a batch for an AsyncCaller's reply (stamp); zero until then
+	now     time.Time // read once a batch for an AsyncCaller's or a pipe's reply (stamp); zero until then
+	pipes   []*Pipe   // the pipes it holds, until the batch's end (endPipes)
 
 	br       readbuf.Buf // 4 to 64 KiB: frames up to its Size are read whole
 	fdr      fdReader    // br's source on an event loop (loops_linux.go)
@@ -164,7 +165,7 @@ func (w *wire) listIdle() {
 // mustListen reports whether someone must read w although no caller does.
 func (w *wire) mustListen() bool {
 	return w.srv.reg != nil || w.srv.pushes != nil || w.goingAway.Load() ||
-		!w.srv.subs.empty() || w.streams.Open() > 0 || w.pending.Waiting()
+		!w.srv.subs.empty() || w.streams.Open() > 0 || w.pending.Waiting() || w.pipesWaiting()
 }
 
 // listen is the wire's listener goroutine: it reads whenever the token is
@@ -338,8 +339,19 @@ func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 // into the waiting call's buffer. A read deadline passing before a frame is
 // whole returns the timeout with the bytes kept in the buffer, for the next
 // read; one passing within a frame larger than the buffer is noted in
-// rd.lapsed and the frame read to its end.
+// rd.lapsed and the frame read to its end. A reader that returns an error
+// holds no pipe (endPipes): whoever reads on, or fails the wire, may need
+// one.
 func (w *wire) readFrame() error {
+	err := w.readOne()
+	if err != nil && len(w.rd.pipes) > 0 {
+		w.endPipes()
+	}
+	return err
+}
+
+// readOne is readFrame's frame.
+func (w *wire) readOne() error {
 	br := &w.rd.br
 	if w.rd.inBatch && br.Buffered() < proto.HeaderSize {
 		w.endBatch() // what the batch's callers queued goes before the next read waits
@@ -413,27 +425,63 @@ func (w *wire) readFrame() error {
 	if _, err := br.Discard(pre); err != nil {
 		return err
 	}
+	if p, e := w.pipeCallFor(h.ID); e != nil {
+		reply, err, rerr := w.readReply(e.reply, h)
+		if rerr == nil {
+			w.stampPipe(p)
+		}
+		// A payload read straight into the call's buffer has written to it.
+		p.finish(e, reply, err, rerr != nil && h.Flags.Compression() == proto.CompressionNone)
+		return rerr
+	}
+	w.endPipes()
 	cl := w.take(h.ID)
 	if cl == nil {
 		return w.skip(int(h.PayloadLen))
 	}
-	if h.Flags.Compression() != proto.CompressionNone {
-		return w.readCompressed(cl, h)
+	reply, err, rerr := w.readReply(cl.reply, h)
+	cl.reply = reply
+	// A payload read straight into the call's buffer has written to it.
+	cl.torn = rerr != nil && h.Flags.Compression() == proto.CompressionNone
+	if rerr == nil {
+		w.stamp(cl)
 	}
-	start := len(cl.reply)
+	cl.finish(err)
+	return rerr
+}
+
+// readReply reads the payload of a large reply whose header is h, the
+// rest of its frame, appended to reply: straight into it, or, compressed,
+// into a pooled buffer and expanded into it. It returns the reply, the
+// call's error, and the read's if the connection was lost on the way
+// (reply is then as it was, and the call's error Unavailable).
+func (w *wire) readReply(reply []byte, h *proto.Header) ([]byte, error, error) {
+	n := int(h.PayloadLen)
+	if h.Flags.Compression() != proto.CompressionNone {
+		bp := compression.GetBuffer()
+		z := slices.Grow(*bp, n)[:n]
+		defer compression.PutBuffer(bp, z)
+		if err := w.readFull(z); err != nil {
+			return reply, lostReading(err), err
+		}
+		reply, err := engine.Expand(reply, z, h, w.lim.MaxFrameSize)
+		return reply, err, nil
+	}
+	start := len(reply)
 	// Room for the payload, not zeroed where the buffer has it already:
 	// the read overwrites it (zeroing a 1 MiB reply first cost a tenth of
 	// the client's CPU in the 1 MiB echo).
-	cl.reply = slices.Grow(cl.reply, int(h.PayloadLen))[:start+int(h.PayloadLen)]
-	if err := w.readFull(cl.reply[start:]); err != nil {
-		cl.reply = cl.reply[:start]
-		cl.torn = true // the call ran, and its buffer was written to
-		cl.finish(&handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while reading the reply: " + err.Error()})
-		return err
+	reply = slices.Grow(reply, n)[:start+n]
+	if err := w.readFull(reply[start:]); err != nil {
+		return reply[:start], lostReading(err), err
 	}
-	w.stamp(cl)
-	cl.finish(nil)
-	return nil
+	return reply, nil, nil
+}
+
+// lostReading is the error of a call whose reply's connection was lost,
+// with err, while the reply was read in.
+func lostReading(err error) error {
+	return &handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while reading the reply: " + err.Error()}
 }
 
 // beginBatch opens a batch of frames read together, for the token's
@@ -465,6 +513,7 @@ func (w *wire) stamp(cl *call) {
 // writes itself: blocked in a write to a server blocked writing to it, it
 // would deadlock.
 func (w *wire) endBatch() {
+	w.endPipes()
 	w.rd.inBatch = false
 	if w.rd.woke {
 		runtime.Gosched()
@@ -476,24 +525,6 @@ func (w *wire) endBatch() {
 		return
 	}
 	w.queuedLocked()
-}
-
-// readCompressed reads the compressed payload of a large reply whose
-// header is h into a pooled buffer and expands it into the call's reply.
-func (w *wire) readCompressed(cl *call, h *proto.Header) error {
-	n := int(h.PayloadLen)
-	bp := compression.GetBuffer()
-	z := slices.Grow(*bp, n)[:n]
-	defer compression.PutBuffer(bp, z)
-	if err := w.readFull(z); err != nil {
-		cl.finish(&handler.Error{Code: proto.CodeUnavailable, Message: "connection lost while reading the reply: " + err.Error()})
-		return err
-	}
-	var err error
-	w.stamp(cl)
-	cl.reply, err = engine.Expand(cl.reply, z, h, w.lim.MaxFrameSize)
-	cl.finish(err)
-	return nil
 }
 
 // readFull reads the rest of a frame into b. A read deadline does not stop
@@ -694,7 +725,7 @@ func (p *idleWires) get() *wire {
 		w := p.ws[i]
 		read := w.rd.tok.Load()
 		switch {
-		case !w.usable() || read && w.pending.Waiting():
+		case !w.usable() || read && (w.pending.Waiting() || w.pipesWaiting()):
 			p.take(i)
 			if held > i {
 				held--

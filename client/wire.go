@@ -74,10 +74,11 @@ type wire struct {
 	wdl       bool      // a write deadline is set; owned by whoever is flushing
 	wdeadline time.Time // on a loop, that deadline, kept by the wire
 
-	srv      *serving       // the client's routes, for the server's calls
-	calls    serverCalls    // the server's calls running here
-	streams  engine.Streams // open streams (stream.go)
-	starting []func()       // stream handlers to start once their first credit is queued; the reader's
+	pipes    atomic.Pointer[pipeLinks] // the pipes with calls here, or that send their next ones here (pipe.go)
+	srv      *serving                  // the client's routes, for the server's calls
+	calls    serverCalls               // the server's calls running here
+	streams  engine.Streams            // open streams (stream.go)
+	starting []func()                  // stream handlers to start once their first credit is queued; the reader's
 
 	done chan struct{} // closed when the wire fails
 	wg   sync.WaitGroup
@@ -100,6 +101,7 @@ func newWire(nc net.Conn, o *Options, zip proto.Compression, srv *serving, idle 
 		done:   make(chan struct{}),
 	}
 	w.pending.Init(pendingShardsFor(o.Conns))
+	w.pending.SetSkip(w.pipeHolds)
 	liveWires.Add(1)
 	w.streams.Init(&srv.streams, (*wireLink)(w))
 	w.wg.Add(1) // the listener, or the loop's hold; a writer at each hand-over (kickWriter)
@@ -614,6 +616,10 @@ func (w *wire) unsent() error {
 
 // handle acts on one whole frame from the server.
 func (w *wire) handle(f *proto.Frame) {
+	if (f.Kind == proto.KindResponse || f.Kind == proto.KindError) && f.ID != 0 && w.pipeReply(f) {
+		return
+	}
+	w.endPipes() // a pipe's done functions run with it held, and no one else's
 	switch f.Kind {
 	case proto.KindResponse, proto.KindError:
 		if f.Kind == proto.KindError && f.ID == 0 { // a Publish of this client's, refused
@@ -669,7 +675,7 @@ func (w *wire) closeIfIdle() {
 	if !w.goingAway.Load() {
 		return
 	}
-	if !w.pending.Waiting() && w.servedIdle() && w.streams.Open() == 0 {
+	if !w.pending.Waiting() && !w.pipesWaiting() && w.servedIdle() && w.streams.Open() == 0 {
 		w.fail(errGoAway)
 	}
 }
@@ -727,6 +733,7 @@ func (w *wire) fail(cause error) {
 	w.pmu.Unlock()
 	liveWires.Add(-1)
 	pending := w.pending.Close()
+	w.failPipes(msg, goneAway, last, refused)
 	w.cancelAllServed()
 	w.streams.Close()
 
