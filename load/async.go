@@ -15,12 +15,12 @@ import (
 // named ones, RawRoute's, JSONRoute's) on one server: a client.Client of
 // one connection per Config.Conns, and on each Config.Inflight callers,
 // each a slot with at most one call in flight and no goroutine of its
-// own. A caller is a client.AsyncCaller; its done function, on the
-// goroutine that reads its client's connection, records the call (its
-// latency up to when the client read its reply, a clock read a batch of
-// replies rather than a call) and, in a closed loop, starts its caller's
-// next call, which the client sends with the others its batch of replies
-// starts, in one write. In an open loop
+// own. A connection's callers are the tags of one client.Pipe; its done
+// function, on the goroutine that reads the connection, records the call
+// (its latency up to when the client read its reply, a clock read a batch
+// of replies rather than a call) and, in a closed loop, starts its
+// caller's next call (Pipe.Next), which the client sends with the others
+// its batch of replies starts, in one write. In an open loop
 // the pacers (loadgen.Wheel, as the wire driver's) start each caller's
 // calls at their times, and a call answered after its successor was due
 // starts that one at once, its latency counted from when it was due.
@@ -49,26 +49,28 @@ type asyncConn struct {
 	cl    *client.Client
 	pacer *loadgen.Wheel[*asyncSlot]
 
-	mu sync.Mutex // guards its tally and its slots' busy and next
+	// pipe makes its callers' calls, by slot. Held (Pipe.Run; its done
+	// functions run so), it is the connection's lock too: it guards the
+	// tally and the slots' busy and next, so that a call answered takes no
+	// lock of the driver's.
+	pipe *client.Pipe
 	connTally
 	slots []asyncSlot
 }
 
-// bind rebinds c to rec, under c's lock (bound).
+// bind rebinds c to rec, with c's pipe held (bound).
 func (c *asyncConn) bind(rec *loadgen.Recorder) {
-	c.mu.Lock()
-	c.rebind(rec)
-	c.mu.Unlock()
+	c.pipe.Run(func() { c.rebind(rec) })
 }
 
 // asyncSlot is one caller: its scenario's calls, one at a time.
 type asyncSlot struct {
-	c      *asyncConn
-	call   frameCall
-	caller *client.AsyncCaller // its calls, completed by answered
+	c    *asyncConn
+	tag  int // its place in c.slots, its calls' tag in c.pipe
+	call frameCall
 
-	busy bool          // a call is in flight or starting; c.mu
-	next time.Duration // when the next call is due (open loop), or may start after a failure; c.mu
+	busy bool          // a call is in flight or starting; guarded by c.pipe
+	next time.Duration // when the next call is due (open loop), or may start after a failure; guarded by c.pipe
 
 	// The call in flight's, set by whoever starts it and read by its done
 	// function, which the client runs after the start.
@@ -110,9 +112,9 @@ func dialAsync(ctx context.Context, cfg driverConfig) (*asyncDriver, error) {
 		c := &asyncConn{d: d, cl: cl, pacer: d.pacers[i%pacers], connTally: connTally{i: i}, slots: make([]asyncSlot, cfg.inflight)}
 		for s := range c.slots {
 			sl := &c.slots[s]
-			sl.c, sl.call = c, cfg.sc.frames(i*cfg.inflight+s)
-			sl.caller = cl.NewAsyncCaller(sl.answered)
+			sl.c, sl.tag, sl.call = c, s, cfg.sc.frames(i*cfg.inflight+s)
 		}
+		c.pipe = cl.NewPipe(cfg.inflight, func(tag int, reply []byte, err error) { c.slots[tag].answered(reply, err) })
 		d.conns[i] = c
 	}
 	for _, w := range d.pacers {
@@ -139,36 +141,28 @@ func (d *asyncDriver) start(rec *loadgen.Recorder, limit int64) {
 		w.Reset(now)
 	}
 	for _, c := range d.conns {
-		c.mu.Lock()
-		c.rebind(rec)
-		var idle []*asyncSlot
-		for s := range c.slots {
-			sl := &c.slots[s]
-			switch {
-			case sl.busy:
-				// Still in flight from the last phase: stop waited for it.
-			case d.interval == 0:
-				sl.busy = true
-				idle = append(idle, sl)
-			default:
-				w := c.i*len(c.slots) + s
-				sl.next = now + time.Duration(float64(w)/d.rate*float64(time.Second))
-				c.pacer.Add(sl, sl.next)
-			}
-		}
-		c.mu.Unlock()
-		if len(idle) > 0 {
-			c.cl.Batch(func() {
-				for _, sl := range idle {
+		c.pipe.Run(func() { // a closed loop's first calls go out together
+			c.rebind(rec)
+			for s := range c.slots {
+				sl := &c.slots[s]
+				switch {
+				case sl.busy:
+					// Still in flight from the last phase: stop waited for it.
+				case d.interval == 0:
+					sl.busy = true
 					d.issue(sl, now, now)
+				default:
+					w := c.i*len(c.slots) + s
+					sl.next = now + time.Duration(float64(w)/d.rate*float64(time.Second))
+					c.pacer.Add(sl, sl.next)
 				}
-			})
-		}
+			}
+		})
 	}
 }
 
 // issue starts slot sl's next call, due at sched, at now; sl is busy, and
-// the caller holds no lock: a call that fails before it is sent runs its
+// the caller holds its pipe: a call that fails before it is sent runs its
 // done function on this goroutine.
 func (d *asyncDriver) issue(sl *asyncSlot, sched, now time.Duration) {
 	d.flying.Add(1)
@@ -180,23 +174,21 @@ func (d *asyncDriver) issue(sl *asyncSlot, sched, now time.Duration) {
 // two locked instructions a call less.
 func (d *asyncDriver) send(sl *asyncSlot, sched, now time.Duration) {
 	if !d.running.Load() || !d.take() {
-		sl.c.mu.Lock()
 		sl.busy = false
-		sl.c.mu.Unlock()
 		d.flying.Add(-1)
 		return
 	}
 	sl.sched, sl.sent = sched, now
 	sl.req = sl.call.request(sl.req[:0])
-	sl.caller.Call(d.codec, d.route, sl.req, sl.reply[:0])
+	sl.c.pipe.Next(sl.tag, d.codec, d.route, sl.req, sl.reply[:0])
 }
 
-// answered is a slot's done function: it records the call and starts the
-// caller's next one, now or from its pacer.
+// answered is a slot's done function, run with its pipe held: it records
+// the call and starts the caller's next one, now or from its pacer.
 func (sl *asyncSlot) answered(reply []byte, err error) {
 	c, d := sl.c, sl.c.d
 	var now time.Duration
-	if at := sl.caller.Answered(); !at.IsZero() {
+	if at := c.pipe.Answered(); !at.IsZero() {
 		now = at.Sub(d.clock)
 	} else {
 		now = d.now()
@@ -207,7 +199,6 @@ func (sl *asyncSlot) answered(reply []byte, err error) {
 	}
 	sl.reply = reply[:0]
 	again, sched := false, now
-	c.mu.Lock()
 	c.rebind(d.rec.Load())
 	if c.tally != nil {
 		if err == nil {
@@ -234,7 +225,6 @@ func (sl *asyncSlot) answered(reply []byte, err error) {
 		sl.busy = false
 		c.pacer.Add(sl, sl.next)
 	}
-	c.mu.Unlock()
 	if err != nil {
 		d.noteKind(classify(err), err.Error())
 	}
@@ -250,20 +240,18 @@ func (sl *asyncSlot) answered(reply []byte, err error) {
 // whose slot is busy is its answer's to follow.
 func (d *asyncDriver) fire(e loadgen.Entry[*asyncSlot], now time.Duration) {
 	sl := e.Item
-	c := sl.c
-	c.mu.Lock()
-	if !d.running.Load() || sl.busy || e.Due != sl.next {
-		c.mu.Unlock()
-		return
-	}
-	sched := now
-	if d.interval > 0 {
-		sched = sl.next
-		sl.next += d.interval
-	}
-	sl.busy = true
-	c.mu.Unlock()
-	d.issue(sl, sched, now)
+	sl.c.pipe.Run(func() {
+		if !d.running.Load() || sl.busy || e.Due != sl.next {
+			return
+		}
+		sched := now
+		if d.interval > 0 {
+			sched = sl.next
+			sl.next += d.interval
+		}
+		sl.busy = true
+		d.issue(sl, sched, now)
+	})
 }
 
 // stop ends the phase (endPhase).

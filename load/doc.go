@@ -78,10 +78,11 @@
 // target, a scenario a program built, payloads past 64 KiB, more than 1 MiB
 // of calls in flight on a connection. A scenario with frames (the named
 // ones, RawRoute's, JSONRoute's) on one server runs on the clients'
-// asynchronous calls (a client.AsyncCaller per caller), with no goroutine
-// per caller: each done function records its call, timed by when the
-// client read its reply, and starts its caller's next, and an open loop's calls
-// start from the same wheels as the wire driver's; with more than one
+// asynchronous calls (a client.Pipe per connection, a tag per caller),
+// with no goroutine per caller: each done function records its call, timed
+// by when the client read its reply, and starts its caller's next, and an
+// open loop's calls start from the same wheels as the wire driver's; with
+// more than one
 // connection the clients' connections are read by the client's event loops
 // (client.Options.EventLoops), not a goroutine each. A service target, or a
 // scenario of NewCall alone, runs a goroutine per caller. A report names
