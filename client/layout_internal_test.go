@@ -6,7 +6,7 @@ import (
 )
 
 // TestHotFieldsTogether: what a call touches of its client, its
-// connection and its AsyncCaller lies in the first cache lines of each, as
+// connection, its AsyncCaller and its Pipe lies in the first cache lines of each, as
 // the structs' comments say; at 10,000 connections each of those lines is
 // a cache miss a call (docs/performance.md, "The load generator"). It fails when
 // a field added or moved pushes one out.
@@ -77,5 +77,17 @@ func TestHotFieldsTogether(t *testing.T) {
 		field{"lim", unsafe.Offsetof(w.lim), unsafe.Offsetof(w.lim) + unsafe.Sizeof(w.lim)},
 		field{"rd.tok", r + unsafe.Offsetof(w.rd.tok), r + unsafe.Offsetof(w.rd.tok) + 4},
 		field{"rd.br", r + unsafe.Offsetof(w.rd.br), r + unsafe.Offsetof(w.rd.br) + unsafe.Sizeof(w.rd.br)},
-		field{"rd.heardSrc", r + unsafe.Offsetof(w.rd.heardSrc), r + unsafe.Offsetof(w.rd.heardSrc) + unsafe.Sizeof(w.rd.heardSrc)})
+		field{"rd.heardSrc", r + unsafe.Offsetof(w.rd.heardSrc), r + unsafe.Offsetof(w.rd.heardSrc) + unsafe.Sizeof(w.rd.heardSrc)},
+		field{"pipe", unsafe.Offsetof(w.pipe), unsafe.Offsetof(w.pipe) + 8})
+
+	var p Pipe
+	within("Pipe", 3*64,
+		field{"mu", unsafe.Offsetof(p.mu), unsafe.Offsetof(p.mu) + unsafe.Sizeof(p.mu)},
+		field{"own", unsafe.Offsetof(p.own), unsafe.Offsetof(p.own) + unsafe.Sizeof(p.own)},
+		field{"ring", unsafe.Offsetof(p.ring), unsafe.Offsetof(p.ring) + unsafe.Sizeof(p.ring)},
+		field{"out", unsafe.Offsetof(p.out), unsafe.Offsetof(p.out) + unsafe.Sizeof(p.out)},
+		field{"route", unsafe.Offsetof(p.route), unsafe.Offsetof(p.route) + unsafe.Sizeof(p.route)},
+		field{"start", unsafe.Offsetof(p.start), unsafe.Offsetof(p.start) + 8},
+		field{"c", unsafe.Offsetof(p.c), unsafe.Offsetof(p.c) + 8},
+		field{"done", unsafe.Offsetof(p.done), unsafe.Offsetof(p.done) + 8})
 }

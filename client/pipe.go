@@ -43,24 +43,29 @@ import (
 // function that starts the next call at once on every error loops as long
 // as the client has no connection.
 type Pipe struct {
-	c    *Client
-	done func(tag int, reply []byte, err error)
-
+	// What a call touches first, its first connection's link among it, and
+	// a small pipe's ring in place: at 10,000 connections each line of a
+	// pipe a call touches is a cache miss.
 	mu      sync.Mutex
-	held    bool        // mu is held to run done functions or a Run: Next may start calls
-	cur     *pipeLink   // the connection new calls go on; nil until the first call
-	links   []*pipeLink // the connections with calls of the pipe in flight, and cur
-	ring    []pipeCall  // the calls in flight, each at its id's place (id&mask)
-	mask    uint32
-	max     int // calls in flight at most
-	live    int // calls in flight (around, with interceptors, counted too)
-	out     []byte
+	held    bool   // mu is held to run done functions or a Run: Next may start calls
+	live    int32  // calls in flight (around, with interceptors, counted too)
+	max     int32  // calls in flight at most
+	mask    uint32 // len(ring)-1
 	ids     uint32 // the next id reserved from cur's table (engine.Calls.Reserve)
 	idsLeft uint32 // how many of them are left
-	route   string // the last route started, which engine.CheckRoute passed
 	room    int    // the largest request of route that fits a frame; -1 before the first call
-	at      time.Time
-	start   int64 // what the deadlines of calls started while held count from, monoNow's; 0 until the first
+	cur     *pipeLink
+	own     pipeLink   // the link of the pipe's first connection
+	ring    []pipeCall // the calls in flight, each at its id's place (id&mask)
+	out     []byte     // cur's requests, staged while held
+	route   string     // the last route started, which engine.CheckRoute passed
+	start   int64      // what the deadlines of calls started while held count from, monoNow's; 0 until the first
+	c       *Client
+	done    func(tag int, reply []byte, err error)
+
+	at    time.Time   // the reply's batch's time, in done (Answered)
+	links []*pipeLink // the connections with calls of the pipe in flight, and cur
+	small [2]pipeCall // the ring of a pipe of one call
 }
 
 // pipeBlock is how many ids a pipe takes from its connection's table at a
@@ -96,11 +101,21 @@ func (c *Client) NewPipe(max int, done func(tag int, reply []byte, err error)) *
 	if max < 1 {
 		panic("rpcd: client: a pipe of fewer than one call")
 	}
-	n := 2
-	for n < 2*max {
-		n *= 2
+	if max > 1<<20 {
+		panic("rpcd: client: a pipe of more than 2^20 calls")
 	}
-	return &Pipe{c: c, done: done, max: max, ring: make([]pipeCall, n), mask: uint32(n - 1), room: -1}
+	p := &Pipe{c: c, done: done, max: int32(max), room: -1}
+	if max == 1 {
+		p.ring = p.small[:]
+	} else {
+		n := 2
+		for n < 2*max {
+			n *= 2
+		}
+		p.ring = make([]pipeCall, n)
+	}
+	p.mask = uint32(len(p.ring) - 1)
+	return p
 }
 
 // Call starts a call of route with req, encoded with codec, its reply to
@@ -269,7 +284,12 @@ func (p *Pipe) bind() (*pipeLink, error) {
 		}
 	}
 	if l == nil {
-		l = &pipeLink{p: p, w: w}
+		// A link is never reused: a reader or a failure that found it
+		// listed may look at it after it is unlisted, and must find no call.
+		if l = &p.own; l.p != nil {
+			l = new(pipeLink)
+		}
+		l.p, l.w = p, w
 		if err := w.addPipe(l); err != nil {
 			return nil, err
 		}
@@ -449,8 +469,23 @@ func (w *wire) addPipe(l *pipeLink) error {
 		ls = append(ls, *old...)
 	}
 	ls = append(ls, l)
-	w.pipes.Store(&ls)
+	w.setPipes(ls)
 	return nil
+}
+
+// setPipes lists ls as w's pipes, with w.pmu held.
+func (w *wire) setPipes(ls pipeLinks) {
+	switch len(ls) {
+	case 0:
+		w.pipe.Store(nil)
+		w.pipes.Store(nil)
+	case 1:
+		w.pipe.Store(ls[0])
+		w.pipes.Store(&ls)
+	default:
+		w.pipe.Store(nil)
+		w.pipes.Store(&ls)
+	}
 }
 
 // removePipe unlists l.
@@ -467,15 +502,14 @@ func (w *wire) removePipe(l *pipeLink) {
 			ls = append(ls, x)
 		}
 	}
-	if len(ls) == 0 {
-		w.pipes.Store(nil)
-		return
-	}
-	w.pipes.Store(&ls)
+	w.setPipes(ls)
 }
 
 // pipesWaiting reports whether a pipe's call waits on w, without a lock.
 func (w *wire) pipesWaiting() bool {
+	if l := w.pipe.Load(); l != nil {
+		return l.waiting.Load()
+	}
 	if ls := w.pipes.Load(); ls != nil {
 		for _, l := range *ls {
 			if l.waiting.Load() {
@@ -491,32 +525,41 @@ func (w *wire) pipesWaiting() bool {
 // call has id. A pipe's reply opens a batch, if none is open, so that its
 // end lets the pipe go.
 func (w *wire) pipeCallFor(id uint32) (*Pipe, *pipeCall) {
-	ls := w.pipes.Load()
-	if ls == nil {
+	if l := w.pipe.Load(); l != nil { // one pipe: no list to walk
+		p := l.p
+		if !w.rd.holds(p) {
+			w.holdPipe(p)
+		}
+		if e := &p.ring[id&p.mask]; e.link == l && e.id == id {
+			return p, e
+		}
 		return nil, nil
 	}
-	if len(*ls) == 1 && len(w.rd.pipes) == 1 && w.rd.pipes[0] == (*ls)[0].p { // one pipe, held: the batch's every reply but its first
-		l := (*ls)[0]
-		if e := &l.p.ring[id&l.p.mask]; e.link == l && e.id == id {
-			return l.p, e
-		}
+	ls := w.pipes.Load()
+	if ls == nil {
 		return nil, nil
 	}
 	for _, l := range *ls {
 		p := l.p
 		if !w.rd.holds(p) {
-			if !w.rd.inBatch {
-				w.beginBatch()
-			}
-			p.mu.Lock()
-			p.held = true
-			w.rd.pipes = append(w.rd.pipes, p)
+			w.holdPipe(p)
 		}
 		if e := &p.ring[id&p.mask]; e.link == l && e.id == id {
 			return p, e
 		}
 	}
 	return nil, nil
+}
+
+// holdPipe takes p for the reader until the batch's end, opening a batch
+// if none is open, so that its end lets the pipe go.
+func (w *wire) holdPipe(p *Pipe) {
+	if !w.rd.inBatch {
+		w.beginBatch()
+	}
+	p.mu.Lock()
+	p.held = true
+	w.rd.pipes = append(w.rd.pipes, p)
 }
 
 // pipeReply completes the pipe call f answers, if a pipe's call has its

@@ -27,7 +27,8 @@ type wire struct {
 	// one shard's lock on the first line, the write queue and the read
 	// side's next. At 10,000 connections each call finds its connection's
 	// lines cold, and a line fewer is a miss fewer (docs/performance.md).
-	pending engine.Calls[call] // the calls waiting for replies
+	pending engine.Calls[call]       // the calls waiting for replies
+	pipe    atomic.Pointer[pipeLink] // the one pipe listed in pipes, nil if not one: what a reply looks at first (pipe.go)
 
 	loop *evLoop    // the event loop that reads it (Options.EventLoops); nil if its listener does
 	raw  *rawWriter // nc's socket, written at a batch's end without waiting; nil if it has none
