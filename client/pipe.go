@@ -55,11 +55,12 @@ type Pipe struct {
 	idsLeft uint32 // how many of them are left
 	room    int    // the largest request of route that fits a frame; -1 before the first call
 	cur     *pipeLink
-	own     pipeLink   // the link of the pipe's first connection
-	ring    []pipeCall // the calls in flight, each at its id's place (id&mask)
-	out     []byte     // cur's requests, staged while held
-	route   string     // the last route started, which engine.CheckRoute passed
-	start   int64      // what the deadlines of calls started while held count from, monoNow's; 0 until the first
+	own     pipeLink      // the link of the pipe's first connection
+	ring    []pipeCall    // the calls in flight, each at its id's place (id&mask)
+	out     []byte        // cur's requests, staged while held
+	route   string        // the last route started, which engine.CheckRoute passed
+	start   int64         // what the deadlines of calls started while held count from, monoNow's; 0 until the first
+	timeout time.Duration // the client's Options.Timeout, on the pipe's lines
 	c       *Client
 	done    func(tag int, reply []byte, err error)
 
@@ -104,7 +105,7 @@ func (c *Client) NewPipe(max int, done func(tag int, reply []byte, err error)) *
 	if max > 1<<20 {
 		panic("rpcd: client: a pipe of more than 2^20 calls")
 	}
-	p := &Pipe{c: c, done: done, max: int32(max), room: -1}
+	p := &Pipe{c: c, done: done, max: int32(max), room: -1, timeout: c.opts.Timeout}
 	if max == 1 {
 		p.ring = p.small[:]
 	} else {
@@ -196,7 +197,7 @@ func (p *Pipe) send(tag int, codec proto.Codec, route string, req, reply []byte)
 	e := &p.ring[id&p.mask]
 	e.link, e.id, e.codec, e.tag, e.req, e.reply, e.route, e.deadline = l, id, codec, tag, req, reply, route, 0
 	var ms uint32 // the deadline the server is told, in milliseconds
-	if c.opts.Timeout > 0 {
+	if p.timeout > 0 {
 		if p.start == 0 { // once while held: from the batch's time, if a reply's done starts it
 			if p.at.IsZero() {
 				p.start = monoNow()
@@ -204,8 +205,8 @@ func (p *Pipe) send(tag int, codec proto.Codec, route string, req, reply []byte)
 				p.start = int64(p.at.Sub(monoBase))
 			}
 		}
-		e.deadline = p.start + int64(c.opts.Timeout)
-		ms = uint32((c.opts.Timeout + time.Millisecond - 1) / time.Millisecond)
+		e.deadline = p.start + int64(p.timeout)
+		ms = uint32((p.timeout + time.Millisecond - 1) / time.Millisecond)
 	}
 	p.stage(l.w, codec, id, ms, route, req)
 	p.live++

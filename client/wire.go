@@ -27,12 +27,14 @@ type wire struct {
 	// one shard's lock on the first line, the write queue and the read
 	// side's next. At 10,000 connections each call finds its connection's
 	// lines cold, and a line fewer is a miss fewer (docs/performance.md).
-	pending engine.Calls[call]       // the calls waiting for replies
-	pipe    atomic.Pointer[pipeLink] // the one pipe listed in pipes, nil if not one: what a reply looks at first (pipe.go)
+	pending engine.Calls[call] // the calls waiting for replies
 
 	loop *evLoop    // the event loop that reads it (Options.EventLoops); nil if its listener does
 	raw  *rawWriter // nc's socket, written at a batch's end without waiting; nil if it has none
 	fd   int        // its socket, on a loop: nc is closed (loops_linux.go)
+	// pipe is the one pipe listed in pipes, nil if not one: what a reply
+	// looks at first (pipe.go), on the line a call's start looks at too.
+	pipe atomic.Pointer[pipeLink]
 	// fdRefs holds fd open while it is used: the reader's hold, one per
 	// write or shutdown under way, and fdGone once the reader let go.
 	fdRefs atomic.Int32
