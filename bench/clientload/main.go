@@ -2,8 +2,9 @@
 // many in flight on one connection: N callers of 16-byte raw echoes
 // (Bench/EchoPacket) against a server that serves builtin.Stats (rpcd
 // serve), as N goroutines calling CallRaw (sync), as N chains of
-// CallRawAsync whose done functions start the next call (async), or as N
-// AsyncCallers doing the same (caller), with the calls/s, this process's
+// CallRawAsync whose done functions start the next call (async), as N
+// AsyncCallers doing the same (caller), or as the N tags of one Pipe doing
+// the same (pipe), with the calls/s, this process's
 // CPU time per call and the server's (from its Sys/Stats) side by side
 // (docs/performance.md, "The client"). Modes alternate, -rounds times, and
 // the medians are printed:
@@ -58,7 +59,7 @@ func main() {
 	out := flag.String("json", "", "write every run and the medians to this `file`")
 	idle := flag.Int("idle", 0, "instead, dial one client of `N` connections and report what each costs idle")
 	churn := flag.Duration("churn", 0, "instead, for `D`, dial a client, make one call and close it, one after another, and report how many and how long each took")
-	only := flag.String("mode", "", "run these `modes` alone (sync, async, caller; comma-separated), not all three")
+	only := flag.String("mode", "", "run these `modes` alone (sync, async, caller, pipe; comma-separated), not all four")
 	cpuprofile := flag.String("cpuprofile", "", "write this process's CPU profile over the measured runs to `file`")
 	flag.Parse()
 	if *idle > 0 {
@@ -87,14 +88,15 @@ func main() {
 		"sync":   func(d time.Duration) int64 { return syncCalls(c, *callers, d) },
 		"async":  func(d time.Duration) int64 { return asyncCalls(c, *callers, d) },
 		"caller": func(d time.Duration) int64 { return callerCalls(c, *callers, d) },
+		"pipe":   func(d time.Duration) int64 { return pipeCalls(c, *callers, d) },
 	}
-	chosen := []string{"sync", "async", "caller"}
+	chosen := []string{"sync", "async", "caller", "pipe"}
 	if *only != "" {
 		chosen = strings.Split(*only, ",")
 	}
 	for _, m := range chosen {
 		if modes[m] == nil {
-			log.Fatalf("-mode %s: want sync, async or caller", m)
+			log.Fatalf("-mode %s: want sync, async, caller or pipe", m)
 		}
 	}
 	var runs []run
@@ -187,6 +189,39 @@ func callerCalls(c *client.Client, n int, d time.Duration) int64 {
 		a := c.NewAsyncCaller(done)
 		return func() { a.Call(proto.CodecRaw, builtin.EchoPacket, req, reply[:0]) }
 	})
+}
+
+// pipeCalls is asyncCalls through one client.Pipe of n tags, each done
+// function starting its tag's next call with the pipe held (Pipe.Next),
+// the first calls in one write (Pipe.Run).
+func pipeCalls(c *client.Client, n int, d time.Duration) int64 {
+	var calls atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(n)
+	reqs, replies := make([][]byte, n), make([][]byte, n)
+	var p *client.Pipe
+	p = c.NewPipe(n, func(tag int, _ []byte, err error) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		calls.Add(1)
+		if stop.Load() {
+			wg.Done()
+			return
+		}
+		p.Next(tag, proto.CodecRaw, builtin.EchoPacket, reqs[tag], replies[tag][:0])
+	})
+	p.Run(func() {
+		for i := range n {
+			reqs[i], replies[i] = make([]byte, 16), make([]byte, 0, 64)
+			p.Next(i, proto.CodecRaw, builtin.EchoPacket, reqs[i], replies[i][:0])
+		}
+	})
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	return calls.Load()
 }
 
 // chains keeps n chains of 16-byte echoes going for d and returns the
