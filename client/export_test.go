@@ -72,3 +72,16 @@ func Listed(c *Client) (listed, conns int) {
 	}
 	return listed, conns
 }
+
+// PipesListed returns how many pipes c's connections list (Pipe.Close).
+func PipesListed(c *Client) int {
+	n := 0
+	for _, s := range c.slots {
+		if w := s.w.Load(); w != nil {
+			if ls := w.pipes.Load(); ls != nil {
+				n += len(*ls)
+			}
+		}
+	}
+	return n
+}

@@ -22,8 +22,8 @@ import (
 // that the connection's reader takes once for a batch of the pipe's
 // replies: it runs their done functions with the pipe held, and the calls
 // they start (Next) go out together at the batch's end, in one write. At
-// one connection with 128 calls in flight that took the client's CPU a
-// call to about the wire protocol's own cost (docs/performance.md).
+// 128 calls in flight on one connection a pipe's call costs the client
+// less CPU than the server spends answering it (docs/performance.md).
 //
 // Its calls are CallRaw's with no context: deadlines are
 // Options.Timeout's, counted, for a call started from done, from when the
@@ -32,7 +32,8 @@ import (
 // Options.WaitForReady) on a goroutine of its own, as a retry is rare.
 // Calls go on one of the client's connections at a time (pick's choice at
 // the first call, and again once it cannot take new calls), and fail as
-// that connection's calls fail.
+// that connection's calls fail. With Options.Interceptors, which wait for
+// the call, each call runs on a goroutine of its own.
 //
 // The rules that come with the lock: done runs with the pipe held, on the
 // goroutine that reads the connection, and must not block; it may start
@@ -42,6 +43,11 @@ import (
 // request) completes at once, on the goroutine that starts it: a done
 // function that starts the next call at once on every error loops as long
 // as the client has no connection.
+//
+// A connection keeps the pipe that last sent on it listed, for its replies,
+// until the pipe is closed (Close) or the connection ends; each reply
+// looks through the pipes listed on its connection, so a program keeps a
+// few pipes on a client, each for many calls.
 type Pipe struct {
 	// What a call touches first, its first connection's link among it, and
 	// a small pipe's ring in place: at 10,000 connections each line of a
@@ -54,6 +60,7 @@ type Pipe struct {
 	ids     uint32 // the next id reserved from cur's table (engine.Calls.Reserve)
 	idsLeft uint32 // how many of them are left
 	room    int    // the largest request of route that fits a frame; -1 before the first call
+	closed  bool   // Close was called: no call starts, and no connection keeps it listed once its calls there end
 	cur     *pipeLink
 	own     pipeLink      // the link of the pipe's first connection
 	ring    []pipeCall    // the calls in flight, each at its id's place (id&mask)
@@ -140,6 +147,22 @@ func (p *Pipe) Run(f func()) {
 	f()
 }
 
+// Close closes the pipe: a call started from then on fails with
+// ErrPipeClosed, the calls in flight complete as they would have, and once
+// they have, no connection keeps the pipe.
+func (p *Pipe) Close() {
+	p.mu.Lock()
+	p.held = true
+	defer p.release()
+	p.closed = true
+	if l := p.cur; l != nil && l.live == 0 {
+		p.unlink(l)
+	}
+}
+
+// ErrPipeClosed is the error of a call started on a closed Pipe.
+var ErrPipeClosed = transport.Received(&handler.Error{Code: proto.CodeUnavailable, Message: "pipe closed", Unprocessed: true})
+
 // Next starts a call, as Call does, from done or a Run function: it goes
 // out with the others started there, once done's batch of replies or the
 // Run ends.
@@ -173,6 +196,11 @@ func (p *Pipe) send(tag int, codec proto.Codec, route string, req, reply []byte)
 		panic("rpcd: client: more calls in flight in a pipe than it was made for")
 	}
 	c := p.c
+	if p.closed {
+		p.at = time.Time{}
+		p.done(tag, reply, ErrPipeClosed)
+		return
+	}
 	if c.icpt != nil {
 		p.around(tag, codec, route, req, reply)
 		return
@@ -336,7 +364,7 @@ func (p *Pipe) finish(e *pipeCall, reply []byte, err error, torn bool) {
 	e.link = nil // free; the rest is overwritten by the place's next call
 	if l.live--; l.live == 0 {
 		l.waiting.Store(false)
-		if l != p.cur {
+		if l != p.cur || p.closed {
 			p.unlink(l)
 		}
 	}
@@ -374,7 +402,8 @@ func (p *Pipe) fail(tag int, codec proto.Codec, route string, req, reply []byte,
 	}()
 }
 
-// unlink forgets l, on which no call of the pipe waits and none will go.
+// unlink forgets l, on which no call of the pipe waits and none will go
+// but those staged, which go now.
 func (p *Pipe) unlink(l *pipeLink) {
 	for i, x := range p.links {
 		if x == l {
@@ -383,6 +412,7 @@ func (p *Pipe) unlink(l *pipeLink) {
 		}
 	}
 	if p.cur == l {
+		p.handOff()
 		p.cur = nil
 	}
 	l.w.removePipe(l)

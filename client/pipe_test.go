@@ -373,3 +373,45 @@ func TestPipeInterceptors(t *testing.T) {
 		}
 	}
 }
+
+// TestPipeClose: a closed pipe's call in flight completes as it would
+// have, a call started after Close fails with ErrPipeClosed before Call
+// returns, and once the pipe's calls have ended no connection keeps it.
+func TestPipeClose(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	c := dial(t, s.Addr().String(), client.Options{Timeout: 300 * time.Millisecond})
+	got := make(chan error, 2)
+	p := c.NewPipe(2, func(_ int, _ []byte, err error) { got <- err })
+	p.Call(0, proto.CodecRaw, "Block/Forever", nil, nil) // held by the server until its deadline
+	p.Close()
+	p.Call(1, proto.CodecRaw, builtin.EchoPacket, []byte("x"), nil)
+	select {
+	case err := <-got:
+		if !errors.Is(err, client.ErrPipeClosed) {
+			t.Fatalf("a call after Close: %v, want ErrPipeClosed", err)
+		}
+	default:
+		t.Fatal("a call after Close did not fail before Call returned")
+	}
+	if n := client.PipesListed(c); n != 1 {
+		t.Fatalf("%d pipes listed with a call in flight, want 1", n)
+	}
+	q := c.NewPipe(1, func(_ int, _ []byte, err error) { got <- err })
+	q.Call(0, proto.CodecRaw, builtin.EchoPacket, []byte("y"), nil)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if n := client.PipesListed(c); n != 2 {
+		t.Fatalf("%d pipes listed, want 2: the closed one's call and the open one", n)
+	}
+	q.Close()
+	if n := client.PipesListed(c); n != 1 {
+		t.Fatalf("%d pipes listed after an idle pipe closed, want 1", n)
+	}
+	if err := <-got; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the call in flight at Close: %v, want its deadline", err)
+	}
+	if n := client.PipesListed(c); n != 0 {
+		t.Fatalf("%d pipes listed once the closed pipe's call ended, want 0", n)
+	}
+}
