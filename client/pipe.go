@@ -557,29 +557,29 @@ func (w *wire) pipesWaiting() bool {
 // end lets the pipe go.
 func (w *wire) pipeCallFor(id uint32) (*Pipe, *pipeCall) {
 	if l := w.pipe.Load(); l != nil { // one pipe: no list to walk
-		p := l.p
-		if !w.rd.holds(p) {
-			w.holdPipe(p)
-		}
-		if e := &p.ring[id&p.mask]; e.link == l && e.id == id {
-			return p, e
-		}
-		return nil, nil
+		return l.p, w.pipeCallOn(l, id)
 	}
-	ls := w.pipes.Load()
-	if ls == nil {
-		return nil, nil
-	}
-	for _, l := range *ls {
-		p := l.p
-		if !w.rd.holds(p) {
-			w.holdPipe(p)
-		}
-		if e := &p.ring[id&p.mask]; e.link == l && e.id == id {
-			return p, e
+	if ls := w.pipes.Load(); ls != nil {
+		for _, l := range *ls {
+			if e := w.pipeCallOn(l, id); e != nil {
+				return l.p, e
+			}
 		}
 	}
 	return nil, nil
+}
+
+// pipeCallOn returns l's pipe's call on w with id, nil if none, the pipe
+// held by the reader (holdPipe).
+func (w *wire) pipeCallOn(l *pipeLink, id uint32) *pipeCall {
+	p := l.p
+	if !w.rd.holds(p) {
+		w.holdPipe(p)
+	}
+	if e := &p.ring[id&p.mask]; e.link == l && e.id == id {
+		return e
+	}
+	return nil
 }
 
 // holdPipe takes p for the reader until the batch's end, opening a batch

@@ -195,22 +195,14 @@ func callerCalls(c *client.Client, n int, d time.Duration) int64 {
 // function starting its tag's next call with the pipe held (Pipe.Next),
 // the first calls in one write (Pipe.Run).
 func pipeCalls(c *client.Client, n int, d time.Duration) int64 {
-	var calls atomic.Int64
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(n)
+	var t callTally
+	t.wg.Add(n)
 	reqs, replies := make([][]byte, n), make([][]byte, n)
 	var p *client.Pipe
 	p = c.NewPipe(n, func(tag int, _ []byte, err error) {
-		if err != nil {
-			log.Fatal(err)
+		if t.answered(err) {
+			p.Next(tag, proto.CodecRaw, builtin.EchoPacket, reqs[tag], replies[tag][:0])
 		}
-		calls.Add(1)
-		if stop.Load() {
-			wg.Done()
-			return
-		}
-		p.Next(tag, proto.CodecRaw, builtin.EchoPacket, reqs[tag], replies[tag][:0])
 	})
 	p.Run(func() {
 		for i := range n {
@@ -218,39 +210,53 @@ func pipeCalls(c *client.Client, n int, d time.Duration) int64 {
 			p.Next(i, proto.CodecRaw, builtin.EchoPacket, reqs[i], replies[i][:0])
 		}
 	})
+	return t.runFor(d)
+}
+
+// callTally counts a mode's calls, each caller's until the mode stops.
+type callTally struct {
+	calls atomic.Int64
+	stop  atomic.Bool
+	wg    sync.WaitGroup // a caller each, done once it stops
+}
+
+// answered counts a call answered, and reports whether its caller goes on.
+func (t *callTally) answered(err error) bool {
+	if err != nil {
+		log.Fatal(err)
+	}
+	t.calls.Add(1)
+	if t.stop.Load() {
+		t.wg.Done()
+		return false
+	}
+	return true
+}
+
+// runFor lets the callers call for d, stops them and returns their calls.
+func (t *callTally) runFor(d time.Duration) int64 {
 	time.Sleep(d)
-	stop.Store(true)
-	wg.Wait()
-	return calls.Load()
+	t.stop.Store(true)
+	t.wg.Wait()
+	return t.calls.Load()
 }
 
 // chains keeps n chains of 16-byte echoes going for d and returns the
 // calls made: newChain returns what starts one of a chain's calls, whose
 // completion done is told of and starts the next.
 func chains(n int, d time.Duration, newChain func(req, reply []byte, done func([]byte, error)) func()) int64 {
-	var calls atomic.Int64
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(n)
+	var t callTally
+	t.wg.Add(n)
 	for range n {
 		var start func()
 		start = newChain(make([]byte, 16), make([]byte, 0, 64), func(_ []byte, err error) {
-			if err != nil {
-				log.Fatal(err)
+			if t.answered(err) {
+				start()
 			}
-			calls.Add(1)
-			if stop.Load() {
-				wg.Done()
-				return
-			}
-			start()
 		})
 		start()
 	}
-	time.Sleep(d)
-	stop.Store(true)
-	wg.Wait()
-	return calls.Load()
+	return t.runFor(d)
 }
 
 // connChurn dials a client of addr, makes one Sys/Ping and closes it, one
