@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -413,5 +414,121 @@ func TestPipeClose(t *testing.T) {
 	}
 	if n := client.PipesListed(c); n != 0 {
 		t.Fatalf("%d pipes listed once the closed pipe's call ended, want 0", n)
+	}
+}
+
+// cut closes every connection through the proxy, as a lost network would.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, nc := range p.conns {
+		nc.Close()
+	}
+	p.conns = nil
+}
+
+// TestPipeStress: pipes on a client of two connections, each tag a closed
+// loop started from its done function, while another goroutine calls
+// through a pipe of its own and the connections are cut three times: no
+// call completes twice or without having been started, every tag's loop
+// goes on across the cuts, and each ends once asked to.
+func TestPipeStress(t *testing.T) {
+	s := server(t, "127.0.0.1:0")
+	px := newProxy(t, s.Addr().String())
+	opts := fast
+	opts.Conns = 2
+	opts.Timeout = 2 * time.Second
+	c := dial(t, px.addr(), opts)
+
+	const pipes, tags = 3, 16
+	var stop atomic.Bool
+	var running sync.WaitGroup
+	type tagState struct {
+		inFlight          bool
+		calls, ok, failed int
+		req, reply        []byte
+	}
+	states := make([][]tagState, pipes)
+	ps := make([]*client.Pipe, pipes)
+	for i := range ps {
+		st := make([]tagState, tags)
+		states[i] = st
+		var p *client.Pipe
+		p = c.NewPipe(tags, func(tag int, got []byte, err error) {
+			ts := &st[tag]
+			if !ts.inFlight {
+				t.Errorf("pipe %d, tag %d: a completion with no call in flight", i, tag)
+			}
+			ts.inFlight = false
+			if err == nil && !bytes.Equal(got, ts.req) {
+				t.Errorf("pipe %d, tag %d: reply %q to %q", i, tag, got, ts.req)
+			}
+			if err == nil {
+				ts.ok++
+			} else {
+				ts.failed++
+			}
+			if stop.Load() {
+				running.Done()
+				return
+			}
+			ts.calls++
+			ts.req = append(ts.req[:0], byte(i), byte(tag), byte(ts.calls))
+			ts.inFlight = true
+			p.Next(tag, proto.CodecRaw, builtin.EchoPacket, ts.req, ts.reply[:0])
+		})
+		ps[i] = p
+		running.Add(tags)
+		p.Run(func() {
+			for tag := range st {
+				st[tag].req, st[tag].reply, st[tag].inFlight = []byte{byte(i), byte(tag)}, make([]byte, 0, 8), true
+				p.Next(tag, proto.CodecRaw, builtin.EchoPacket, st[tag].req, st[tag].reply[:0])
+			}
+		})
+	}
+	others := make(chan error, 1)
+	var other sync.WaitGroup
+	other.Add(1)
+	go func() { // calls from a goroutine of their own, one at a time
+		defer other.Done()
+		q := c.NewPipe(1, func(_ int, _ []byte, err error) { others <- err })
+		defer q.Close()
+		for !stop.Load() {
+			q.Call(0, proto.CodecRaw, builtin.EchoPacket, []byte("other"), nil)
+			<-others
+		}
+	}()
+	for range 3 {
+		time.Sleep(150 * time.Millisecond)
+		px.cut()
+	}
+	time.Sleep(300 * time.Millisecond) // the loops go on over new connections
+	before := make([]int, pipes)
+	for i, p := range ps {
+		p.Run(func() {
+			for _, ts := range states[i] {
+				before[i] += ts.ok
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	stop.Store(true)
+	waitGroup(t, &running, 10*time.Second)
+	other.Wait()
+	for i, p := range ps {
+		p.Run(func() {
+			ok, failed := 0, 0
+			for tag, ts := range states[i] {
+				if ts.inFlight {
+					t.Errorf("pipe %d, tag %d: still in flight after its loop ended", i, tag)
+				}
+				ok, failed = ok+ts.ok, failed+ts.failed
+			}
+			t.Logf("pipe %d: %d answered, %d failed", i, ok, failed)
+			if ok <= before[i] {
+				t.Errorf("pipe %d: %d calls answered after the last cut's 300 ms, %d before; want more", i, ok, before[i])
+			}
+		})
+		p.Close()
 	}
 }
