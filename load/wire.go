@@ -31,14 +31,14 @@ import (
 // with the replies and shrinks back, its callers' slots and its goroutine:
 // about 4 KiB.
 //
-// Why not a client: the client driver, on the client's AsyncCallers,
-// makes 0.73 of the wire driver's calls at 1.6 times its CPU a call with
-// 128 callers on one connection, and 0.7 to 0.9 at 1.4 to 1.7 times at
-// 10,000 connections of 10 calls/s, a client holding a reader goroutine
-// and 13 KiB resident per connection (docs/performance.md, "The load
-// generator"). What
-// it does not do a client does: a load whose frames are large, a service
-// target, a scenario a program built, or Driver DriverClient.
+// Why not a client: the client driver, on a client.Pipe per connection,
+// makes 0.87 to 0.90 of the wire driver's calls at 1.13 to 1.23 times its
+// CPU a call with 128 callers on one connection, and 0.94 to 0.99 at 1.08
+// to 1.14 times at 10,000 connections of 5 and 10 calls/s, holding 8.2 KiB
+// resident a connection against 6.7 (docs/performance.md, "The load
+// generator"). What it does not do a client does: a load whose frames are
+// large, a service target, a scenario a program built, or Driver
+// DriverClient.
 
 // Drivers, for Config.Driver and SoakConfig.Driver.
 const (
