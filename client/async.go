@@ -218,7 +218,7 @@ func (cl *call) finishAsync(err error) {
 		return
 	}
 	c := r.c
-	if !(err == c.noConn && c.opts.WaitForReady) && (c.opts.MaxRetries <= 0 || !c.retryable(cl.route, err, cl.torn)) {
+	if !c.resendsAsync(cl.route, err, cl.torn) {
 		cl.complete(err)
 		return
 	}
@@ -226,13 +226,28 @@ func (cl *call) finishAsync(err error) {
 	then, typed, retry := cl.then, cl.typed, *r
 	cl.then, cl.typed = nil, typedAsync{} // while Call's retry has it, it completes as Call's do
 	go func() {
-		ctx, b := c.sweep.bound(retry.ctx, c.opts.Timeout)
-		h := proto.Header{Kind: proto.KindRequest, Codec: retry.codec}
-		err := c.retry(ctx, h, cl.route, engine.Metadata(retry.ctx), retry.payload, cl, err)
-		b.release()
+		err := c.resend(retry.ctx, retry.codec, cl.route, engine.Metadata(retry.ctx), retry.payload, cl, err)
 		cl.then, cl.typed = then, typed
 		cl.complete(err)
 	}()
+}
+
+// resendsAsync reports whether an asynchronous call of route that failed with
+// err is sent again, as Call would send it (or wait for a connection to
+// send it on, under Options.WaitForReady); torn says its reply had begun to
+// arrive.
+func (c *Client) resendsAsync(route string, err error, torn bool) bool {
+	return err == c.noConn && c.opts.WaitForReady || c.opts.MaxRetries > 0 && c.retryable(route, err, torn)
+}
+
+// resend sends an asynchronous call whose attempt failed with err again,
+// as Call does (Client.retry), through the pooled record cl, under ctx and
+// Options.Timeout from now, and returns its outcome; on a goroutine of the
+// call's own, as it may wait.
+func (c *Client) resend(ctx context.Context, codec proto.Codec, route string, md proto.Metadata, payload []byte, cl *call, err error) error {
+	ctx, b := c.sweep.bound(ctx, c.opts.Timeout)
+	defer b.release()
+	return c.retry(ctx, proto.Header{Kind: proto.KindRequest, Codec: codec}, route, md, payload, cl, err)
 }
 
 // complete ends the asynchronous call cl with err: it runs its done

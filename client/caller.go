@@ -36,7 +36,7 @@ type AsyncCaller struct {
 	done  func(reply []byte, err error)
 	state atomic.Uint32 // callerIdle, callerInDone, callerBusy or callerBusyFromDone
 	at    time.Time     // when the call's reply was read, its batch's time (stamp); zero if none was
-	route string        // the last route called, which engine.CheckRoute passed
+	check engine.RouteCheck
 
 	cl call
 }
@@ -90,14 +90,7 @@ func (a *AsyncCaller) Call(codec proto.Codec, route string, req, reply []byte) {
 	}
 	a.at = time.Time{}
 	cl.reply, cl.torn, cl.deadline, cl.route = reply, false, 0, route
-	if route != a.route {
-		if err := engine.CheckRoute(route, &c.opts.Limits); err != nil {
-			cl.complete(err)
-			return
-		}
-		a.route = route
-	}
-	if err := engine.CheckSize(route, nil, req, &c.opts.Limits); err != nil {
+	if err := a.check.Check(route, req, &c.opts.Limits); err != nil {
 		cl.complete(err)
 		return
 	}

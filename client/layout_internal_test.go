@@ -60,7 +60,7 @@ func TestHotFieldsTogether(t *testing.T) {
 		{"done", unsafe.Offsetof(a.done), unsafe.Offsetof(a.done) + 8},
 		{"state", unsafe.Offsetof(a.state), unsafe.Offsetof(a.state) + 4},
 		{"at", unsafe.Offsetof(a.at), unsafe.Offsetof(a.at) + unsafe.Sizeof(a.at)},
-		{"route", unsafe.Offsetof(a.route), unsafe.Offsetof(a.route) + unsafe.Sizeof(a.route)},
+		{"check", unsafe.Offsetof(a.check), unsafe.Offsetof(a.check) + unsafe.Sizeof(a.check)},
 	}
 	for _, f := range callHot {
 		asyncHot = append(asyncHot, field{"cl." + f.name, base + f.off, base + f.end})
@@ -86,7 +86,7 @@ func TestHotFieldsTogether(t *testing.T) {
 		field{"own", unsafe.Offsetof(p.own), unsafe.Offsetof(p.own) + unsafe.Sizeof(p.own)},
 		field{"ring", unsafe.Offsetof(p.ring), unsafe.Offsetof(p.ring) + unsafe.Sizeof(p.ring)},
 		field{"out", unsafe.Offsetof(p.out), unsafe.Offsetof(p.out) + unsafe.Sizeof(p.out)},
-		field{"route", unsafe.Offsetof(p.route), unsafe.Offsetof(p.route) + unsafe.Sizeof(p.route)},
+		field{"check", unsafe.Offsetof(p.check), unsafe.Offsetof(p.check) + unsafe.Sizeof(p.check)},
 		field{"start", unsafe.Offsetof(p.start), unsafe.Offsetof(p.start) + 8},
 		field{"c", unsafe.Offsetof(p.c), unsafe.Offsetof(p.c) + 8},
 		field{"done", unsafe.Offsetof(p.done), unsafe.Offsetof(p.done) + 8})

@@ -59,13 +59,12 @@ type Pipe struct {
 	mask    uint32 // len(ring)-1
 	ids     uint32 // the next id reserved from cur's table (engine.Calls.Reserve)
 	idsLeft uint32 // how many of them are left
-	room    int    // the largest request of route that fits a frame; -1 before the first call
 	closed  bool   // Close was called: no call starts, and no connection keeps it listed once its calls there end
 	cur     *pipeLink
-	own     pipeLink      // the link of the pipe's first connection
-	ring    []pipeCall    // the calls in flight, each at its id's place (id&mask)
-	out     []byte        // cur's requests, staged while held
-	route   string        // the last route started, which engine.CheckRoute passed
+	own     pipeLink   // the link of the pipe's first connection
+	ring    []pipeCall // the calls in flight, each at its id's place (id&mask)
+	out     []byte     // cur's requests, staged while held
+	check   engine.RouteCheck
 	start   int64         // what the deadlines of calls started while held count from, monoNow's; 0 until the first
 	timeout time.Duration // the client's Options.Timeout, on the pipe's lines
 	c       *Client
@@ -112,7 +111,7 @@ func (c *Client) NewPipe(max int, done func(tag int, reply []byte, err error)) *
 	if max > 1<<20 {
 		panic("rpcd: client: a pipe of more than 2^20 calls")
 	}
-	p := &Pipe{c: c, done: done, max: int32(max), room: -1, timeout: c.opts.Timeout}
+	p := &Pipe{c: c, done: done, max: int32(max), timeout: c.opts.Timeout}
 	if max == 1 {
 		p.ring = p.small[:]
 	} else {
@@ -205,19 +204,17 @@ func (p *Pipe) send(tag int, codec proto.Codec, route string, req, reply []byte)
 		p.around(tag, codec, route, req, reply)
 		return
 	}
-	if len(req) > p.room || route != p.route {
-		if err := p.check(route, req); err != nil {
-			p.at = time.Time{} // no reply was read
-			p.done(tag, reply, transport.Received(err))
-			return
-		}
+	if err := p.check.Check(route, req, &c.opts.Limits); err != nil {
+		p.at = time.Time{} // no reply was read
+		p.done(tag, reply, transport.Received(err))
+		return
 	}
 	l := p.cur
 	if l == nil || !l.w.usable() {
 		var err error
 		if l, err = p.bind(); err != nil {
 			p.live++
-			p.fail(tag, codec, route, req, reply, err, false)
+			p.failCall(tag, codec, route, req, reply, err, false)
 			return
 		}
 	}
@@ -244,20 +241,6 @@ func (p *Pipe) send(tag int, codec proto.Codec, route string, req, reply []byte)
 	if e.deadline != 0 {
 		c.async.watch(c, e.deadline)
 	}
-}
-
-// check returns the error of a call of route with req that cannot be sent:
-// a bad route, a request too large for a frame. A route it passes is
-// checked again only as to size, by p.room.
-func (p *Pipe) check(route string, req []byte) error {
-	lim := &p.c.opts.Limits
-	if route != p.route {
-		if err := engine.CheckRoute(route, lim); err != nil {
-			return err
-		}
-		p.route, p.room = route, lim.MaxFrameSize-proto.HeaderSize-len(route)
-	}
-	return engine.CheckSize(route, nil, req, lim)
 }
 
 // stage appends the Request of call id to w to the pipe's output, its
@@ -357,7 +340,7 @@ func (p *Pipe) handOff() {
 
 // finish completes the call e with reply and err, with the pipe held: its
 // place is freed before done runs, so that done may start the next. A
-// call that failed as CallRaw would send again is sent again (fail); torn
+// call that failed as CallRaw would send again is sent again (failCall); torn
 // says its reply had begun to arrive.
 func (p *Pipe) finish(e *pipeCall, reply []byte, err error, torn bool) {
 	l := e.link
@@ -369,19 +352,19 @@ func (p *Pipe) finish(e *pipeCall, reply []byte, err error, torn bool) {
 		}
 	}
 	if err != nil {
-		p.fail(e.tag, e.codec, e.route, e.req, reply, err, torn)
+		p.failCall(e.tag, e.codec, e.route, e.req, reply, err, torn)
 		return
 	}
 	p.live--
 	p.done(e.tag, reply, nil)
 }
 
-// fail completes a call, counted in p.live, that failed with err, with the
-// pipe held; or, if CallRaw would send it again, or wait for a connection
-// to send it on, has a goroutine do that and complete it.
-func (p *Pipe) fail(tag int, codec proto.Codec, route string, req, reply []byte, err error, torn bool) {
+// failCall completes a call, counted in p.live, that failed with err, with
+// the pipe held; or, if CallRaw would send it again, or wait for a
+// connection to send it on, has a goroutine do that and complete it.
+func (p *Pipe) failCall(tag int, codec proto.Codec, route string, req, reply []byte, err error, torn bool) {
 	c := p.c
-	if !(err == c.noConn && c.opts.WaitForReady) && (c.opts.MaxRetries <= 0 || !c.retryable(route, err, torn)) {
+	if !c.resendsAsync(route, err, torn) {
 		p.live--
 		p.done(tag, reply, transport.Received(err))
 		return
@@ -389,9 +372,7 @@ func (p *Pipe) fail(tag int, codec proto.Codec, route string, req, reply []byte,
 	go func() {
 		cl := getCall()
 		cl.reply = reply
-		ctx, b := c.sweep.bound(context.Background(), c.opts.Timeout)
-		err := c.retry(ctx, proto.Header{Kind: proto.KindRequest, Codec: codec}, route, nil, req, cl, err)
-		b.release()
+		err := c.resend(context.Background(), codec, route, nil, req, cl, err)
 		reply := cl.reply
 		putCall(cl)
 		p.mu.Lock()
@@ -607,12 +588,7 @@ func (w *wire) pipeReply(f *proto.Frame) bool {
 }
 
 // stampPipe tells p when the batch's replies were read (Answered).
-func (w *wire) stampPipe(p *Pipe) {
-	if w.rd.now.IsZero() {
-		w.rd.now = time.Now()
-	}
-	p.at = w.rd.now
-}
+func (w *wire) stampPipe(p *Pipe) { p.at = w.batchTime() }
 
 // endPipes lets go of the pipes the reader holds: the calls their done
 // functions started are handed to their connections first.

@@ -501,10 +501,17 @@ func (w *wire) stamp(cl *call) {
 	if a == nil {
 		return
 	}
+	a.at = w.batchTime()
+}
+
+// batchTime is when the replies of the reader's batch were read: the clock
+// read at the first reply that asks, once a batch (a reply read apart from
+// a batch reads it).
+func (w *wire) batchTime() time.Time {
 	if w.rd.now.IsZero() || !w.rd.inBatch {
 		w.rd.now = time.Now()
 	}
-	a.at = w.rd.now
+	return w.rd.now
 }
 
 // endBatch closes the batch: if its replies woke callers, it first lets

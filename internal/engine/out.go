@@ -40,10 +40,35 @@ func Header(ctx context.Context, kind proto.Kind, codec proto.Codec, route strin
 	return h, md, nil
 }
 
+// A RouteCheck checks the calls of a caller that calls one route over and
+// over (an AsyncCaller, a Pipe): the route once, then each call's size by
+// one comparison. Its zero value has checked nothing.
+type RouteCheck struct {
+	route string
+	room  int // one more than the largest payload of route a frame holds; 0 before the first check
+}
+
+// Check returns the error of a call of route with payload and no metadata
+// that cannot be sent under lim (CheckRoute, CheckSize); nil if it can.
+func (r *RouteCheck) Check(route string, payload []byte, lim *proto.Limits) error {
+	if len(payload) < r.room && route == r.route {
+		return nil
+	}
+	return r.check(route, payload, lim)
+}
+
+func (r *RouteCheck) check(route string, payload []byte, lim *proto.Limits) error {
+	if route != r.route || r.room == 0 {
+		if err := CheckRoute(route, lim); err != nil {
+			return err
+		}
+		r.route, r.room = route, lim.MaxFrameSize-proto.HeaderSize-len(route)+1
+	}
+	return CheckSize(route, nil, payload, lim)
+}
+
 // CheckRoute returns the error of a call to route, which is not a route
-// or is longer than lim allows; nil if it may be called. A caller that
-// makes many calls of one route checks it once, then only each call's
-// size (CheckSize).
+// or is longer than lim allows; nil if it may be called.
 func CheckRoute(route string, lim *proto.Limits) error {
 	if err := handler.ValidRoute(route); err != nil || len(route) > lim.MaxRoute {
 		return &handler.Error{Code: proto.CodeInvalidArgument, Message: "bad route " + route, Unprocessed: true}

@@ -124,3 +124,34 @@ func BenchmarkHeader(b *testing.B) {
 		}
 	}
 }
+
+// TestRouteCheck: a RouteCheck refuses what CheckRoute and CheckSize
+// refuse, from its zero value on (an empty route too), whether its last
+// route passed or not: a payload too large for the route it passed, a bad
+// route after a good one, a good route after a bad one's refusal; and a
+// payload one byte within the frame passes.
+func TestRouteCheck(t *testing.T) {
+	lim := proto.Limits{MaxFrameSize: 1024}.WithDefaults()
+	room := lim.MaxFrameSize - proto.HeaderSize - len("A/B")
+	var r RouteCheck
+	for i, tc := range []struct {
+		route   string
+		payload int
+		code    proto.Code // 0: passes
+	}{
+		{"", 0, proto.CodeInvalidArgument},
+		{"A/B", room, 0},
+		{"A/B", room, 0},
+		{"A/B", room + 1, proto.CodeResourceExhausted},
+		{"A/B", 0, 0},
+		{"bad route", 0, proto.CodeInvalidArgument},
+		{"A/B", 1, 0},
+		{"Long/Route", room - 7, 0}, // its room is 7 bytes less than A/B's
+		{"Long/Route", room - 6, proto.CodeResourceExhausted},
+	} {
+		err := r.Check(tc.route, make([]byte, tc.payload), &lim)
+		if got := handler.CodeOf(err); (tc.code == 0) != (err == nil) || err != nil && got != tc.code {
+			t.Fatalf("check %d, %q with %d bytes: %v, want code %v", i, tc.route, tc.payload, err, tc.code)
+		}
+	}
+}
