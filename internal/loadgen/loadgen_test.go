@@ -233,3 +233,31 @@ func TestRecorderSent(t *testing.T) {
 		t.Errorf("mean %v µs, max %v µs; want the one timed call's 10", res.MeanUS, res.MaxUS)
 	}
 }
+
+// TestRecorderProgress: a Tally in use tells Progress its calls
+// tallyPublish at a time, however Done and Sent mix, and a failure or a
+// flush at once.
+func TestRecorderProgress(t *testing.T) {
+	r := NewRecorder(1)
+	tl := r.Tally(0)
+	for i := 1; i <= 3*tallyPublish; i++ {
+		if i%2 == 0 {
+			tl.Done(time.Microsecond, time.Microsecond, 1)
+		} else {
+			tl.Sent(1)
+		}
+		if calls, _ := r.Progress(); calls > int64(i) || calls <= int64(i-tallyPublish) {
+			t.Fatalf("after %d calls Progress says %d: want fewer than %d behind", i, calls, tallyPublish)
+		}
+	}
+	tl.Sent(1)
+	tl.Failed("unavailable", time.Microsecond)
+	if calls, errs := r.Progress(); calls != 3*tallyPublish+2 || errs != 1 {
+		t.Fatalf("after a failure Progress says %d calls, %d errors; want %d, 1", calls, errs, 3*tallyPublish+2)
+	}
+	tl.Sent(1)
+	tl.Flush()
+	if calls, _ := r.Progress(); calls != 3*tallyPublish+3 {
+		t.Fatalf("after a flush Progress says %d calls, want %d", calls, 3*tallyPublish+3)
+	}
+}

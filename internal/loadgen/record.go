@@ -17,9 +17,9 @@ func NewRecorder(n int) *Recorder { return &Recorder{newTally(max(n, 1))} }
 func (r *Recorder) Tally(i int) *Tally { return (*Tally)(r.t.callers[i]) }
 
 // Progress sums the calls and errors recorded so far; any goroutine may
-// call it while the Tallies are in use. A Tally in use tells its calls a
-// batch at a time (Tally.Done), so each may be short by up to
-// tallyPublish until it is flushed.
+// call it while the Tallies are in use. A Tally in use tells its calls
+// tallyPublish at a time, so each may be short by fewer than that until it
+// is flushed.
 func (r *Recorder) Progress() (calls, errors int64) { return r.t.progress() }
 
 // ReportEverySecond calls report, if not nil, with the figures recorded
@@ -45,24 +45,28 @@ func (t *Tally) Done(latency, busy time.Duration, bytes int) {
 	t.lat[t.nlat] = int64(latency)
 	if t.nlat++; t.nlat == len(t.lat) {
 		(*caller)(t).record()
+	}
+	t.publish()
+}
+
+// tallyPublish is how many calls a Tally in use tells Progress at a time,
+// not each (a locked instruction a call was 2 % of a load generator's CPU
+// at 1 × 128).
+const tallyPublish = 32
+
+// publish tells Progress the Tally's calls every tallyPublish of them.
+func (t *Tally) publish() {
+	if t.calls%tallyPublish == 0 {
 		t.done.Store(t.calls)
 	}
 }
-
-// tallyPublish bounds how many calls a Tally in use has made beyond what
-// it told Progress: it tells them with its latencies' batch, or every
-// that many calls, not at each (a locked instruction a call, 2 % of a load
-// generator's CPU at 1 × 128).
-const tallyPublish = len(caller{}.lat)
 
 // Sent records a call that has no answer to time (a one-way call, a
 // publish), made as expected and moving bytes: counted, with no latency.
 func (t *Tally) Sent(bytes int) {
 	t.calls++
 	t.bytes += int64(bytes)
-	if t.calls%int64(tallyPublish) == 0 {
-		t.done.Store(t.calls)
-	}
+	t.publish()
 }
 
 // Failed records a call that failed, of the kind given (Config.Classify's
