@@ -93,6 +93,18 @@ func TestAsyncCallerChecksEveryCall(t *testing.T) {
 	c := dial(t, s.Addr().String(), client.Options{Limits: lim})
 	got := make(chan error, 1)
 	a := c.NewAsyncCaller(func(_ []byte, err error) { got <- err })
+	checksEveryCall(t, lim, got, false, func(_ int, route string, payload []byte) {
+		a.Call(proto.CodecRaw, route, payload, nil)
+	})
+}
+
+// checksEveryCall makes, through call, a good call of a route, one of it
+// too large for lim's frames, one of a bad route and a good one again, and
+// fails t unless the good ones are answered (on got) and the others
+// refused unsent, with the code that says why; before call returns, if
+// refusedAtOnce.
+func checksEveryCall(t *testing.T, lim proto.Limits, got <-chan error, refusedAtOnce bool, call func(i int, route string, payload []byte)) {
+	t.Helper()
 	for i, tc := range []struct {
 		route   string
 		payload []byte
@@ -103,12 +115,19 @@ func TestAsyncCallerChecksEveryCall(t *testing.T) {
 		{"No Such Route", nil, proto.CodeInvalidArgument},
 		{builtin.EchoPacket, []byte("small again"), 0},
 	} {
-		a.Call(proto.CodecRaw, tc.route, tc.payload, nil)
+		call(i, tc.route, tc.payload)
 		var err error
 		select {
 		case err = <-got:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("call %d: no answer", i)
+		default:
+			if tc.code != 0 && refusedAtOnce {
+				t.Fatalf("call %d: refused, but not before the call returned", i)
+			}
+			select {
+			case err = <-got:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("call %d: no answer", i)
+			}
 		}
 		var e *handler.Error
 		switch {

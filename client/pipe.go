@@ -23,9 +23,11 @@ import (
 // replies: it runs their done functions with the pipe held, and the calls
 // they start (Next) go out together at the batch's end, in one write. At
 // 128 calls in flight on one connection a pipe's call costs the client
-// less CPU than the server spends answering it (docs/performance.md).
+// about what the server spends answering it, where an AsyncCaller's costs
+// a quarter more (docs/performance.md).
 //
-// Its calls are CallRaw's with no context: deadlines are
+// Its calls are CallRaw's with no context, so none is cancelled (a call
+// that must be is CallRawAsync's): deadlines are
 // Options.Timeout's, counted, for a call started from done, from when the
 // batch of replies that ran done was read (Answered); retries and errors
 // are CallRaw's, a call sent again (or waiting for a connection, under

@@ -104,39 +104,9 @@ func TestPipeRefusals(t *testing.T) {
 		}
 		got <- err
 	})
-	for i, tc := range []struct {
-		route   string
-		payload []byte
-		code    proto.Code // 0: answered
-	}{
-		{builtin.EchoPacket, []byte("small"), 0},
-		{builtin.EchoPacket, make([]byte, lim.MaxFrameSize), proto.CodeResourceExhausted},
-		{"No Such Route", nil, proto.CodeInvalidArgument},
-		{builtin.EchoPacket, []byte("small again"), 0},
-	} {
-		p.Call(i, proto.CodecRaw, tc.route, tc.payload, nil)
-		var err error
-		if tc.code != 0 {
-			select {
-			case err = <-got:
-			default:
-				t.Fatalf("call %d: refused, but not before Call returned", i)
-			}
-		} else {
-			select {
-			case err = <-got:
-			case <-time.After(5 * time.Second):
-				t.Fatalf("call %d: no answer", i)
-			}
-		}
-		var e *handler.Error
-		switch {
-		case tc.code == 0 && err != nil:
-			t.Fatalf("call %d: %v", i, err)
-		case tc.code != 0 && (!errors.As(err, &e) || e.Code != tc.code || !e.Unprocessed):
-			t.Fatalf("call %d: %v, want %v, unprocessed", i, err, tc.code)
-		}
-	}
+	checksEveryCall(t, lim, got, true, func(i int, route string, payload []byte) {
+		p.Call(i, proto.CodecRaw, route, payload, nil)
+	})
 
 	if !raceOn { // a misuse the race detector reports first
 		mustPanic(t, "Next outside done or a Run", func() { p.Next(0, proto.CodecRaw, builtin.EchoPacket, nil, nil) })
