@@ -197,10 +197,10 @@ const (
 func (w *wire) pollRead() int {
 	w.rd.fdr.short = false
 	for {
-		err := w.readFrame()
+		n, err := w.readFrame()
+		w.rd.listened += uint64(n)
 		switch {
 		case err == nil:
-			w.rd.listened++
 		case err == errAgain:
 			if w.rd.inBatch {
 				w.endBatch()
@@ -229,14 +229,14 @@ func (w *wire) pollRead() int {
 func (w *wire) readLarge() {
 	src := &w.rd.fdr
 	src.block = true
-	err := w.readFrame()
+	n, err := w.readFrame()
 	src.block = false
+	w.rd.listened += uint64(n)
 	if err != nil {
 		w.fail(err)
 		w.unloop()
 		return
 	}
-	w.rd.listened++
 	if w.pollRead() != letGo {
 		return
 	}

@@ -204,7 +204,9 @@ func (w *wire) listenRead() error {
 		w.listIdle()
 	}
 	for {
-		if err := w.readFrame(); err != nil {
+		n, err := w.readFrame()
+		w.rd.listened += uint64(n)
+		if err != nil {
 			if !isTimeout(err) {
 				return err
 			}
@@ -212,8 +214,6 @@ func (w *wire) listenRead() error {
 			// cleared any a leader left: read on rather than fail.
 			w.rd.deadline = longAgo
 			w.setReadDeadline(time.Time{})
-		} else {
-			w.rd.listened++
 		}
 		w.rd.lapsed = false
 		if w.rd.br.Buffered() == 0 && !w.mustListen() {
@@ -253,7 +253,7 @@ func (w *wire) lead(ctx context.Context, cl *call, route string) (bool, error) {
 			return true, cl.err
 		default:
 		}
-		err := w.readFrame()
+		_, err := w.readFrame()
 		if err != nil && !isTimeout(err) {
 			w.fail(err) // completes every call, cl among them
 			<-cl.done
@@ -335,30 +335,31 @@ func (w *wire) setReadDeadline(t time.Time) {
 
 func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 
-// readFrame reads and handles one frame. A response's payload goes straight
-// into the waiting call's buffer. A read deadline passing before a frame is
-// whole returns the timeout with the bytes kept in the buffer, for the next
-// read; one passing within a frame larger than the buffer is noted in
-// rd.lapsed and the frame read to its end. A reader that returns an error
-// holds no pipe (endPipes): whoever reads on, or fails the wire, may need
-// one.
-func (w *wire) readFrame() error {
-	err := w.readOne()
+// readFrame reads and handles the next frame, and with it every other whole
+// frame the read buffer holds by then, and returns how many it handled. A
+// response's payload goes straight into the waiting call's buffer. A read
+// deadline passing before a frame is whole returns the timeout with the
+// bytes kept in the buffer, for the next read; one passing within a frame
+// larger than the buffer is noted in rd.lapsed and the frame read to its
+// end. A reader that returns an error holds no pipe (endPipes): whoever
+// reads on, or fails the wire, may need one.
+func (w *wire) readFrame() (int, error) {
+	n, err := w.readOne()
 	if err != nil && len(w.rd.pipes) > 0 {
 		w.endPipes()
 	}
-	return err
+	return n, err
 }
 
-// readOne is readFrame's frame.
-func (w *wire) readOne() error {
+// readOne is readFrame's frames.
+func (w *wire) readOne() (int, error) {
 	br := &w.rd.br
 	if w.rd.inBatch && br.Buffered() < proto.HeaderSize {
 		w.endBatch() // what the batch's callers queued goes before the next read waits
 	}
 	hdr, err := br.Peek(proto.HeaderSize)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var f proto.Frame
 	h := &f.Header // decoded in place: its sections are filled in below
@@ -367,30 +368,17 @@ func (w *wire) readOne() error {
 		if !looksLikeRPCD(hdr) { // an HTTP server's 400, a TLS alert: say so
 			err = errors.New("rpcd: " + notRPCD(w.nc.RemoteAddr().String(), hdr))
 		}
-		return err
+		return 0, err
 	}
 	n := h.Len()
 	if n > br.Size() && w.loop != nil && !w.rd.fdr.block {
-		return errLarge // read on a goroutine that may wait for its bytes (readLarge)
+		return 0, errLarge // read on a goroutine that may wait for its bytes (readLarge)
 	}
 	if n <= br.Size() {
-		b, err := br.Peek(n)
-		if err != nil {
-			return err
+		if _, err := br.Peek(n); err != nil {
+			return 0, err
 		}
-		if err := proto.DecodeFrame(&f, b); err != nil { // the header is checked: only its sections are left
-			w.goAwayAndClose(err)
-			return err
-		}
-		if !w.rd.inBatch && f.Kind == proto.KindResponse {
-			w.beginBatch()
-		}
-		w.handle(&f)
-		_, err = br.Discard(n)
-		if w.goingAway.Load() {
-			w.closeIfIdle()
-		}
-		return err
+		return w.handleBuffered()
 	}
 
 	// A frame larger than the read buffer. A Response's payload is read
@@ -400,30 +388,30 @@ func (w *wire) readOne() error {
 	if h.Kind != proto.KindResponse {
 		b := make([]byte, n)
 		if err := w.readFull(b); err != nil {
-			return err
+			return 0, err
 		}
 		f, _, err := proto.Decode(b, &w.lim)
 		if err != nil {
 			w.goAwayAndClose(err)
-			return err
+			return 0, err
 		}
 		w.handle(&f)
 		if w.goingAway.Load() {
 			w.closeIfIdle()
 		}
-		return nil
+		return 1, nil
 	}
 	pre := proto.HeaderSize + int(h.MetadataLen) // a Response has no route
 	b, err := br.Peek(pre)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := proto.Metadata(b[proto.HeaderSize:]).Validate(); err != nil {
 		w.goAwayAndClose(err)
-		return err
+		return 0, err
 	}
 	if _, err := br.Discard(pre); err != nil {
-		return err
+		return 0, err
 	}
 	if p, e := w.pipeCallFor(h.ID); e != nil {
 		reply, err, rerr := w.readReply(e.reply, h)
@@ -432,12 +420,12 @@ func (w *wire) readOne() error {
 		}
 		// A payload read straight into the call's buffer has written to it.
 		p.finish(e, reply, err, rerr != nil && h.Flags.Compression() == proto.CompressionNone)
-		return rerr
+		return 1, rerr
 	}
 	w.endPipes()
 	cl := w.take(h.ID)
 	if cl == nil {
-		return w.skip(int(h.PayloadLen))
+		return 1, w.skip(int(h.PayloadLen))
 	}
 	reply, err, rerr := w.readReply(cl.reply, h)
 	cl.reply = reply
@@ -447,7 +435,41 @@ func (w *wire) readOne() error {
 		w.stamp(cl)
 	}
 	cl.finish(err)
-	return rerr
+	return 1, rerr
+}
+
+// handleBuffered handles every whole frame at the start of the read
+// buffer, which holds one at least, and discards them: in one pass over the
+// buffer, as they came in one read or a few. The frames' bytes stay put
+// until the discard at the end (only the token's holder reads br). A frame
+// that breaks the protocol after the first ends the pass: the next
+// readOne reports it as it reports any.
+func (w *wire) handleBuffered() (int, error) {
+	br := &w.rd.br
+	b := br.Bytes()
+	var f proto.Frame
+	used, frames := 0, 0
+	for {
+		n, err := f.Decode(b[used:], &w.lim)
+		if err != nil && frames == 0 {
+			w.goAwayAndClose(err)
+			return 0, err
+		}
+		if n == 0 || err != nil {
+			break // a frame not whole yet; or a bad one, which readOne reports as the next
+		}
+		if !w.rd.inBatch && f.Kind == proto.KindResponse {
+			w.beginBatch()
+		}
+		w.handle(&f)
+		used += n
+		frames++
+		if w.goingAway.Load() {
+			w.closeIfIdle()
+		}
+	}
+	_, err := br.Discard(used)
+	return frames, err
 }
 
 // readReply reads the payload of a large reply whose header is h, the
