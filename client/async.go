@@ -310,6 +310,14 @@ var monoBase = time.Now()
 // Options.Timeout reads it once).
 func monoNow() int64 { return int64(time.Since(monoBase)) }
 
+// monoTime is the Time of t, monoNow's; the zero Time for 0.
+func monoTime(t int64) time.Time {
+	if t == 0 {
+		return time.Time{}
+	}
+	return monoBase.Add(time.Duration(t))
+}
+
 // sweeper is a goroutine that, every sweepEvery while any client is
 // listed, looks at the clients whose earliest deadlines have passed: a
 // timing wheel of sweepEvery ticks, by the tick at whose end a deadline

@@ -89,5 +89,20 @@ func TestHotFieldsTogether(t *testing.T) {
 		field{"check", unsafe.Offsetof(p.check), unsafe.Offsetof(p.check) + unsafe.Sizeof(p.check)},
 		field{"start", unsafe.Offsetof(p.start), unsafe.Offsetof(p.start) + 8},
 		field{"c", unsafe.Offsetof(p.c), unsafe.Offsetof(p.c) + 8},
-		field{"done", unsafe.Offsetof(p.done), unsafe.Offsetof(p.done) + 8})
+		field{"done", unsafe.Offsetof(p.done), unsafe.Offsetof(p.done) + 8},
+		field{"timeout", unsafe.Offsetof(p.timeout), unsafe.Offsetof(p.timeout) + 8},
+		field{"at", unsafe.Offsetof(p.at), unsafe.Offsetof(p.at) + 8})
+
+	// What a reply reads of its call's place: on one line, for a one-call
+	// pipe's place in the pipe too.
+	var e pipeCall
+	replyHot := unsafe.Offsetof(e.deadline) + 8
+	within("pipeCall", 64,
+		field{"link", unsafe.Offsetof(e.link), unsafe.Offsetof(e.link) + 8},
+		field{"tag", unsafe.Offsetof(e.tag), unsafe.Offsetof(e.tag) + 8},
+		field{"reply", unsafe.Offsetof(e.reply), unsafe.Offsetof(e.reply) + unsafe.Sizeof(e.reply)},
+		field{"deadline", unsafe.Offsetof(e.deadline), replyHot})
+	if off := unsafe.Offsetof(p.small); off/64 != (off+replyHot-1)/64 {
+		t.Errorf("Pipe: what a reply reads of a one-call pipe's place, bytes %d to %d, spans two lines", off, off+replyHot)
+	}
 }

@@ -51,30 +51,34 @@ import (
 // looks through the pipes listed on its connection, so a program keeps a
 // few pipes on a client, each for many calls.
 type Pipe struct {
-	// What a call touches first, its first connection's link among it, and
-	// a small pipe's ring in place: at 10,000 connections each line of a
-	// pipe a call touches is a cache miss.
+	// What a call touches, on three lines (its first connection's link
+	// among them), then a one-call pipe's ring on the fourth: at 10,000
+	// connections each line of a pipe a call touches is a cache miss.
 	mu      sync.Mutex
 	held    bool   // mu is held to run done functions or a Run: Next may start calls
+	closed  bool   // Close was called: no call starts, and no connection keeps it listed once its calls there end
+	wrapped bool   // the ids were reserved once cur's table's ids had wrapped: the table may hold one (nextID)
+	icpt    bool   // the client has Options.Interceptors
 	live    int32  // calls in flight (around, with interceptors, counted too)
 	max     int32  // calls in flight at most
 	mask    uint32 // len(ring)-1
 	ids     uint32 // the next id reserved from cur's table (engine.Calls.Reserve)
 	idsLeft uint32 // how many of them are left
-	closed  bool   // Close was called: no call starts, and no connection keeps it listed once its calls there end
 	cur     *pipeLink
-	own     pipeLink   // the link of the pipe's first connection
-	ring    []pipeCall // the calls in flight, each at its id's place (id&mask)
-	out     []byte     // cur's requests, staged while held
-	check   engine.RouteCheck
-	start   int64         // what the deadlines of calls started while held count from, monoNow's; 0 until the first
-	timeout time.Duration // the client's Options.Timeout, on the pipe's lines
 	c       *Client
 	done    func(tag int, reply []byte, err error)
+	start   int64 // what the deadlines of calls started while held count from, monoNow's; 0 until the first
 
-	at    time.Time   // the reply's batch's time, in done (Answered)
+	own     pipeLink   // the link of the pipe's first connection
+	ring    []pipeCall // the calls in flight, each at its id's place (id&mask)
+	timeout time.Duration
+	at      int64 // the reply's batch's time, monoNow's, in done (Answered); 0 if none
+
+	out   []byte // cur's requests, staged while held
+	check engine.RouteCheck
 	links []*pipeLink // the connections with calls of the pipe in flight, and cur
-	small [2]pipeCall // the ring of a pipe of one call
+
+	small [1]pipeCall // the ring of a pipe of one call
 }
 
 // pipeBlock is how many ids a pipe takes from its connection's table at a
@@ -86,20 +90,21 @@ const pipeBlock = 64
 type pipeLink struct {
 	p       *Pipe
 	w       *wire
-	live    int         // the pipe's calls in flight on w; guarded by p.mu
+	live    int32       // the pipe's calls in flight on w; guarded by p.mu
 	waiting atomic.Bool // live > 0, for the wire's reader, which takes no lock to look: stored only as live leaves or comes back to 0
 }
 
-// pipeCall is a call in flight in a pipe: its place in the ring.
+// pipeCall is a call in flight in a pipe: its place in the ring. What its
+// reply reads comes first, on one line where the place starts a line.
 type pipeCall struct {
 	link     *pipeLink // nil: the place is free
 	id       uint32
 	codec    proto.Codec
 	tag      int
-	req      []byte // for a retry
 	reply    []byte
-	route    string
 	deadline int64 // monoNow's; 0 for none
+	route    string
+	req      []byte // for a retry
 }
 
 // NewPipe returns a pipe for up to max calls in flight at once, each
@@ -113,9 +118,9 @@ func (c *Client) NewPipe(max int, done func(tag int, reply []byte, err error)) *
 	if max > 1<<20 {
 		panic("rpcd: client: a pipe of more than 2^20 calls")
 	}
-	p := &Pipe{c: c, done: done, max: int32(max), timeout: c.opts.Timeout}
+	p := &Pipe{c: c, done: done, max: int32(max), timeout: c.opts.Timeout, icpt: c.icpt != nil}
 	if max == 1 {
-		p.ring = p.small[:]
+		p.ring = p.small[:] // its one call's place is free when the next starts
 	} else {
 		n := 2
 		for n < 2*max {
@@ -177,14 +182,14 @@ func (p *Pipe) Next(tag int, codec proto.Codec, route string, req, reply []byte)
 // Answered returns, in done, when the reply of the call done completes
 // was read: the time of its batch of replies, read once for the batch. It
 // is the zero Time for a call that ended without a reply.
-func (p *Pipe) Answered() time.Time { return p.at }
+func (p *Pipe) Answered() time.Time { return monoTime(p.at) }
 
 // release hands the calls started with the pipe held to their connection
 // and lets the pipe go.
 func (p *Pipe) release() {
 	l := p.cur
 	p.handOff()
-	p.held, p.start, p.at = false, 0, time.Time{}
+	p.held, p.start, p.at = false, 0, 0
 	p.mu.Unlock()
 	if l != nil {
 		l.w.needRead()
@@ -198,16 +203,16 @@ func (p *Pipe) send(tag int, codec proto.Codec, route string, req, reply []byte)
 	}
 	c := p.c
 	if p.closed {
-		p.at = time.Time{}
+		p.at = 0
 		p.done(tag, reply, ErrPipeClosed)
 		return
 	}
-	if c.icpt != nil {
+	if p.icpt {
 		p.around(tag, codec, route, req, reply)
 		return
 	}
 	if err := p.check.Check(route, req, &c.opts.Limits); err != nil {
-		p.at = time.Time{} // no reply was read
+		p.at = 0 // no reply was read
 		p.done(tag, reply, transport.Received(err))
 		return
 	}
@@ -222,14 +227,12 @@ func (p *Pipe) send(tag int, codec proto.Codec, route string, req, reply []byte)
 	}
 	id := p.nextID(l)
 	e := &p.ring[id&p.mask]
-	e.link, e.id, e.codec, e.tag, e.req, e.reply, e.route, e.deadline = l, id, codec, tag, req, reply, route, 0
+	e.link, e.id, e.codec, e.tag, e.reply, e.deadline, e.route, e.req = l, id, codec, tag, reply, 0, route, req
 	var ms uint32 // the deadline the server is told, in milliseconds
 	if p.timeout > 0 {
 		if p.start == 0 { // once while held: from the batch's time, if a reply's done starts it
-			if p.at.IsZero() {
+			if p.start = p.at; p.start == 0 {
 				p.start = monoNow()
-			} else {
-				p.start = int64(p.at.Sub(monoBase))
 			}
 		}
 		e.deadline = p.start + int64(p.timeout)
@@ -265,18 +268,21 @@ func (p *Pipe) stage(w *wire, codec proto.Codec, id, deadline uint32, route stri
 }
 
 // nextID returns an id for a call on l: the next of those reserved from
-// its table, whose place in the ring is free, and, once the table's ids
-// have wrapped, that the table holds no call with.
+// its table, whose place in the ring is free, and, if the table's ids had
+// wrapped when they were reserved, that the table holds no call with (ids
+// reserved before are ids no call of the table has had since the last
+// wrap). The table is looked at once a block, not a call.
 func (p *Pipe) nextID(l *pipeLink) uint32 {
-	t := &l.w.pending
 	for {
 		if p.idsLeft == 0 {
+			t := &l.w.pending
 			p.ids, p.idsLeft = t.Reserve(pipeBlock), pipeBlock
+			p.wrapped = t.Wrapped()
 		}
 		id := p.ids
 		p.ids++
 		p.idsLeft--
-		if p.ring[id&p.mask].link != nil || t.Wrapped() && t.Holds(id) {
+		if p.ring[id&p.mask].link != nil || p.wrapped && l.w.pending.Holds(id) {
 			continue
 		}
 		return id

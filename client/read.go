@@ -72,7 +72,7 @@ type reading struct {
 	woke    bool      // a reply of the batch woke a caller
 	lapsed  bool      // a deadline passed while a frame was being read in
 	own     *call     // a leader's own call, whose reply wakes no one
-	now     time.Time // read once a batch for an AsyncCaller's or a pipe's reply (stamp); zero until then
+	now     int64     // monoNow's, read once a batch for an AsyncCaller's or a pipe's reply (stamp); 0 until then
 	pipes   []*Pipe   // the pipes it holds, until the batch's end (endPipes)
 
 	br       readbuf.Buf // 4 to 64 KiB: frames up to its Size are read whole
@@ -512,7 +512,7 @@ func (w *wire) beginBatch() {
 	w.wmu.Lock()
 	w.batching = true
 	w.wmu.Unlock()
-	w.rd.inBatch, w.rd.woke, w.rd.now = true, false, time.Time{}
+	w.rd.inBatch, w.rd.woke, w.rd.now = true, false, 0
 }
 
 // stamp tells an AsyncCaller's call when its reply was read (Answered):
@@ -526,12 +526,12 @@ func (w *wire) stamp(cl *call) {
 	a.at = w.batchTime()
 }
 
-// batchTime is when the replies of the reader's batch were read: the clock
-// read at the first reply that asks, once a batch (a reply read apart from
-// a batch reads it).
-func (w *wire) batchTime() time.Time {
-	if w.rd.now.IsZero() || !w.rd.inBatch {
-		w.rd.now = time.Now()
+// batchTime is when the replies of the reader's batch were read, monoNow's:
+// the clock read at the first reply that asks, once a batch (a reply read
+// apart from a batch reads it).
+func (w *wire) batchTime() int64 {
+	if w.rd.now == 0 || !w.rd.inBatch {
+		w.rd.now = monoNow()
 	}
 	return w.rd.now
 }
