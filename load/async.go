@@ -56,6 +56,7 @@ type asyncConn struct {
 	pipe *client.Pipe
 	connTally
 	slots []asyncSlot
+	one   [1]asyncSlot // slots, for a connection of one caller: on the connection's lines, not an object of their own
 }
 
 // bind rebinds c to rec, with c's pipe held (bound).
@@ -109,7 +110,10 @@ func dialAsync(ctx context.Context, cfg driverConfig) (*asyncDriver, error) {
 	}
 	d.conns = make([]*asyncConn, cfg.conns)
 	for i, cl := range clients {
-		c := &asyncConn{d: d, cl: cl, pacer: d.pacers[i%pacers], connTally: connTally{i: i}, slots: make([]asyncSlot, cfg.inflight)}
+		c := &asyncConn{d: d, cl: cl, pacer: d.pacers[i%pacers], connTally: connTally{i: i}}
+		if c.slots = c.one[:]; cfg.inflight > 1 {
+			c.slots = make([]asyncSlot, cfg.inflight)
+		}
 		for s := range c.slots {
 			sl := &c.slots[s]
 			sl.c, sl.tag, sl.call = c, s, cfg.sc.frames(i*cfg.inflight+s)
