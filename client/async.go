@@ -157,7 +157,7 @@ func (c *Client) sendAsync(ctx context.Context, h *proto.Header, md proto.Metada
 		}
 	}
 	if deadline != 0 {
-		c.async.watch(c, deadline)
+		w.async.watch(w, deadline)
 	}
 	w.enqueueCall(h, route, md, payload)
 	w.needRead()
@@ -274,32 +274,35 @@ func (cl *call) complete(err error) {
 	putCall(cl)
 }
 
-// asyncSweep is a client's part in enforcing the deadlines of its
-// asynchronous calls whose contexts never end (Options.Timeout): the
-// process's one sweep goroutine (asyncSweeps) looks at the client once its
-// earliest such deadline has passed, fails its calls past their deadlines,
-// telling the server (Cancel), and looks again at the earliest of those
-// still waiting, or unlists the client if none is. One goroutine for every
-// client, not one each (a load generator's 10,000 clients of one
-// connection each started one per call that waited, 100,000 a second), and
-// a client is looked at when a deadline may have passed, not every tick
-// (10,000 clients looked at every 10 ms took half of the process's CPU).
-// A client's calls under Options.Timeout get later deadlines as they
-// start, so a new call never needs an earlier look than the one listed.
+// asyncSweep is a connection's part in enforcing the deadlines of its
+// asynchronous calls whose contexts never end (Options.Timeout), a pipe's
+// among them: the process's one sweep goroutine (asyncSweeps) looks at the
+// connection once its earliest such deadline has passed, fails its calls
+// past their deadlines, telling the server (Cancel), and looks again at the
+// earliest of those still waiting, or unlists the connection if none is.
+// One goroutine for every connection, not one each (a load generator's
+// 10,000 connections each started one per call that waited, 100,000 a
+// second), and a connection is looked at when a deadline may have passed,
+// not every tick (10,000 looked at every 10 ms took half of the process's
+// CPU). A connection's calls under Options.Timeout get later deadlines as
+// they start, so a new call never needs an earlier look than the one
+// listed. The mark is the connection's, on the lines its calls touch: at
+// 10,000 connections a call that looked at its client's lines too paid a
+// cache miss for it.
 type asyncSweep struct {
 	listed atomic.Bool // in asyncSweeps' wheel
 }
 
-// watch makes sure the sweep looks at c by deadline, that of a call that
+// watch makes sure the sweep looks at w by deadline, that of a call that
 // waits.
-func (s *asyncSweep) watch(c *Client, deadline int64) {
+func (s *asyncSweep) watch(w *wire, deadline int64) {
 	if !s.listed.Load() && s.listed.CompareAndSwap(false, true) {
-		asyncSweeps.add(c, deadline)
+		asyncSweeps.add(w, deadline)
 	}
 }
 
 // asyncSweeps is the process's sweep of asynchronous calls' deadlines.
-var asyncSweeps = sweeper{due: map[int64][]*Client{}}
+var asyncSweeps = sweeper{due: map[int64][]*wire{}}
 
 // monoBase is the origin of monoNow.
 var monoBase = time.Now()
@@ -318,135 +321,129 @@ func monoTime(t int64) time.Time {
 	return monoBase.Add(time.Duration(t))
 }
 
-// sweeper is a goroutine that, every sweepEvery while any client is
-// listed, looks at the clients whose earliest deadlines have passed: a
+// sweeper is a goroutine that, every sweepEvery while any connection is
+// listed, looks at the connections whose earliest deadlines have passed: a
 // timing wheel of sweepEvery ticks, by the tick at whose end a deadline
 // has passed, its buckets in a map (a few hundred, for deadlines seconds
 // away).
 type sweeper struct {
 	mu      sync.Mutex
-	due     map[int64][]*Client // by tick
-	listed  int                 // clients in due
-	last    int64               // the last tick looked at
+	due     map[int64][]*wire // by tick
+	listed  int               // connections in due
+	last    int64             // the last tick looked at
 	running bool
 }
 
-// add lists c to be looked at once deadline (monoNow's) has passed,
+// add lists w to be looked at once deadline (monoNow's) has passed,
 // starting the goroutine if it is not running.
-func (w *sweeper) add(c *Client, deadline int64) {
+func (s *sweeper) add(w *wire, deadline int64) {
 	t := (deadline + int64(sweepEvery) - 1) / int64(sweepEvery)
-	w.mu.Lock()
-	t = max(t, w.last+1)
-	w.due[t] = append(w.due[t], c)
-	w.listed++
-	start := !w.running
-	w.running = true
-	w.mu.Unlock()
+	s.mu.Lock()
+	t = max(t, s.last+1)
+	s.due[t] = append(s.due[t], w)
+	s.listed++
+	start := !s.running
+	s.running = true
+	s.mu.Unlock()
 	if start {
-		go w.run()
+		go s.run()
 	}
 }
 
-// remove unlists c, closed: its calls have failed, and the goroutine need
+// remove unlists w, failed: its calls have failed, and the goroutine need
 // not wait for its deadlines to end.
-func (w *sweeper) remove(c *Client) {
-	if !c.async.listed.Load() {
+func (s *sweeper) remove(w *wire) {
+	if !w.async.listed.Load() {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for k, cs := range w.due {
-		if i := slices.Index(cs, c); i >= 0 {
-			w.due[k] = slices.Delete(cs, i, i+1)
-			w.listed--
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, ws := range s.due {
+		if i := slices.Index(ws, w); i >= 0 {
+			s.due[k] = slices.Delete(ws, i, i+1)
+			s.listed--
 			return
 		}
 	}
 }
 
-// run looks every sweepEvery at the clients come due, until none is
+// run looks every sweepEvery at the connections come due, until none is
 // listed.
-func (w *sweeper) run() {
+func (s *sweeper) run() {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
-	var look []*Client
+	var look []*wire
 	for range t.C {
 		now := monoNow()
 		end := now / int64(sweepEvery) // the last tick wholly passed
-		w.mu.Lock()
-		for k, cs := range w.due {
+		s.mu.Lock()
+		for k, ws := range s.due {
 			if k <= end {
-				look = append(look, cs...)
-				delete(w.due, k)
+				look = append(look, ws...)
+				delete(s.due, k)
 			}
 		}
-		w.last = max(w.last, end)
-		w.listed -= len(look)
-		w.mu.Unlock()
-		for _, c := range look {
-			if next, ok := c.async.look(c, now); ok {
-				w.add(c, next)
+		s.last = max(s.last, end)
+		s.listed -= len(look)
+		s.mu.Unlock()
+		for _, w := range look {
+			if next, ok := w.sweepAsync(now); ok {
+				s.add(w, next)
 				continue
 			}
 			// Unlisted, then looked at again: a call that came in between
-			// found c listed and did not list it.
-			c.async.listed.Store(false)
-			if next, ok := c.async.look(c, now); ok && c.async.listed.CompareAndSwap(false, true) {
-				w.add(c, next)
+			// found w listed and did not list it.
+			w.async.listed.Store(false)
+			if next, ok := w.sweepAsync(now); ok && w.async.listed.CompareAndSwap(false, true) {
+				s.add(w, next)
 			}
 		}
 		clear(look)
 		look = look[:0]
-		w.mu.Lock()
-		if w.listed == 0 {
-			w.running = false
-			w.mu.Unlock()
+		s.mu.Lock()
+		if s.listed == 0 {
+			s.running = false
+			s.mu.Unlock()
 			return
 		}
-		w.mu.Unlock()
+		s.mu.Unlock()
 	}
 }
 
-// look fails c's asynchronous calls past their deadlines at now, and
-// returns the earliest deadline of those with one that still wait; false
-// if none does, or c is closed.
-func (s *asyncSweep) look(c *Client, now int64) (int64, bool) {
-	if c.ctx.Err() != nil {
+// sweepAsync fails w's asynchronous calls past their deadlines at now, its
+// pipes' among them, and returns the earliest deadline of those with one
+// that still wait; false if none does, or w has failed.
+func (w *wire) sweepAsync(now int64) (int64, bool) {
+	if w.dead() {
 		return 0, false
 	}
 	next, waiting := int64(0), false
-	for _, sl := range c.slots {
-		w := sl.w.Load()
-		if w == nil {
-			continue
-		}
-		if ls := w.pipes.Load(); ls != nil {
-			for _, l := range *ls {
-				if d, ok := l.p.sweep(l, now); ok && (!waiting || d < next) {
-					next, waiting = d, true
-				}
+	if ls := w.pipes.Load(); ls != nil {
+		for _, l := range *ls {
+			if d, ok := l.p.sweep(l, now); ok && (!waiting || d < next) {
+				next, waiting = d, true
 			}
 		}
-		if !w.pending.Waiting() {
-			continue
+	}
+	if !w.pending.Waiting() {
+		return next, waiting
+	}
+	late := w.pending.TakeIf(func(cl *call) bool {
+		if !cl.async() || cl.deadline == 0 {
+			return false
 		}
-		late := w.pending.TakeIf(func(cl *call) bool {
-			if !cl.async() || cl.deadline == 0 {
-				return false
+		if cl.deadline > now {
+			if !waiting || cl.deadline < next {
+				next = cl.deadline
 			}
-			if cl.deadline > now {
-				if !waiting || cl.deadline < next {
-					next = cl.deadline
-				}
-				waiting = true
-				return false
-			}
-			return true
-		})
-		for id, cl := range late {
-			w.abandon(id)
-			cl.complete(engine.ContextError(context.DeadlineExceeded, cl.route))
+			waiting = true
+			return false
 		}
+		return true
+	})
+	for id, cl := range late {
+		w.abandon(id)
+		cl.complete(engine.ContextError(context.DeadlineExceeded, cl.route))
 	}
 	return next, waiting
 }

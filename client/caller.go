@@ -35,7 +35,7 @@ type AsyncCaller struct {
 	c     *Client
 	done  func(reply []byte, err error)
 	state atomic.Uint32 // callerIdle, callerInDone, callerBusy or callerBusyFromDone
-	at    int64         // when the call's reply was read, its batch's time (stamp), monoNow's; 0 if none was
+	at    time.Time     // when the call's reply was read, its batch's time (stamp); zero if none was
 	check engine.RouteCheck
 
 	cl call
@@ -76,7 +76,7 @@ func (a *AsyncCaller) Call(codec proto.Codec, route string, req, reply []byte) {
 	}
 	c, cl := a.c, &a.cl
 	if c.icpt != nil { // interceptors wait for the call: a goroutine of its own
-		a.at = 0
+		a.at = time.Time{}
 		go func() {
 			reply, err := callRaw(context.Background(), c, codec, route, req, reply)
 			cl.reply = reply
@@ -85,10 +85,10 @@ func (a *AsyncCaller) Call(codec proto.Codec, route string, req, reply []byte) {
 		return
 	}
 	var start int64
-	if fromDone { // the reply that ran done was read at a.at; 0 if none was
-		start = a.at
+	if fromDone && !a.at.IsZero() { // the reply that ran done was read at a.at
+		start = int64(a.at.Sub(monoBase))
 	}
-	a.at = 0
+	a.at = time.Time{}
 	cl.reply, cl.torn, cl.deadline, cl.route = reply, false, 0, route
 	if err := a.check.Check(route, req, &c.opts.Limits); err != nil {
 		cl.complete(err)
@@ -117,4 +117,4 @@ func (a *AsyncCaller) answered(reply []byte, err error) {
 // batch of replies, read once for the batch. It is the zero Time for a
 // call that ended without a reply (a deadline, a lost connection, one
 // never sent).
-func (a *AsyncCaller) Answered() time.Time { return monoTime(a.at) }
+func (a *AsyncCaller) Answered() time.Time { return a.at }

@@ -31,7 +31,6 @@ type Client struct {
 	slots  []*slot
 	idle   *idleWires  // connections no call waits on, with Conns > 1 (read.go)
 	icpt   Interceptor // Options.Interceptors as one; nil for none (intercept.go)
-	async  asyncSweep  // ends asynchronous calls' Options.Timeout deadlines (async.go)
 
 	opts Options
 	addr string
@@ -384,7 +383,6 @@ func (c *Client) Close() error {
 	}
 	c.cancel()
 	c.unwatchAlive()
-	asyncSweeps.remove(c)
 	c.wg.Wait()
 	c.endSubscriptions(ErrClosed)
 	for _, s := range c.slots {

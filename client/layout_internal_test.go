@@ -32,8 +32,7 @@ func TestHotFieldsTogether(t *testing.T) {
 		field{"first", unsafe.Offsetof(c.first), unsafe.Offsetof(c.first) + unsafe.Sizeof(c.first)},
 		field{"slots", unsafe.Offsetof(c.slots), unsafe.Offsetof(c.slots) + unsafe.Sizeof(c.slots)},
 		field{"idle", unsafe.Offsetof(c.idle), unsafe.Offsetof(c.idle) + unsafe.Sizeof(c.idle)},
-		field{"icpt", unsafe.Offsetof(c.icpt), unsafe.Offsetof(c.icpt) + unsafe.Sizeof(c.icpt)},
-		field{"async", unsafe.Offsetof(c.async), unsafe.Offsetof(c.async) + unsafe.Sizeof(c.async)})
+		field{"icpt", unsafe.Offsetof(c.icpt), unsafe.Offsetof(c.icpt) + unsafe.Sizeof(c.icpt)})
 	o := unsafe.Offsetof(c.opts)
 	within("Client", 3*64,
 		field{"opts.Limits", o + unsafe.Offsetof(c.opts.Limits), o + unsafe.Offsetof(c.opts.Limits) + unsafe.Sizeof(c.opts.Limits)},
@@ -78,7 +77,8 @@ func TestHotFieldsTogether(t *testing.T) {
 		field{"rd.tok", r + unsafe.Offsetof(w.rd.tok), r + unsafe.Offsetof(w.rd.tok) + 4},
 		field{"rd.br", r + unsafe.Offsetof(w.rd.br), r + unsafe.Offsetof(w.rd.br) + unsafe.Sizeof(w.rd.br)},
 		field{"rd.heardSrc", r + unsafe.Offsetof(w.rd.heardSrc), r + unsafe.Offsetof(w.rd.heardSrc) + unsafe.Sizeof(w.rd.heardSrc)},
-		field{"pipe", unsafe.Offsetof(w.pipe), unsafe.Offsetof(w.pipe) + 8})
+		field{"pipe", unsafe.Offsetof(w.pipe), unsafe.Offsetof(w.pipe) + 8},
+		field{"async", unsafe.Offsetof(w.async), unsafe.Offsetof(w.async) + unsafe.Sizeof(w.async)})
 
 	var p Pipe
 	within("Pipe", 3*64,

@@ -79,6 +79,9 @@ type Pipe struct {
 	links []*pipeLink // the connections with calls of the pipe in flight, and cur
 
 	small [1]pipeCall // the ring of a pipe of one call
+
+	atOf   int64     // the at atTime is of (Answered)
+	atTime time.Time // at as a Time
 }
 
 // pipeBlock is how many ids a pipe takes from its connection's table at a
@@ -180,9 +183,23 @@ func (p *Pipe) Next(tag int, codec proto.Codec, route string, req, reply []byte)
 }
 
 // Answered returns, in done, when the reply of the call done completes
-// was read: the time of its batch of replies, read once for the batch. It
-// is the zero Time for a call that ended without a reply.
-func (p *Pipe) Answered() time.Time { return monoTime(p.at) }
+// was read: the time of its batch of replies, read once for the batch, on
+// the monotonic clock (for Sub and Since; its wall clock does not follow
+// the system's changes). It is the zero Time for a call that ended without
+// a reply.
+func (p *Pipe) Answered() time.Time {
+	if p.at != p.atOf {
+		p.answeredTime()
+	}
+	return p.atTime
+}
+
+// answeredTime makes the Time Answered returns: once a batch, as a Time's
+// Add costs about what a pipe's call does. Not inlined, so that Answered
+// is.
+//
+//go:noinline
+func (p *Pipe) answeredTime() { p.atOf, p.atTime = p.at, monoTime(p.at) }
 
 // release hands the calls started with the pipe held to their connection
 // and lets the pipe go.
@@ -211,10 +228,12 @@ func (p *Pipe) send(tag int, codec proto.Codec, route string, req, reply []byte)
 		p.around(tag, codec, route, req, reply)
 		return
 	}
-	if err := p.check.Check(route, req, &c.opts.Limits); err != nil {
-		p.at = 0 // no reply was read
-		p.done(tag, reply, transport.Received(err))
-		return
+	if !p.check.Fits(route, req) { // the limits, the client's lines, looked at only then
+		if err := p.check.Check(route, req, &c.opts.Limits); err != nil {
+			p.at = 0 // no reply was read
+			p.done(tag, reply, transport.Received(err))
+			return
+		}
 	}
 	l := p.cur
 	if l == nil || !l.w.usable() {
@@ -244,7 +263,7 @@ func (p *Pipe) send(tag int, codec proto.Codec, route string, req, reply []byte)
 		l.waiting.Store(true)
 	}
 	if e.deadline != 0 {
-		c.async.watch(c, e.deadline)
+		l.w.async.watch(l.w, e.deadline)
 	}
 }
 
@@ -596,7 +615,8 @@ func (w *wire) pipeReply(f *proto.Frame) bool {
 }
 
 // stampPipe tells p when the batch's replies were read (Answered).
-func (w *wire) stampPipe(p *Pipe) { p.at = w.batchTime() }
+// The Time Answered returns is made once a batch.
+func (w *wire) stampPipe(p *Pipe) { p.at = w.batchMono() }
 
 // endPipes lets go of the pipes the reader holds: the calls their done
 // functions started are handed to their connections first.

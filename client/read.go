@@ -71,13 +71,14 @@ type reading struct {
 	inBatch bool      // it set wire.batching: it calls endBatch before it reads the socket or lets go
 	woke    bool      // a reply of the batch woke a caller
 	lapsed  bool      // a deadline passed while a frame was being read in
-	own     *call     // a leader's own call, whose reply wakes no one
-	now     int64     // monoNow's, read once a batch for an AsyncCaller's or a pipe's reply (stamp); 0 until then
+	now     time.Time // read once a batch for an AsyncCaller's or a pipe's reply (stamp); zero until then
+	mono    int64     // now, monoNow's, for a pipe's reply
 	pipes   []*Pipe   // the pipes it holds, until the batch's end (endPipes)
 
 	br       readbuf.Buf // 4 to 64 KiB: frames up to its Size are read whole
 	fdr      fdReader    // br's source on an event loop (loops_linux.go)
 	heardSrc heardReader // br's source with Options.KeepAlive: the socket, marking w.heard
+	own      *call       // a leader's own call, whose reply wakes no one
 
 	deadline time.Time     // the read deadline set on the connection, as far as known; the token holder's
 	kick     chan struct{} // asks the listener to take the token
@@ -512,7 +513,7 @@ func (w *wire) beginBatch() {
 	w.wmu.Lock()
 	w.batching = true
 	w.wmu.Unlock()
-	w.rd.inBatch, w.rd.woke, w.rd.now = true, false, 0
+	w.rd.inBatch, w.rd.woke, w.rd.now = true, false, time.Time{}
 }
 
 // stamp tells an AsyncCaller's call when its reply was read (Answered):
@@ -526,14 +527,21 @@ func (w *wire) stamp(cl *call) {
 	a.at = w.batchTime()
 }
 
-// batchTime is when the replies of the reader's batch were read, monoNow's:
-// the clock read at the first reply that asks, once a batch (a reply read
-// apart from a batch reads it).
-func (w *wire) batchTime() int64 {
-	if w.rd.now == 0 || !w.rd.inBatch {
-		w.rd.now = monoNow()
+// batchTime is when the replies of the reader's batch were read: the clock
+// read at the first reply that asks, once a batch (a reply read apart from
+// a batch reads it).
+func (w *wire) batchTime() time.Time {
+	if w.rd.now.IsZero() || !w.rd.inBatch {
+		w.rd.now = time.Now()
+		w.rd.mono = int64(w.rd.now.Sub(monoBase))
 	}
 	return w.rd.now
+}
+
+// batchMono is batchTime, monoNow's.
+func (w *wire) batchMono() int64 {
+	w.batchTime()
+	return w.rd.mono
 }
 
 // endBatch closes the batch: if its replies woke callers, it first lets

@@ -51,7 +51,8 @@ type wire struct {
 	// their completions start, queue their frames without writing, and the
 	// holder hands them all to the writer at the batch's end (endBatch).
 	batching bool
-	held     int // Batch calls running: asynchronous calls' frames wait for the last to end
+	held     int32      // Batch calls running: asynchronous calls' frames wait for the last to end
+	async    asyncSweep // ends its asynchronous calls' Options.Timeout deadlines (async.go)
 	wmu      sync.Mutex
 	wbuf     []byte // frames queued while a write is in progress
 	spare    []byte // a written buffer, for reuse
@@ -277,7 +278,7 @@ func (w *wire) sendQueuedLocked() {
 }
 
 // hold counts a Batch in (+1) or out (-1); the last out sends what waits.
-func (w *wire) hold(d int) {
+func (w *wire) hold(d int32) {
 	w.wmu.Lock()
 	w.held += d
 	if d > 0 || len(w.wbuf) == 0 {
@@ -735,6 +736,7 @@ func (w *wire) fail(cause error) {
 	close(w.done)
 	w.pmu.Unlock()
 	liveWires.Add(-1)
+	asyncSweeps.remove(w)
 	pending := w.pending.Close()
 	w.failPipes(msg, goneAway, last, refused)
 	w.cancelAllServed()

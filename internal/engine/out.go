@@ -42,16 +42,24 @@ func Header(ctx context.Context, kind proto.Kind, codec proto.Codec, route strin
 
 // A RouteCheck checks the calls of a caller that calls one route over and
 // over (an AsyncCaller, a Pipe): the route once, then each call's size by
-// one comparison. Its zero value has checked nothing.
+// one comparison (Fits). Its zero value has checked nothing.
 type RouteCheck struct {
 	route string
 	room  int // one more than the largest payload of route a frame holds; 0 before the first check
 }
 
+// Fits reports whether a call of route with payload and no metadata can
+// be sent as far as the check knows without a look at the limits: route
+// is the one it last passed, and payload fits its frame. A call that does
+// not fit is Check's to say.
+func (r *RouteCheck) Fits(route string, payload []byte) bool {
+	return len(payload) < r.room && route == r.route
+}
+
 // Check returns the error of a call of route with payload and no metadata
 // that cannot be sent under lim (CheckRoute, CheckSize); nil if it can.
 func (r *RouteCheck) Check(route string, payload []byte, lim *proto.Limits) error {
-	if len(payload) < r.room && route == r.route {
+	if r.Fits(route, payload) {
 		return nil
 	}
 	return r.check(route, payload, lim)

@@ -149,9 +149,16 @@ func TestRouteCheck(t *testing.T) {
 		{"Long/Route", room - 7, 0}, // its room is 7 bytes less than A/B's
 		{"Long/Route", room - 6, proto.CodeResourceExhausted},
 	} {
-		err := r.Check(tc.route, make([]byte, tc.payload), &lim)
+		payload := make([]byte, tc.payload)
+		if r.Fits(tc.route, payload) && tc.code != 0 {
+			t.Fatalf("check %d, %q with %d bytes: Fits, want code %v", i, tc.route, tc.payload, tc.code)
+		}
+		err := r.Check(tc.route, payload, &lim)
 		if got := handler.CodeOf(err); (tc.code == 0) != (err == nil) || err != nil && got != tc.code {
 			t.Fatalf("check %d, %q with %d bytes: %v, want code %v", i, tc.route, tc.payload, err, tc.code)
+		}
+		if err == nil && !r.Fits(tc.route, payload) {
+			t.Fatalf("check %d, %q with %d bytes: passed, and then does not fit", i, tc.route, tc.payload)
 		}
 	}
 }
