@@ -11,20 +11,21 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
-// asyncDriver is the client driver for a scenario that has frames (the
-// named ones, RawRoute's, JSONRoute's) on one server: a client.Client of
-// one connection per Config.Conns, and on each Config.Inflight callers,
-// each a slot with at most one call in flight and no goroutine of its
-// own. A connection's callers are the tags of one client.Pipe; its done
-// function, on the goroutine that reads the connection, records the call
-// (its latency up to when the client read its reply, a clock read a batch
-// of replies rather than a call) and, in a closed loop, starts its
-// caller's next call (Pipe.Next), which the client sends with the others
-// its batch of replies starts, in one write. In an open loop
-// the pacers (loadgen.Wheel, as the wire driver's) start each caller's
-// calls at their times, and a call answered after its successor was due
-// starts that one at once, its latency counted from when it was due.
-// Deadlines are the clients' (Options.Timeout), redials and retries too.
+// asyncDriver runs the load of a scenario that has frames (the named ones,
+// RawRoute's, JSONRoute's) on one server: a client.Client of one
+// connection per Config.Conns, and on each Config.Inflight callers, each a
+// slot with at most one call in flight and no goroutine of its own. A
+// connection's callers are the tags of one client.Pipe; its done function,
+// on the goroutine that reads the connection, records the call (its
+// latency up to when the client read its reply, a clock read a batch of
+// replies rather than a call) and, in a closed loop, starts its caller's
+// next call (Pipe.Next), which the client sends with the others its batch
+// of replies starts, in one write. In an open loop a few pacers
+// (loadgen.Wheel, the scheduler loadgen.Run's open loop runs on) start
+// each caller's calls at their times, at most a tick late, and a call
+// answered after its successor was due starts that one at once, its
+// latency counted from when it was due. Deadlines are the clients'
+// (Options.Timeout), redials and retries too.
 //
 // A call that fails is never followed at once: its caller's next call
 // waits for its pacer's next tick, so that a client that fails calls
@@ -43,6 +44,17 @@ type asyncDriver struct {
 	wg       sync.WaitGroup
 }
 
+// driverConfig is a load for an asyncDriver.
+type driverConfig struct {
+	addr     string
+	opts     client.Options
+	sc       Scenario
+	conns    int
+	inflight int           // callers per connection
+	rate     float64       // calls/s in all; 0 is a closed loop
+	timeout  time.Duration // each call's deadline
+}
+
 // asyncConn is one client and its callers.
 type asyncConn struct {
 	d     *asyncDriver
@@ -59,7 +71,7 @@ type asyncConn struct {
 	one   [1]asyncSlot // slots, for a connection of one caller: on the connection's lines, not an object of their own
 }
 
-// bind rebinds c to rec, with c's pipe held (bound).
+// bind rebinds c to rec, with c's pipe held.
 func (c *asyncConn) bind(rec *loadgen.Recorder) {
 	c.pipe.Run(func() { c.rebind(rec) })
 }
@@ -258,12 +270,26 @@ func (d *asyncDriver) fire(e loadgen.Entry[*asyncSlot], now time.Duration) {
 	})
 }
 
-// stop ends the phase (endPhase).
-func (d *asyncDriver) stop() { endPhase(&d.phase, d.timeout+time.Second, d.pacers, d.conns) }
+// stop ends the phase: no call starts after it, and it waits for those in
+// flight to be answered or to pass their deadline (for at most a second
+// past it), empties the pacers' wheels, then flushes every Tally into the
+// phase's Recorder.
+func (d *asyncDriver) stop() {
+	d.drain(d.timeout + time.Second)
+	for _, w := range d.pacers {
+		w.Clear()
+	}
+	d.swap(nil)
+}
 
-// swap records the calls answered from now on in rec (swapTallies).
+// swap records the calls answered from now on in rec, and returns the
+// Recorder they went to before, with every Tally flushed into it.
 func (d *asyncDriver) swap(rec *loadgen.Recorder) *loadgen.Recorder {
-	return swapTallies(&d.phase, d.conns, rec)
+	old := d.rec.Swap(rec)
+	for _, c := range d.conns {
+		c.bind(rec)
+	}
+	return old
 }
 
 // close stops the pacers and closes the clients, which fails any call

@@ -63,7 +63,7 @@ func TestAsyncDriverFailures(t *testing.T) {
 	defer cancel()
 	const inflight, run = 8, 400 * time.Millisecond
 
-	r, err := Bench(ctx, Config{Addr: addr, Scenario: RawRoute("No Such Route", Pattern(8), false), Conns: 1, Inflight: inflight, Duration: run, Driver: DriverClient})
+	r, err := Bench(ctx, Config{Addr: addr, Scenario: RawRoute("No Such Route", Pattern(8), false), Conns: 1, Inflight: inflight, Duration: run})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestAsyncDriverFailures(t *testing.T) {
 	}()
 	sc, _ := LookupScenario("EchoPacket16")
 	began := time.Now()
-	r, err = Bench(ctx, Config{Addr: addr, Scenario: sc, Conns: 1, Inflight: inflight, Duration: run, Timeout: time.Second, Driver: DriverClient})
+	r, err = Bench(ctx, Config{Addr: addr, Scenario: sc, Conns: 1, Inflight: inflight, Duration: run, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,10 +50,6 @@ type Config struct {
 	Rate    float64
 	Timeout time.Duration // each call's deadline, and bound on dialling a service node; 5 s if 0
 
-	// Driver chooses what makes the calls: DriverAuto (the default), the
-	// wire driver where it can run the load and clients where it cannot;
-	// DriverWire, or DriverClient (wire.go says why two).
-	Driver string
 	// ServerCPU, if not nil, returns the CPU time the server has used so
 	// far; Bench reads it before and after the measured part of the run
 	// for the report's ServerCPUPerCallUS. ServerCPUFromStats makes one
@@ -134,10 +130,6 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	driver, err := driverFor(cfg.Driver, cfg.Addr, cfg.Scenario, cfg.Inflight, cfg.Client)
-	if err != nil {
-		return nil, err
-	}
 	var res loadgen.Result
 	var first map[string]string
 	var srvCPU time.Duration
@@ -159,21 +151,18 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 		return nil
 	}
 	if cfg.Rate == 0 {
-		// A closed loop's callers wait for a connection, as the wire
-		// driver's wait for its redial: a lost connection costs the calls
-		// it had in flight, not one failure per attempt while it redials.
+		// A closed loop's callers wait for a connection: a lost
+		// connection costs the calls it had in flight, not one failure
+		// per attempt while it redials.
 		cfg.Client.WaitForReady = true
 	}
-	switch {
-	case driver == DriverWire:
-		res, first, err = runWire(ctx, cfg, measured)
-	case asyncCan(cfg.Addr, cfg.Scenario):
+	if asyncCan(cfg.Addr, cfg.Scenario) {
 		var d *asyncDriver
 		if d, err = dialAsync(ctx, driverConfig{addr: cfg.Addr, opts: cfg.Client, sc: cfg.Scenario,
 			conns: cfg.Conns, inflight: cfg.Inflight, rate: cfg.Rate, timeout: cfg.Timeout}); err == nil {
 			res, first, err = runPhased(ctx, cfg, d, measured)
 		}
-	default:
+	} else {
 		err = runClients(ctx, cfg, measured, &res, &first)
 	}
 	if err != nil {
@@ -184,7 +173,6 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 
 	r := resultReport(res, first)
 	r.Settings = Settings{
-		Driver:       driver,
 		Scenario:     sc.Name,
 		Route:        sc.Route,
 		Codec:        sc.Codec,
@@ -232,9 +220,9 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 	return r, nil
 }
 
-// asyncCan reports whether the client driver runs a load of sc on addr on
-// asynchronous calls (asyncDriver): sc has frames, and addr is one server.
-// Else it runs it on a goroutine per caller (runClients).
+// asyncCan reports whether a load of sc on addr runs on asynchronous
+// calls (asyncDriver): sc has frames, and addr is one server. Else it runs
+// on a goroutine per caller (runClients).
 func asyncCan(addr string, sc Scenario) bool { return sc.frames != nil && !client.IsService(addr) }
 
 // runClients runs cfg's load on clients, a goroutine per caller, through

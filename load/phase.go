@@ -12,22 +12,9 @@ import (
 	"github.com/rpcd/rpcd/proto"
 )
 
-// A phased driver makes a load's calls in phases: start begins one, whose
-// calls are recorded in a Recorder, swap moves the recording to another
-// while the calls go on (a soak's windows), stop ends it once the calls in
-// flight are answered. The wire driver (wire.go) and the client driver on
-// asynchronous calls (async.go) are phased; runPhased and soakPhased run a
-// bench and a soak on either.
-type phased interface {
-	start(rec *loadgen.Recorder, limit int64)
-	stop()
-	swap(rec *loadgen.Recorder) *loadgen.Recorder
-	waitPhase(ctx context.Context, dur time.Duration)
-	takeFirstErrors() map[string]string
-	close()
-}
-
-// phase is what a phased driver keeps of its phase: the Recorder its
+// phase is what the driver (asyncDriver) keeps of a phase of its calls,
+// which start begins, swap moves to another Recorder while the calls go on
+// (a soak's windows) and stop ends: the Recorder its
 // connections record into, whether calls are made, the limit and counts
 // of calls, and the first message of each kind of error.
 type phase struct {
@@ -124,33 +111,6 @@ func (p *phase) noteKind(kind, msg string) {
 	p.firstMu.Unlock()
 }
 
-// bound is a phased driver's connection: bind moves its figures into the
-// Recorder they went to and takes rec, under the connection's lock.
-type bound interface{ bind(rec *loadgen.Recorder) }
-
-// swapTallies records the calls p's connections conns answer from now on
-// in rec, and returns the Recorder they went to before, with every Tally
-// flushed into it: a driver's swap.
-func swapTallies[C bound](p *phase, conns []C, rec *loadgen.Recorder) *loadgen.Recorder {
-	old := p.rec.Swap(rec)
-	for _, c := range conns {
-		c.bind(rec)
-	}
-	return old
-}
-
-// endPhase ends p: no call starts after it, and it waits for those in
-// flight to be answered or to pass their deadline (for at most wait),
-// empties the pacers' wheels, then flushes every Tally into the phase's
-// Recorder: a driver's stop.
-func endPhase[E any, C bound](p *phase, wait time.Duration, pacers []*loadgen.Wheel[E], conns []C) {
-	p.drain(wait)
-	for _, w := range pacers {
-		w.Clear()
-	}
-	swapTallies(p, conns, nil)
-}
-
 // connTally is a connection's share of its driver's Recorder: Tally
 // number i of the one it records into.
 type connTally struct {
@@ -176,7 +136,7 @@ func (t *connTally) rebind(cur *loadgen.Recorder) {
 
 // runPhased runs cfg's load on d: a warm-up phase, then the measured one,
 // in measured.
-func runPhased(ctx context.Context, cfg Config, d phased, measured func(func() error) error) (loadgen.Result, map[string]string, error) {
+func runPhased(ctx context.Context, cfg Config, d *asyncDriver, measured func(func() error) error) (loadgen.Result, map[string]string, error) {
 	defer d.close()
 	if cfg.Progress != nil {
 		cfg.Progress(Progress{Starting: true})

@@ -114,7 +114,6 @@ func (r *replayRun) report(cpu time.Duration) *Report {
 	rep.CallsPerSec, rep.Replay = rr.ReachedRate, rr
 	rep.Settings = Settings{
 		Scenario:     ReplayName,
-		Driver:       DriverClient,
 		PayloadBytes: payload / len(rec.Calls),
 		Compress:     compressionName(cfg.Client),
 		Addr:         cfg.Addr,
@@ -176,7 +175,7 @@ func (r *Report) writeReplayText(w io.Writer) error {
 	if s.Connections == 1 {
 		conns = "1 connection"
 	}
-	fmt.Fprintf(&b, "replay: %s, %d calls over %s in %gs recorded (%.0f calls/s); speed %g, %s; open loop, %s timeout for calls recorded without a deadline; GOMAXPROCS %d; client driver\n",
+	fmt.Fprintf(&b, "replay: %s, %d calls over %s in %gs recorded (%.0f calls/s); speed %g, %s; open loop, %s timeout for calls recorded without a deadline; GOMAXPROCS %d\n",
 		rr.Recording, rr.RecordedCalls, conns, rr.RecordedSec, rr.RecordedRate, rr.Speed, loops, s.Timeout, s.GOMAXPROCS)
 	if rr.CutShort {
 		b.WriteString("the recording ends without its end record (its recorder stopped short): replayed as far as it goes\n")

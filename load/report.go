@@ -50,7 +50,6 @@ type Report struct {
 // Settings is how a run was made.
 type Settings struct {
 	Scenario     string  `json:"scenario"` // "custom" for RawRoute's and JSONRoute's
-	Driver       string  `json:"driver"`   // what made the calls: "wire" or "client" (Config.Driver)
 	Route        string  `json:"route"`
 	Codec        string  `json:"codec"`              // "json" or "raw"
 	Compress     string  `json:"compress,omitempty"` // what the clients asked for (rpcd bench -compress, when given)
@@ -135,9 +134,6 @@ func loadText(s Settings, runs int) string {
 		b.WriteString("closed loop")
 	}
 	fmt.Fprintf(&b, ", %s timeout; GOMAXPROCS %d", s.Timeout, s.GOMAXPROCS)
-	if s.Driver != "" {
-		fmt.Fprintf(&b, "; %s driver", s.Driver)
-	}
 	if runs > 1 {
 		fmt.Fprintf(&b, "; median of %d interleaved runs by calls/s, errors summed", runs)
 	}

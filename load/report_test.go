@@ -32,7 +32,7 @@ func goldenReports() []*Report {
 				MeanUS: 1.25, P50US: 2, P90US: 3, P999US: 4, MaxUS: 5, BytesPerSec: 2e6, CPUPerCallUS: 1.234, Runs: 3,
 				Settings: Settings{Scenario: sc, Route: "Bench/X", Codec: "raw", PayloadBytes: 16, Connections: n, Inflight: 1, Warmup: "500ms", Timeout: "5s", GOMAXPROCS: 2, Duration: "2s"}}
 			if j%2 == 0 {
-				r.Settings.Driver, r.ServerCPUPerCallUS = DriverWire, 0.987
+				r.ServerCPUPerCallUS = 0.987
 			}
 			if j%2 == 1 {
 				r.ErrorsBy["unavailable"] = 1
@@ -98,7 +98,7 @@ func TestWriteTextSoakChaos(t *testing.T) {
 	}
 	rep := &SoakReport{Scenario: "EchoPacket16", Conns: 1000, RatePerConn: 40, Compression: "zstd", Server: "child process pid 1 at 127.0.0.1:1",
 		Idle: builtin.StatsReply{HeapInuse: 3 << 20, RSS: 17 << 20, Goroutines: 10, Conns: 1}, Connected: builtin.StatsReply{HeapInuse: 4 << 20, RSS: 18 << 20, Goroutines: 11, Conns: 1001},
-		Windows: []SoakWindow{w(true, 10), w(false, 20), w(false, 30)}, Calls: 300, Errors: 3, GOMAXPROCS: 2, DialSec: 1.5, Driver: DriverWire,
+		Windows: []SoakWindow{w(true, 10), w(false, 20), w(false, 30)}, Calls: 300, Errors: 3, GOMAXPROCS: 2, DialSec: 1.5,
 		ClientHeapPerConn: 2048, ClientRSSPerConn: 4096}
 	judgeSoak(rep, 40000)
 	_ = rep.WriteText(&out)

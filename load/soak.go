@@ -35,12 +35,6 @@ type SoakConfig struct {
 	Every    time.Duration // the length of a window: a line and a sample of the server; 10 s if 0
 	Timeout  time.Duration // each call's deadline and each sample's; 5 s if 0
 
-	// Driver chooses what makes the calls, as Config.Driver does: the wire
-	// driver, where it can, holds the connections in a few KiB each and
-	// paces them from a few goroutines; clients hold one each, with a
-	// goroutine per connection.
-	Driver string
-
 	// Connected, if not nil, is called once the connections are open and
 	// the server has been sampled with them, with the report so far.
 	Connected func(*SoakReport)
@@ -100,7 +94,6 @@ type SoakReport struct {
 	Judged            int          `json:"windows_judged"`
 	GOMAXPROCS        int          `json:"gomaxprocs"`
 	DialSec           float64      `json:"dial_sec"`
-	Driver            string       `json:"driver"` // what made the calls: "wire" or "client"
 	// The load generator's (this process's) memory per connection: heap
 	// in use, and resident memory, with the connections open against
 	// before them; and under load (the last window's sample).
@@ -189,11 +182,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		cfg.Server = cfg.Addr
 	}
 	sc := cfg.Scenario
-	driver, err := driverFor(cfg.Driver, cfg.Addr, sc, 1, cfg.Client)
-	if err != nil {
-		return nil, err
-	}
-	rep := &SoakReport{Scenario: sc.Name, Conns: cfg.Conns, RatePerConn: cfg.Rate, Server: cfg.Server, GOMAXPROCS: runtime.GOMAXPROCS(0), Driver: driver}
+	rep := &SoakReport{Scenario: sc.Name, Conns: cfg.Conns, RatePerConn: cfg.Rate, Server: cfg.Server, GOMAXPROCS: runtime.GOMAXPROCS(0)}
 	rep.Compression = compressionName(cfg.Client)
 
 	statsCl, err := dialClients(ctx, cfg.Addr, 1, cfg.Client)
@@ -220,18 +209,12 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 	var ld soakLoad
 	wcfg := driverConfig{addr: cfg.Addr, opts: cfg.Client, sc: cfg.Scenario,
 		conns: cfg.Conns, inflight: 1, rate: cfg.Rate * float64(cfg.Conns), timeout: cfg.Timeout}
-	switch {
-	case driver == DriverWire:
-		var d *wireDriver
-		if d, err = dialWire(ctx, wcfg); err == nil {
-			ld = &soakPhased{d: d, conns: cfg.Conns}
-		}
-	case asyncCan(cfg.Addr, sc):
+	if asyncCan(cfg.Addr, sc) {
 		var d *asyncDriver
 		if d, err = dialAsync(ctx, wcfg); err == nil {
 			ld = &soakPhased{d: d, conns: cfg.Conns}
 		}
-	default:
+	} else {
 		ld, err = dialSoakClients(ctx, cfg)
 	}
 	if err != nil {
@@ -415,8 +398,8 @@ func (r *SoakReport) WriteText(w io.Writer) error {
 		mib(r.Idle.HeapInuse), mib(r.Idle.RSS), r.Idle.Goroutines, mib(r.Connected.HeapInuse), mib(r.Connected.RSS), r.Connected.Goroutines)
 	fmt.Fprintf(&b, "server memory per connection: heap %s, rss %s; under load (the last window): heap %s, rss %s\n",
 		kib(r.HeapPerConn), kib(r.RSSPerConn), kib(r.HeapPerConnLoaded), kib(r.RSSPerConnLoaded))
-	fmt.Fprintf(&b, "load generator (%s driver) per connection: heap %s, rss %s; under load: heap %s\n",
-		r.Driver, kib(r.ClientHeapPerConn), kib(r.ClientRSSPerConn), kib(r.ClientHeapPerConnLoaded))
+	fmt.Fprintf(&b, "load generator per connection: heap %s, rss %s; under load: heap %s\n",
+		kib(r.ClientHeapPerConn), kib(r.ClientRSSPerConn), kib(r.ClientHeapPerConnLoaded))
 	server := "not reported"
 	if r.ServerCPUPerCallUS > 0 {
 		server = fmt.Sprintf("%.2f µs", r.ServerCPUPerCallUS)
@@ -464,8 +447,8 @@ func (r *SoakReport) WriteText(w io.Writer) error {
 	return err
 }
 
-// soakLoad is what makes a soak's calls, window by window: a phased
-// driver (soakPhased), or a client and a caller goroutine per connection
+// soakLoad is what makes a soak's calls, window by window: the driver
+// (soakPhased), or a client and a caller goroutine per connection
 // (soakClients).
 type soakLoad interface {
 	// window makes calls for d, or until ctx ends, and returns what they
@@ -518,11 +501,11 @@ func (l *soakClients) close() {
 	}
 }
 
-// soakPhased is a soak's load on a phased driver: one phase for the whole
-// soak, its Recorder swapped at each window's end, so that the calls go on
-// while the server is sampled.
+// soakPhased is a soak's load on the driver: one phase for the whole soak,
+// its Recorder swapped at each window's end, so that the calls go on while
+// the server is sampled.
 type soakPhased struct {
-	d     phased
+	d     *asyncDriver
 	conns int
 	rec   *loadgen.Recorder
 	from  time.Time // the window's start

@@ -47,13 +47,11 @@ Load: -c TCP connections, each with -inflight callers that call without
 pause (closed loop) during -d after -warmup, or until -n calls in total;
 a caller whose connection is lost waits for it to come back, up to its
 -timeout.
--driver says what makes the calls: wire (the default where it can: this
-program writes the request frames and reads the replies itself, a batch of
-calls per read and write on each connection's one goroutine), or client (a
-client per connection, as a program calls: a named scenario on one server
-through its asynchronous calls, a service -addr a goroutine per caller; a
-service -addr, payloads past 64 KiB, and more than 1 MiB of calls in
-flight on a connection always go this way).
+The calls go through a client.Client per connection, as a program calls:
+a named scenario on one server through a client.Pipe per connection (its
+callers' calls asynchronous, each answered call's successor sent with the
+others its batch of replies starts, in one write), a service -addr or a
+program's own scenario a goroutine per caller.
 -rate makes the load open loop: that many calls/s in total, each call's
 latency counted from its scheduled start, so a stalled server shows. A run
 that makes less than 95% of -rate says so on standard error, and in the
@@ -132,7 +130,6 @@ type benchFlags struct {
 	etcd       etcdAccessFlags // for an etcd:// -addr
 	balance    balanceFlags    // for a service -addr
 	subs       int             // FanOut's subscribers
-	driver     string          // -driver: what makes the calls
 	replay     string          // -replay: the recording replayed
 	rc         load.ReplayConfig
 	ignore     string // -compare-ignore
@@ -162,7 +159,6 @@ func setupBench(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.BoolVar(&f.jsonOut, "json", false, "write the results as JSON on standard output")
 	fs.StringVar(&f.matrix, "matrix", "", "`name` of a set of runs to make in one go: seed (the seed table)")
 	fs.IntVar(&f.runs, "runs", 1, "make every cell `N` times, interleaved, and report each cell's median run by calls/s")
-	fs.StringVar(&f.driver, "driver", "auto", "what makes the calls: wire (frames written and read by this program, many calls per goroutine), client (a client per connection, as a program calls), or auto: wire where it can")
 	fs.StringVar(&f.replay, "replay", "", "make the calls of this recording `file` again, at their recorded times, instead of a scenario")
 	fs.Float64Var(&f.rc.Speed, "speed", 1, "with -replay, play `N` times as fast as recorded")
 	fs.IntVar(&f.rc.Loops, "loop", 1, "with -replay, play the recording `N` times; 0: until -d")
@@ -279,13 +275,9 @@ func (f *benchFlags) plan() (*benchPlan, error) {
 	if err := f.balance.check(f.addr); err != nil {
 		return nil, err
 	}
-	driver, ok := load.ParseDriver(f.driver)
-	if !ok {
-		return nil, usagef("-driver is %q, want auto, wire or client", f.driver)
-	}
 	p := &benchPlan{runs: f.runs}
-	base := load.Config{Duration: f.duration, Calls: f.calls, Warmup: f.warmup, Rate: f.rate, Timeout: f.timeout, Driver: driver}
-	notWith := map[bool][]string{false: {"speed", "loop", "compare", "compare-ignore"}, true: {"scenario", "route", "payload", "size", "json-codec", "expect-echo", "matrix", "c", "inflight", "n", "warmup", "rate", "runs", "driver"}}
+	base := load.Config{Duration: f.duration, Calls: f.calls, Warmup: f.warmup, Rate: f.rate, Timeout: f.timeout}
+	notWith := map[bool][]string{false: {"speed", "loop", "compare", "compare-ignore"}, true: {"scenario", "route", "payload", "size", "json-codec", "expect-echo", "matrix", "c", "inflight", "n", "warmup", "rate", "runs"}}
 	for _, name := range notWith[f.replay != ""] {
 		if f.set[name] {
 			return nil, usagef("-%s does not go with%s -replay", name, map[bool]string{false: "out"}[f.replay != ""])

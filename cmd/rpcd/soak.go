@@ -19,15 +19,13 @@ var soakCmd = &command{
 	summary:  "hold many connections at a steady rate; check errors, memory and goroutines stay flat",
 	about: `Soak opens -c connections and calls -scenario on every one -rate
 times a second (open loop: each call at its scheduled time, its latency
-counted from then), for -d after -warmup. With -driver wire (the default
-where it can) this program writes and reads the frames itself, the calls
-paced from a few goroutines over timing wheels, a few KiB a connection;
-with -driver client each connection is a client, its calls asynchronous,
-paced over the same wheels, the connections read by the client's event
-loops (client.Options.EventLoops). Every -every it
-reports the window's calls/s, errors and latency, and samples the server
-through ` + builtin.Stats + `: heap in use, resident memory, goroutines and
-connections. Before the load it samples the server idle and then with all
+counted from then), for -d after -warmup. Each connection is a client,
+its calls asynchronous (a client.Pipe), paced from a few goroutines over
+timing wheels, the connections read by the client's event loops
+(client.Options.EventLoops), about 8 KiB resident a connection. Every
+-every it reports the window's calls/s, errors and latency, and samples
+the server through ` + builtin.Stats + `: heap in use, resident memory,
+goroutines and connections. Before the load it samples the server idle and then with all
 connections open, and reports the server's memory per connection, this
 program's, and both sides' CPU per call.
 
@@ -62,7 +60,6 @@ type soakFlags struct {
 	jsonOut  bool
 	sec      clientSecurityFlags
 	compress compressFlag
-	driver   string
 }
 
 func setupSoak(fs *flag.FlagSet) func(*cli, []string) error {
@@ -76,7 +73,6 @@ func setupSoak(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.DurationVar(&f.every, "every", 10*time.Second, "the length of a window: a report line and a sample of the server")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "deadline of each call, and bound on connecting")
 	fs.BoolVar(&f.jsonOut, "json", false, "write the report as JSON on standard output")
-	fs.StringVar(&f.driver, "driver", "auto", "what makes the calls: wire (this program writes and reads the frames, pacing every connection from a few goroutines), client (a client per connection), or auto: wire where it can")
 	f.sec.define(fs)
 	f.compress.define(fs)
 	return func(c *cli, args []string) error { return c.soak(f, args) }
@@ -100,10 +96,6 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 	case f.addr == "" && f.sec.given():
 		return usagef("the TLS and token flags go with -addr: the server soak starts itself serves plain TCP without authentication")
 	}
-	driver, ok := load.ParseDriver(f.driver)
-	if !ok {
-		return usagef("-driver is %q, want auto, wire or client", f.driver)
-	}
 	ctx, stop := c.interruptible()
 	defer stop()
 
@@ -125,7 +117,7 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 	cfg := load.SoakConfig{
 		Addr: target.addr, Server: target.String(), Client: opts,
 		Scenario: sc, Conns: f.conns, Rate: f.rate,
-		Duration: f.duration, Warmup: f.warmup, Every: f.every, Timeout: f.timeout, Driver: driver,
+		Duration: f.duration, Warmup: f.warmup, Every: f.every, Timeout: f.timeout,
 		Connected: func(rep *load.SoakReport) { fmt.Fprintf(c.stderr, "soak: %s\n", rep.ConnectedText()) },
 	}
 	if !f.jsonOut {
