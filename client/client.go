@@ -121,9 +121,8 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 // opts (Dial, TLS, ProbeTimeout, and the Hello of Credentials and
 // Compression), and returns it ready for frames, with the compression the
 // server takes for calls' payloads (proto.CompressionNone if none). It is
-// for programs that speak the protocol themselves over many connections,
-// as rpcd's load generator does (package load); the frames are theirs to
-// write and read (docs/protocol.md).
+// for programs that speak the protocol themselves; the frames are theirs
+// to write and read (docs/protocol.md).
 func DialConn(ctx context.Context, addr string, opts Options) (net.Conn, proto.Compression, error) {
 	opts = opts.withDefaults()
 	if err := checkCompression(opts.Compression); err != nil {

@@ -24,8 +24,8 @@ import (
 // at the batch's end in one write. No goroutine is woken per reply. For a
 // program of thousands of connections each with a call or two in flight,
 // that wake-up (and the scheduler's netpoll of every socket) was most of
-// the difference between the client and load's wire driver, which reads
-// its connections the same way.
+// the difference between the client and a load generator that read its
+// connections itself, as the loops do.
 //
 // A loop waits on its epoll instance in the runtime's poller, and a
 // socket is in the loop's instance alone (package epoll says why): the

@@ -81,8 +81,8 @@ func (w *rawWriter) writeNow(b []byte) (int, error) {
 // nothing waits in the network poller, as net.Conn's does, and the
 // deadlines set on the connection hold; but no read enters the Go
 // scheduler's system call bookkeeping, whose first use after the process
-// was idle wakes the runtime's sysmon thread (the wire driver of package
-// load measured it: a tenth of its CPU).
+// was idle wakes the runtime's sysmon thread (a tenth of a load
+// generator's CPU, measured in package load).
 type rawReader struct {
 	rc   syscall.RawConn
 	p    []byte

@@ -17,13 +17,13 @@
 // EchoString16, EchoString2000, MultiArgs, EchoPacket16, EchoPacket2000),
 // and Sum, which sends new arguments on every call; they call the routes
 // of handler/builtin, which `rpcd serve` serves and a program adds with
-// builtin.Register. On clients, JSON scenarios call through Client.Call,
-// encoding and decoding each call as a typed caller does, and raw ones
-// through CallRaw with a reply buffer per caller; the wire driver encodes
-// and decodes the same values with the same codec. RawRoute and JSONRoute
-// make a scenario of any route. SeedMatrix is the seed table: its six
-// scenarios at 1 to 32
-// callers and two at 100 connections.
+// builtin.Register. A caller of its own goroutine calls a JSON scenario
+// through Client.Call, encoding and decoding each call as a typed caller
+// does, and a raw one through CallRaw with a reply buffer; a caller on a
+// client.Pipe encodes and decodes the same values with the same codec.
+// RawRoute and JSONRoute make a scenario of any route. SeedMatrix is the
+// seed table: its six scenarios at 1 to 32 callers and two at 100
+// connections.
 //
 // Every reply is checked: one that is not the one expected counts as a
 // "wrong reply" (ErrWrongReply), other failures by their rpcd code
@@ -37,12 +37,12 @@
 // latency counted from its schedule, so that a stalled server shows, as
 // wrk2 does it). Runs are measured after a warm-up whose calls are not
 // counted. A closed loop's callers wait for a connection that was lost
-// (the clients' WaitForReady; the wire driver's redial), so that a lost
-// connection costs the calls it had in flight and, while none comes back,
-// a caller's call a deadline, not one failure per attempt.
+// (the clients' WaitForReady), so that a lost connection costs the calls
+// it had in flight and, while none comes back, a caller's call a
+// deadline, not one failure per attempt.
 //
-// Both drivers pace an open loop on the same scheduler, a timing wheel of
-// 1 ms ticks (internal/loadgen's Wheel), with no timer per caller: a tick's
+// An open loop is paced on one scheduler, a timing wheel of 1 ms ticks
+// (internal/loadgen's Wheel), with no timer per caller: a tick's
 // calls start together at its end, each at most a tick after its time once
 // its pacer wakes, which Go's runtime may delay by up to about another
 // millisecond in an otherwise idle process. That wait, about a
@@ -64,29 +64,21 @@
 // behind, the calls by route, and with ReplayConfig.Compare the answers
 // that differ from the recorded ones, by route.
 //
-// # Drivers
+// # Clients
 //
-// What makes the calls is a driver (Config.Driver, SoakConfig.Driver). The
-// wire driver, the default where it can run the load, writes the request
-// frames and reads the replies itself: each connection's goroutine reads a
-// batch of replies, checks and records them, and writes its callers' next
-// calls in one write, and an open loop's calls are paced from a few
-// goroutines, a wheel each (on Linux, these also read the replies, each
-// from an epoll instance of its own); a connection costs a few KiB.
-// The client driver calls through a client.Client per connection, as a
-// program would, and runs what the wire driver does not: a service
-// target, a scenario a program built, payloads past 64 KiB, more than 1 MiB
-// of calls in flight on a connection. A scenario with frames (the named
-// ones, RawRoute's, JSONRoute's) on one server runs on the clients'
-// asynchronous calls (a client.Pipe per connection, a tag per caller),
-// with no goroutine per caller: each done function records its call, timed
-// by when the client read its reply, and starts its caller's next, and an
-// open loop's calls start from the same wheels as the wire driver's; with
-// more than one
-// connection the clients' connections are read by the client's event loops
-// (client.Options.EventLoops), not a goroutine each. A service target, or a
-// scenario of NewCall alone, runs a goroutine per caller. A report names
-// the driver that made its calls.
+// Every call goes through a client.Client per connection, as a program's
+// would: what the load measures is what an application gets. A scenario
+// with frames (the named ones, RawRoute's, JSONRoute's) on one server runs
+// on the clients' asynchronous calls, a client.Pipe per connection and a
+// tag per caller, with no goroutine per caller: each done function, on the
+// goroutine that read the reply, records its call, timed by when the
+// client read its batch of replies, and starts its caller's next, which
+// goes out with the others that batch starts, in one write; an open loop's
+// calls start from a few pacers, a wheel each. With more than one
+// connection the clients' connections are read by the client's event
+// loops (client.Options.EventLoops), not a goroutine each; a connection
+// then costs about 8 KiB resident. A service target, or a scenario of
+// NewCall alone, runs a goroutine per caller.
 //
 // # Servers
 //

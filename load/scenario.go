@@ -42,9 +42,10 @@ type Scenario struct {
 	NewCall func(c Caller, worker int) Call
 
 	// frames, set for the named scenarios, RawRoute's and JSONRoute's, is
-	// the same load as frames, for the wire driver (wire.go), which speaks
-	// the protocol itself: a scenario a program builds has only NewCall,
-	// and runs on clients.
+	// the same load as payloads, for callers on a client.Pipe (async.go),
+	// which have no goroutine of their own to call through Caller: a
+	// scenario a program builds has only NewCall, and runs a goroutine per
+	// caller.
 	frames func(worker int) frameCall
 
 	custom bool // RawRoute's or JSONRoute's: reported as "custom"

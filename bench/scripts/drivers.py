@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""rpcd bench's drivers, and builds, side by side against one server: single runs of each cell, the
-runs interleaved (in order, then reversed, ...), and for each the median calls/s, load CPU µs per
-call and server CPU µs per call over the rounds.
+"""rpcd bench's builds side by side against one server: single runs of each cell, the runs
+interleaved (in order, then reversed, ...), and for each the median calls/s, load CPU µs per call
+and server CPU µs per call over the rounds.
 
-usage: drivers.py ADDR ROUNDS OUT.json [--cells 1x128,100x1,10kx10,10kx5] LABEL=BINARY:DRIVER...
+usage: drivers.py ADDR ROUNDS OUT.json [--cells 1x128,100x1,10kx10,10kx5] LABEL=BINARY[:DRIVER]...
        drivers.py --ratios OUT.json
   e.g. rpcd serve -addr 127.0.0.1:7170 &
        python3 bench/scripts/drivers.py 127.0.0.1:7170 5 OUT.json \\
-           old-client=/tmp/rpcd-old:client client=/tmp/rpcd:client wire=/tmp/rpcd:wire
+           wire=/tmp/rpcd-23d79d1:wire client=/tmp/rpcd
+DRIVER is the -driver flag of a build that has one (before the wire driver went, at 23d79d1 and
+earlier: wire or client); a build without it takes no DRIVER.
 Cells: 1x128 and 100x1 closed loop, EchoPacket16, 3 s each after rpcd bench's warm-up (the
 default); 10kx10 and 10kx5, rpcd soak's open loop of 10,000 connections at 10 and 5 calls/s each,
 10 s after a 3 s warm-up (the server at ADDR must take 10,000 connections: rpcd serve -max-conns),
@@ -55,7 +57,7 @@ def bench(binary, driver, cell):
     if cell in SOAKS:
         return soak(binary, driver, SOAKS[cell])
     p = subprocess.Popen([binary, 'bench', '-addr', ADDR, *CELLS[cell], '-scenario', 'EchoPacket16', '-d', '3s',
-                          '-driver', driver, '-json'], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                          *driver_flag(driver), '-json'], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     # The load's user and system CPU apart, from /proc over 2 s inside the judged 3 s (the dial and
     # the 0.5 s warm-up come first), its calls at the run's rate.
     time.sleep(1.2)
@@ -66,11 +68,15 @@ def bench(binary, driver, cell):
     calls = time.monotonic() - t0
     out, _ = p.communicate()
     if p.returncode != 0:
-        raise RuntimeError('%s bench -driver %s exited %d' % (binary, driver, p.returncode))
+        raise RuntimeError('%s bench %s exited %d' % (binary, ' '.join(driver_flag(driver)), p.returncode))
     r = json.loads(out)
     calls *= r['calls_per_sec']
     return {k: r.get(f) for k, f in FIELDS.items()} | {'errors': r['errors'],
             'load_user_us': round((u1 - u0) * 1e6 / calls, 3), 'load_sys_us': round((s1 - s0) * 1e6 / calls, 3)}
+
+
+def driver_flag(driver):
+    return ['-driver', driver] if driver else []
 
 
 def proc_cpu(pid):
@@ -81,7 +87,7 @@ def proc_cpu(pid):
 
 def soak(binary, driver, rate):
     p = subprocess.Popen([binary, 'soak', '-addr', ADDR, '-c', '10000', '-rate', rate, '-d', '10s', '-every', '5s',
-                          '-warmup', '3s', '-driver', driver, '-json'], stdout=subprocess.PIPE,
+                          '-warmup', '3s', *driver_flag(driver), '-json'], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True)
     # The load's user and system CPU apart, from /proc over 8 s inside the judged windows (the
     # dial and the warm-up take about 5 s): the user time is what the drivers' code costs, the
@@ -104,7 +110,7 @@ runs = {cell: {label: [] for label, _ in RUNS} for cell in CELLS}
 for i in range(ROUNDS):
     for cell in CELLS:
         for label, spec in (RUNS if i % 2 == 0 else RUNS[::-1]):
-            binary, driver = spec.rsplit(':', 1)
+            binary, _, driver = spec.partition(':')
             v = bench(binary, driver, cell)
             runs[cell][label].append(v)
             print(i + 1, cell, label, v, flush=True)

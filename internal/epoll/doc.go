@@ -1,8 +1,8 @@
 // Package epoll is an epoll instance that a goroutine waits on without
 // blocking a thread, and the raw calls on the sockets such an instance
 // watches, outside the Go runtime's poller: the client's event loops
-// (client.Options.EventLoops) and the pacers of load's wire driver read
-// their connections so, rather than with a goroutine each.
+// (client.Options.EventLoops) read their connections so, rather than with
+// a goroutine each.
 //
 // A goroutine blocked in epoll_wait, a system call, loses its P to
 // sysmon and comes back through the scheduler. An epoll instance is

@@ -11,8 +11,8 @@ import (
 // A pacer goroutine advances it at every tick's end (Pace, or Fire from a
 // loop of its own) and makes the calls that came due, each at most a tick
 // after its time, so that a load has no runtime timer per caller: Run's
-// open loop wakes its callers from one, and package load's wire driver
-// makes its connections' calls from one per pacer.
+// open loop wakes its callers from one, and package load starts its
+// pipes' calls from one per pacer.
 //
 // Times are durations on the user's own clock (time since an origin of
 // its choosing, on the monotonic clock). Fire and Pace are called from one
