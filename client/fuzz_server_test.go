@@ -408,6 +408,10 @@ func fzSeeds() [][]byte {
 		func() []byte { b := append([]byte(nil), ok...); b[19] = 1; return b }(),                 // a reserved field not zero
 		func() []byte { b := append([]byte(nil), notFound...); b[23] = 1; return b[:25] }(),      // an Error body of one byte
 		func() []byte { b := append([]byte(nil), ok...); b[20], b[21] = 0x7f, 0xff; return b }(), // past the frame limit
+		// ... after a good frame in the same read, whose frames the
+		// reader handles in one pass: a bad header, bad sections.
+		func() []byte { b := cat(ping, ok); b[len(ping)+19] = 1; return b }(),
+		func() []byte { b := cat(ping, notFound); b[len(ping)+23] = 1; return b[:len(ping)+25] }(),
 		// Garbage.
 		[]byte("HTTP/1.1 400 Bad Request\r\n\r\n"),
 		{},

@@ -69,10 +69,10 @@ type Pipe struct {
 	done    func(tag int, reply []byte, err error)
 	start   int64 // what the deadlines of calls started while held count from, monoNow's; 0 until the first
 
-	own     pipeLink   // the link of the pipe's first connection
-	ring    []pipeCall // the calls in flight, each at its id's place (id&mask)
-	timeout time.Duration
-	at      int64 // the reply's batch's time, monoNow's, in done (Answered); 0 if none
+	own     pipeLink      // the link of the pipe's first connection
+	ring    []pipeCall    // the calls in flight, each at its id's place (id&mask)
+	timeout time.Duration // the client's Options.Timeout
+	at      int64         // the reply's batch's time, monoNow's, in done (Answered); 0 if none
 
 	out   []byte // cur's requests, staged while held
 	check engine.RouteCheck
