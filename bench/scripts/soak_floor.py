@@ -8,7 +8,7 @@
 # shared: before each run it waits for a quiet second). Prints a table and the medians; writes every
 # run as JSON. Runs per round, the order reversed every other round:
 #   c10     C client, pipelined open loop, -rate 10: the floor
-#   c10one  C client, -one: at most one call in flight per connection, as rpcd soak's wire driver
+#   c10one  C client, -one: at most one call in flight per connection, as rpcd soak
 #   rpcd    rpcd soak -c 10000 -rate 10, with its child rpcd serve
 #   c5 c20  the C floor at -rate 5 and 20: where it saturates
 # and, crossing the C pair with rpcd's sides (soakfloor -rpcd speaks docs/protocol.md's frames), at 10/s:
