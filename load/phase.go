@@ -14,9 +14,9 @@ import (
 
 // phase is what the driver (asyncDriver) keeps of a phase of its calls,
 // which start begins, swap moves to another Recorder while the calls go on
-// (a soak's windows) and stop ends: the Recorder its
-// connections record into, whether calls are made, the limit and counts
-// of calls, and the first message of each kind of error.
+// (a soak's windows) and stop ends: the Recorder its connections record
+// into, whether calls are made, the limit and counts of calls, and the
+// first message of each kind of error.
 type phase struct {
 	rec     atomic.Pointer[loadgen.Recorder]
 	running atomic.Bool  // calls are made: between start and stop
