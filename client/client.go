@@ -117,23 +117,6 @@ func (c *Client) dial(ctx context.Context) (*wire, error) {
 	return newWire(nc, &c.opts, zip, c.srv, c.idle, c.watch), nil
 }
 
-// DialConn opens one connection to addr as a Client's would be opened under
-// opts (Dial, TLS, ProbeTimeout, and the Hello of Credentials and
-// Compression), and returns it ready for frames, with the compression the
-// server takes for calls' payloads (proto.CompressionNone if none). It is
-// for programs that speak the protocol themselves; the frames are theirs
-// to write and read (docs/protocol.md).
-func DialConn(ctx context.Context, addr string, opts Options) (net.Conn, proto.Compression, error) {
-	opts = opts.withDefaults()
-	if err := checkCompression(opts.Compression); err != nil {
-		return nil, proto.CompressionNone, err
-	}
-	if opts.TLS != nil {
-		opts.TLS = tlsConfigFor(opts.TLS, addr)
-	}
-	return dialConn(ctx, addr, &opts)
-}
-
 // dialConn opens a connection under o, with its defaults set: dial, TLS,
 // probe and handshake, within o.DialTimeout.
 func dialConn(ctx context.Context, addr string, o *Options) (net.Conn, proto.Compression, error) {

@@ -457,35 +457,6 @@ func TestDeadlineWhileWriting(t *testing.T) {
 	}
 }
 
-// TestDialConn: DialConn hands over a connection after the handshake a
-// client would make (here the Hello that asks for compression), on which
-// frames written by hand are answered; a refused dial fails as Dial does.
-func TestDialConn(t *testing.T) {
-	s := server(t, "127.0.0.1:0")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, c := range []proto.Compression{proto.CompressionNone, proto.CompressionZstd} {
-		nc, zip, err := client.DialConn(ctx, s.Addr().String(), client.Options{Compression: c})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if zip != c {
-			t.Errorf("asked for %v, settled %v", c, zip)
-		}
-		if _, err := nc.Write(proto.AppendFrame(nil, proto.Header{Kind: proto.KindRequest, Codec: proto.CodecRaw, ID: 7}, builtin.EchoPacket, nil, []byte("hi"))); err != nil {
-			t.Fatal(err)
-		}
-		f, err := readFrame(nc)
-		if err != nil || f.Kind != proto.KindResponse || f.ID != 7 || string(f.Payload) != "hi" {
-			t.Errorf("reply %v %d %q, %v; want Response 7 \"hi\"", f.Kind, f.ID, f.Payload, err)
-		}
-		nc.Close()
-	}
-	if _, _, err := client.DialConn(ctx, "127.0.0.1:1", client.Options{}); handler.CodeOf(err) != proto.CodeUnavailable {
-		t.Errorf("a refused dial: %v, want Unavailable", err)
-	}
-}
-
 // TestMemoryPerConn bounds what a connection costs the client: heap in use
 // and goroutine stacks over 200 clients of one connection each, a call made
 // on each, under 40 KiB a connection, the in-process server's share (about

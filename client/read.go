@@ -376,10 +376,15 @@ func (w *wire) readOne() (int, error) {
 		return 0, errLarge // read on a goroutine that may wait for its bytes (readLarge)
 	}
 	if n <= br.Size() {
-		if _, err := br.Peek(n); err != nil {
+		b, err := br.Peek(n)
+		if err != nil {
 			return 0, err
 		}
-		return w.handleBuffered()
+		if err := proto.DecodeFrame(&f, b); err != nil { // the header is checked: only its sections are left
+			w.goAwayAndClose(err)
+			return 0, err
+		}
+		return w.handleBuffered(&f, n)
 	}
 
 	// A frame larger than the read buffer. A Response's payload is read
@@ -439,34 +444,29 @@ func (w *wire) readOne() (int, error) {
 	return 1, rerr
 }
 
-// handleBuffered handles every whole frame at the start of the read
-// buffer, which holds one at least, and discards them: in one pass over the
-// buffer, as they came in one read or a few. The frames' bytes stay put
+// handleBuffered handles f, the first n bytes of the read buffer, decoded,
+// and every whole frame after it there, and discards them: in one pass over
+// the buffer, as they came in one read or a few. The frames' bytes stay put
 // until the discard at the end (only the token's holder reads br). A frame
-// that breaks the protocol after the first ends the pass: the next
-// readOne reports it as it reports any.
-func (w *wire) handleBuffered() (int, error) {
+// that breaks the protocol ends the pass: the next readOne reports it as it
+// reports any.
+func (w *wire) handleBuffered(f *proto.Frame, n int) (int, error) {
 	br := &w.rd.br
 	b := br.Bytes()
-	var f proto.Frame
 	used, frames := 0, 0
 	for {
-		n, err := f.Decode(b[used:], &w.lim)
-		if err != nil && frames == 0 {
-			w.goAwayAndClose(err)
-			return 0, err
-		}
-		if n == 0 || err != nil {
-			break // a frame not whole yet; or a bad one, which readOne reports as the next
-		}
 		if !w.rd.inBatch && f.Kind == proto.KindResponse {
 			w.beginBatch()
 		}
-		w.handle(&f)
+		w.handle(f)
 		used += n
 		frames++
 		if w.goingAway.Load() {
 			w.closeIfIdle()
+		}
+		var err error
+		if n, err = f.Decode(b[used:], &w.lim); n == 0 || err != nil {
+			break // a frame not whole yet; or a bad one, for the next readOne
 		}
 	}
 	_, err := br.Discard(used)

@@ -6,10 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/internal/cputime"
 	"github.com/rpcd/rpcd/internal/loadgen"
-	"github.com/rpcd/rpcd/proto"
 )
 
 // phase is what the driver (asyncDriver) keeps of a phase of its calls,
@@ -86,17 +84,6 @@ func (p *phase) takeFirstErrors() map[string]string {
 	m := p.first
 	p.first = map[string]string{}
 	return m
-}
-
-// noteError keeps the message of a call's error of code, as a client's
-// handler.Error would give it, if it is the first of its kind.
-func (p *phase) noteError(code proto.Code, msg string) {
-	p.firstMu.Lock()
-	_, seen := p.first[code.String()]
-	p.firstMu.Unlock()
-	if !seen {
-		p.noteKind(code.String(), (&handler.Error{Code: code, Message: msg}).Error())
-	}
 }
 
 // noteKind keeps msg if it is the first error of its kind.
