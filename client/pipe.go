@@ -442,9 +442,7 @@ func (p *Pipe) around(tag int, codec proto.Codec, route string, req, reply []byt
 }
 
 // failLink fails the pipe's calls on l, whose connection failed, as the
-// connection fails the calls of its table (wire.fail): with refused for
-// those the server's GoAway excluded when it refused them, else
-// Unavailable, marked Unprocessed for those it excluded.
+// connection fails the calls of its table (lostCall).
 func (p *Pipe) failLink(l *pipeLink, msg string, goneAway bool, last uint32, refused *handler.Error) {
 	p.held = true
 	defer p.release()
@@ -453,11 +451,7 @@ func (p *Pipe) failLink(l *pipeLink, msg string, goneAway bool, last uint32, ref
 		if e.link != l {
 			continue
 		}
-		if refused != nil && proto.After(e.id, last) {
-			p.finish(e, e.reply, refused, false)
-			continue
-		}
-		p.finish(e, e.reply, &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: goneAway && proto.After(e.id, last)}, false)
+		p.finish(e, e.reply, lostCall(e.id, msg, goneAway, last, refused), false)
 	}
 	if p.cur == l {
 		p.out = p.out[:0] // their calls just failed

@@ -748,16 +748,19 @@ func (w *wire) fail(cause error) {
 		_ = w.nc.Close()
 	}
 	for id, cl := range pending {
-		if refused != nil && proto.After(id, last) {
-			cl.finish(refused)
-			continue
-		}
-		cl.finish(&handler.Error{
-			Code:        proto.CodeUnavailable,
-			Message:     msg,
-			Unprocessed: goneAway && proto.After(id, last),
-		})
+		cl.finish(lostCall(id, msg, goneAway, last, refused))
 	}
+}
+
+// lostCall is the error of call id on a wire that failed with msg: refused
+// for a call the server's GoAway excluded when it refused them, else
+// Unavailable, marked Unprocessed for a call a GoAway (of last) excluded.
+// A table's call and a pipe's fail alike.
+func lostCall(id uint32, msg string, goneAway bool, last uint32, refused *handler.Error) error {
+	if refused != nil && proto.After(id, last) {
+		return refused
+	}
+	return &handler.Error{Code: proto.CodeUnavailable, Message: msg, Unprocessed: goneAway && proto.After(id, last)}
 }
 
 // failure returns the error that broke the wire.
