@@ -8,7 +8,6 @@ import (
 
 	"github.com/rpcd/rpcd/handler"
 	"github.com/rpcd/rpcd/handler/transport"
-	"github.com/rpcd/rpcd/internal/compression"
 	"github.com/rpcd/rpcd/internal/engine"
 	"github.com/rpcd/rpcd/proto"
 )
@@ -270,20 +269,13 @@ func (p *Pipe) send(tag int, codec proto.Codec, route string, req, reply []byte)
 // stage appends the Request of call id to w to the pipe's output, its
 // payload compressed as the connection compresses calls.
 func (p *Pipe) stage(w *wire, codec proto.Codec, id, deadline uint32, route string, req []byte) {
-	var flags proto.Flags
-	var bp *[]byte
-	var z []byte
-	if w.zip != proto.CompressionNone && len(req) >= w.zipMin {
-		bp = compression.GetBuffer()
-		if z = compression.Append(*bp, req, w.zip); len(z) < len(req) {
-			flags = flags.WithCompression(w.zip)
-			req = z
-		}
+	if w.zip == proto.CompressionNone || len(req) < w.zipMin {
+		p.out = proto.AppendRequest(p.out, id, 0, codec, deadline, route, req)
+		return
 	}
-	p.out = proto.AppendRequest(p.out, id, flags, codec, deadline, route, req)
-	if bp != nil {
-		compression.PutBuffer(bp, z)
-	}
+	req, z := w.compress(req)
+	p.out = proto.AppendRequest(p.out, id, proto.Flags(0).WithCompression(z.as), codec, deadline, route, req)
+	z.release()
 }
 
 // nextID returns an id for a call on l: the next of those reserved from

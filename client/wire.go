@@ -219,14 +219,10 @@ func (w *wire) enqueueRequest(h proto.Header, route string, md proto.Metadata, p
 // whatever else is queued by then. h is its caller's: its compression is
 // set here, and it is copied into the frame under the lock.
 func (w *wire) enqueueCall(h *proto.Header, route string, md proto.Metadata, payload []byte) {
-	var bp *[]byte
-	var z []byte
+	var z zipped
 	if w.zip != proto.CompressionNone && len(payload) >= w.zipMin {
-		bp = compression.GetBuffer()
-		if z = compression.Append(*bp, payload, w.zip); len(z) < len(payload) {
-			h.Flags = h.Flags.WithCompression(w.zip)
-			payload = z
-		}
+		payload, z = w.compress(payload)
+		h.Flags = h.Flags.WithCompression(z.as)
 	}
 	w.wmu.Lock()
 	if w.dead() || w.broken.Load() {
@@ -235,8 +231,34 @@ func (w *wire) enqueueCall(h *proto.Header, route string, md proto.Metadata, pay
 		w.wbuf = proto.AppendFrame(w.wbuf, *h, route, md, payload)
 		w.queuedLocked()
 	}
-	if bp != nil {
-		compression.PutBuffer(bp, z)
+	z.release()
+}
+
+// compress returns payload as a call's goes on w, which compresses calls
+// of its size: compressed where that makes it smaller, z.as saying how
+// (the flags' compression). The compressed bytes live in a pooled buffer
+// until release.
+func (w *wire) compress(payload []byte) ([]byte, zipped) {
+	bp := compression.GetBuffer()
+	z := zipped{bp: bp, z: compression.Append(*bp, payload, w.zip)}
+	if len(z.z) < len(payload) {
+		z.as = w.zip
+		return z.z, z
+	}
+	return payload, z
+}
+
+// zipped is a payload compressed into a pooled buffer (compress).
+type zipped struct {
+	bp *[]byte
+	z  []byte
+	as proto.Compression // how the payload went: CompressionNone if not compressed
+}
+
+// release gives the buffer back; nothing for the zero zipped.
+func (z zipped) release() {
+	if z.bp != nil {
+		compression.PutBuffer(z.bp, z.z)
 	}
 }
 
@@ -291,14 +313,10 @@ func (w *wire) hold(d int32) {
 // enqueueCompressed is enqueueRequest for a payload to compress: it goes
 // compressed if that makes it smaller.
 func (w *wire) enqueueCompressed(h proto.Header, route string, md proto.Metadata, payload []byte, deadline time.Time) error {
-	bp := compression.GetBuffer()
-	z := compression.Append(*bp, payload, w.zip)
-	if len(z) < len(payload) {
-		h.Flags = h.Flags.WithCompression(w.zip)
-		payload = z
-	}
+	payload, z := w.compress(payload)
+	h.Flags = h.Flags.WithCompression(z.as)
 	err := w.enqueue(h, route, md, payload, deadline)
-	compression.PutBuffer(bp, z)
+	z.release()
 	return err
 }
 
