@@ -27,6 +27,13 @@ import (
 // latency counted from when it was due. Deadlines are the clients'
 // (Options.Timeout), redials and retries too.
 //
+// With a depth above 1 (an open loop's pipelining) a caller is a group of
+// depth slots that share its schedule: each call goes at its time on a
+// free slot of the group, behind those of its calls still unanswered, as
+// an open loop's client does, and the calls a pacer finds due together go
+// in one write. Only when all depth are in flight does the next wait for
+// an answer.
+//
 // A call that fails is never followed at once: its caller's next call
 // waits for its pacer's next tick, so that a client that fails calls
 // before sending them (no connection) neither recurses nor spins.
@@ -37,6 +44,7 @@ type asyncDriver struct {
 	timeout  time.Duration
 	rate     float64       // calls/s in all; 0 is a closed loop
 	interval time.Duration // open loop: between a caller's calls
+	depth    int           // a caller's slots: its calls in flight at most
 	clock    time.Time     // the origin of every time below (monotonic)
 	conns    []*asyncConn
 	pacers   []*loadgen.Wheel[*asyncSlot]
@@ -53,6 +61,10 @@ type driverConfig struct {
 	inflight int           // callers per connection
 	rate     float64       // calls/s in all; 0 is a closed loop
 	timeout  time.Duration // each call's deadline
+	// depth is, in an open loop, how many calls a caller has in flight at
+	// most: each goes at its time while fewer are unanswered. 1 if 0 (and
+	// in a closed loop): each call waits for the one before.
+	depth int
 }
 
 // asyncConn is one client and its callers.
@@ -68,7 +80,10 @@ type asyncConn struct {
 	pipe *client.Pipe
 	connTally
 	slots []asyncSlot
-	one   [1]asyncSlot // slots, for a connection of one caller: on the connection's lines, not an object of their own
+	// own holds the slots of a connection of as many callers' calls as a
+	// soak's (defaultPipeline) or fewer: on the connection's lines, not an
+	// object of their own.
+	own [defaultPipeline]asyncSlot
 }
 
 // bind rebinds c to rec, with c's pipe held.
@@ -76,14 +91,21 @@ func (c *asyncConn) bind(rec *loadgen.Recorder) {
 	c.pipe.Run(func() { c.rebind(rec) })
 }
 
-// asyncSlot is one caller: its scenario's calls, one at a time.
+// asyncSlot is one call in flight at a time, with its scenario's calls;
+// a caller is a group of depth of them, its schedule kept by the first
+// (lead).
 type asyncSlot struct {
 	c    *asyncConn
-	tag  int // its place in c.slots, its calls' tag in c.pipe
+	lead *asyncSlot // its caller's first slot: itself at depth 1
+	tag  int        // its place in c.slots, its calls' tag in c.pipe
 	call frameCall
 
-	busy bool          // a call is in flight or starting; guarded by c.pipe
-	next time.Duration // when the next call is due (open loop), or may start after a failure; guarded by c.pipe
+	// Guarded by c.pipe: whether a call is in flight or starting; and the
+	// caller's, in its lead: when its next call is due (open loop), or may
+	// start after a failure, and whether the pacer holds an entry for that
+	// time (one is enough: a stale one is skipped).
+	busy, paced bool
+	next        time.Duration
 
 	// The call in flight's, set by whoever starts it and read by its done
 	// function, which the client runs after the start.
@@ -107,7 +129,7 @@ func dialAsync(ctx context.Context, cfg driverConfig) (*asyncDriver, error) {
 		return nil, err
 	}
 	d := &asyncDriver{route: cfg.sc.Route, codec: proto.CodecJSON, timeout: cfg.timeout, rate: cfg.rate,
-		clock: time.Now(), halt: make(chan struct{})}
+		depth: 1, clock: time.Now(), halt: make(chan struct{})}
 	if cfg.sc.Codec == "raw" {
 		d.codec = proto.CodecRaw
 	}
@@ -115,6 +137,7 @@ func dialAsync(ctx context.Context, cfg driverConfig) (*asyncDriver, error) {
 	if cfg.rate > 0 {
 		d.interval = time.Duration(float64(cfg.conns*cfg.inflight) / cfg.rate * float64(time.Second))
 		pacers = min(runtime.GOMAXPROCS(0), cfg.conns)
+		d.depth = max(cfg.depth, 1)
 	}
 	d.pacers = make([]*loadgen.Wheel[*asyncSlot], pacers)
 	for i := range d.pacers {
@@ -123,14 +146,15 @@ func dialAsync(ctx context.Context, cfg driverConfig) (*asyncDriver, error) {
 	d.conns = make([]*asyncConn, cfg.conns)
 	for i, cl := range clients {
 		c := &asyncConn{d: d, cl: cl, pacer: d.pacers[i%pacers], connTally: connTally{i: i}}
-		if c.slots = c.one[:]; cfg.inflight > 1 {
-			c.slots = make([]asyncSlot, cfg.inflight)
+		n := cfg.inflight * d.depth
+		if c.slots = c.own[:min(n, len(c.own))]; n > len(c.own) {
+			c.slots = make([]asyncSlot, n)
 		}
 		for s := range c.slots {
 			sl := &c.slots[s]
-			sl.c, sl.tag, sl.call = c, s, cfg.sc.frames(i*cfg.inflight+s)
+			sl.c, sl.lead, sl.tag, sl.call = c, &c.slots[s-s%d.depth], s, cfg.sc.frames(i*n+s)
 		}
-		c.pipe = cl.NewPipe(cfg.inflight, func(tag int, reply []byte, err error) { c.slots[tag].answered(reply, err) })
+		c.pipe = cl.NewPipe(n, func(tag int, reply []byte, err error) { c.slots[tag].answered(reply, err) })
 		d.conns[i] = c
 	}
 	for _, w := range d.pacers {
@@ -159,18 +183,19 @@ func (d *asyncDriver) start(rec *loadgen.Recorder, limit int64) {
 	for _, c := range d.conns {
 		c.pipe.Run(func() { // a closed loop's first calls go out together
 			c.rebind(rec)
-			for s := range c.slots {
-				sl := &c.slots[s]
+			for s := 0; s < len(c.slots); s += d.depth {
+				sl := &c.slots[s] // a caller's lead
 				switch {
-				case sl.busy:
+				case d.interval == 0 && sl.busy:
 					// Still in flight from the last phase: stop waited for it.
 				case d.interval == 0:
 					sl.busy = true
 					d.issue(sl, now, now)
 				default:
-					w := c.i*len(c.slots) + s
+					w := c.i*len(c.slots)/d.depth + s/d.depth
 					sl.next = now + time.Duration(float64(w)/d.rate*float64(time.Second))
-					c.pacer.Add(sl, sl.next)
+					sl.paced = false // the pacers were cleared
+					c.pace(sl)
 				}
 			}
 		})
@@ -223,23 +248,26 @@ func (sl *asyncSlot) answered(reply []byte, err error) {
 			c.tally.Failed(classify(err), now-sl.sent)
 		}
 	}
+	g := sl.lead
 	switch {
 	case !d.running.Load():
 		sl.busy = false
 	case err != nil:
 		if d.interval == 0 {
-			sl.next = now
+			g.next, g.paced = now, false
 		}
 		sl.busy = false
-		c.pacer.Add(sl, sl.next) // at its next tick at the soonest
+		c.pace(g) // at its next tick at the soonest
 	case d.interval == 0:
 		again = true
-	case sl.next <= now:
-		again, sched = true, sl.next // late: at once, its latency counted from when it was due
-		sl.next += d.interval
+	case g.next <= now:
+		again, sched = true, g.next // late: at once, its latency counted from when it was due
+		g.next += d.interval
+		g.paced = false // an entry for the time just taken is stale
+		c.pace(g)
 	default:
 		sl.busy = false
-		c.pacer.Add(sl, sl.next)
+		c.pace(g)
 	}
 	if err != nil {
 		d.noteKind(classify(err), err.Error())
@@ -251,23 +279,59 @@ func (sl *asyncSlot) answered(reply []byte, err error) {
 	d.flying.Add(-1)
 }
 
-// fire is the pacers': slot e.Item's next call came due by now. An entry
-// whose time is not the slot's next is stale, left by a phase before; one
-// whose slot is busy is its answer's to follow.
+// fire is the pacers': the next call of the caller whose lead is e.Item
+// came due by now. It starts it, and in an open loop every other call of
+// the caller due by now that a free slot can take, all in one write. An
+// entry whose time is not the caller's next is stale, left by an answer
+// that started that call or by a phase before; a caller with every slot
+// busy is its answers' to follow.
 func (d *asyncDriver) fire(e loadgen.Entry[*asyncSlot], now time.Duration) {
-	sl := e.Item
-	sl.c.pipe.Run(func() {
-		if !d.running.Load() || sl.busy || e.Due != sl.next {
+	g := e.Item
+	g.c.pipe.Run(func() {
+		if !d.running.Load() || e.Due != g.next {
 			return
 		}
-		sched := now
-		if d.interval > 0 {
-			sched = sl.next
-			sl.next += d.interval
+		g.paced = false // this entry
+		for {
+			sl := g.free()
+			if sl == nil {
+				return
+			}
+			sched := now
+			if d.interval > 0 {
+				sched = g.next
+				g.next += d.interval
+			}
+			sl.busy = true
+			d.issue(sl, sched, now)
+			if !sl.busy {
+				return // not sent: the phase is over, or it failed and its answer paced its caller
+			}
+			if d.interval == 0 || g.next > now {
+				break
+			}
 		}
-		sl.busy = true
-		d.issue(sl, sched, now)
+		g.c.pace(g)
 	})
+}
+
+// free returns a slot of lead g's caller with no call in flight, or nil.
+func (g *asyncSlot) free() *asyncSlot {
+	for i := range g.c.d.depth {
+		if sl := &g.c.slots[g.tag+i]; !sl.busy {
+			return sl
+		}
+	}
+	return nil
+}
+
+// pace has the pacer hold an entry for lead g's next call, unless it holds
+// one or every slot of g's caller is busy (an answer then follows up).
+func (c *asyncConn) pace(g *asyncSlot) {
+	if !g.paced && g.free() != nil {
+		g.paced = true
+		c.pacer.Add(g, g.next)
+	}
 }
 
 // stop ends the phase: no call starts after it, and it waits for those in

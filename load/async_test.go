@@ -3,7 +3,9 @@ package load
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,5 +96,65 @@ func TestAsyncDriverFailures(t *testing.T) {
 	}
 	if took > run+5*time.Second {
 		t.Errorf("the run took %v, asked for %v", took, run)
+	}
+}
+
+// TestPipeline: in an open loop a caller's calls go at their times behind
+// those still unanswered, up to the driver's depth and no further. A
+// server that holds every call has exactly depth of them in flight from
+// the one caller, 1 at depth 1; once it lets them go, the calls that came
+// due meanwhile go at once, each counted late, and none fails.
+func TestPipeline(t *testing.T) {
+	for _, depth := range []int{1, 3} {
+		t.Run(strconv.Itoa(depth), func(t *testing.T) {
+			reg := handler.NewRegistry()
+			builtin.Register(reg)
+			var held, most atomic.Int32
+			release := make(chan struct{})
+			reg.HandleFunc("Test/Hold", func(_ context.Context, req, reply []byte) ([]byte, error) {
+				n := held.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				<-release
+				held.Add(-1)
+				return append(reply, req...), nil
+			}, handler.Blocking())
+			srv := reactor.New(reg, reactor.Options{Loops: 1})
+			if err := srv.Start("127.0.0.1:0"); err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Shutdown(context.Background())
+			opened := false
+			defer func() {
+				if !opened {
+					close(release) // before the shutdown, which waits for the handlers
+				}
+			}()
+
+			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+			defer cancel()
+			d, err := dialAsync(ctx, driverConfig{addr: srv.Addr().String(), sc: RawRoute("Test/Hold", Pattern(8), true),
+				conns: 1, inflight: 1, rate: 200, depth: depth, timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.close()
+			rec := loadgen.NewRecorder(1)
+			d.start(rec, 0)
+			for end := time.Now().Add(2 * time.Second); held.Load() < int32(depth) && time.Now().Before(end); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond) // 20 more calls due: none may go
+			if got := most.Load(); got != int32(depth) {
+				t.Errorf("%d calls held at once, want %d (the depth)", got, depth)
+			}
+			close(release)
+			opened = true
+			time.Sleep(100 * time.Millisecond) // the late calls go, and new ones at their times
+			d.stop()
+			if calls, errs := rec.Progress(); calls < 20 || errs != 0 {
+				t.Errorf("%d calls, %d errors; want the late ones made (20 or more) and none failed", calls, errs)
+			}
+		})
 	}
 }

@@ -96,7 +96,7 @@ func TestWriteTextSoakChaos(t *testing.T) {
 			FirstErrors: map[string]string{"unavailable": "rpcd: unavailable: boom"},
 			Server:      builtin.StatsReply{HeapInuse: 5 << 20, RSS: 20 << 20, Goroutines: 136, Conns: 1001, CPUSec: end}, Client: SoakProcess{Goroutines: 5, HeapInuse: 3 << 20, RSS: 9 << 20, CPUPerCallUS: 7.5, ServerCPUPerCallUS: 6.25}}
 	}
-	rep := &SoakReport{Scenario: "EchoPacket16", Conns: 1000, RatePerConn: 40, Compression: "zstd", Server: "child process pid 1 at 127.0.0.1:1",
+	rep := &SoakReport{Scenario: "EchoPacket16", Conns: 1000, RatePerConn: 40, Pipeline: 4, Compression: "zstd", Server: "child process pid 1 at 127.0.0.1:1",
 		Idle: builtin.StatsReply{HeapInuse: 3 << 20, RSS: 17 << 20, Goroutines: 10, Conns: 1}, Connected: builtin.StatsReply{HeapInuse: 4 << 20, RSS: 18 << 20, Goroutines: 11, Conns: 1001},
 		Windows: []SoakWindow{w(true, 10), w(false, 20), w(false, 30)}, Calls: 300, Errors: 3, GOMAXPROCS: 2, DialSec: 1.5,
 		ClientHeapPerConn: 2048, ClientRSSPerConn: 4096}

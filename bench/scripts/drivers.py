@@ -3,13 +3,15 @@
 interleaved (in order, then reversed, ...), and for each the median calls/s, load CPU µs per call
 and server CPU µs per call over the rounds.
 
-usage: drivers.py ADDR ROUNDS OUT.json [--cells 1x128,100x1,10kx10,10kx5] LABEL=BINARY[:DRIVER]...
+usage: drivers.py ADDR ROUNDS OUT.json [--cells 1x128,100x1,10kx10,10kx5] LABEL=BINARY[:DRIVER][@PIPELINE]...
        drivers.py --ratios OUT.json
   e.g. rpcd serve -addr 127.0.0.1:7170 &
        python3 bench/scripts/drivers.py 127.0.0.1:7170 5 OUT.json \\
            wire=/tmp/rpcd-23d79d1:wire client=/tmp/rpcd
 DRIVER is the -driver flag of a build that has one (before the wire driver went, at 23d79d1 and
-earlier: wire or client); a build without it takes no DRIVER.
+earlier: wire or client); a build without it takes no DRIVER. PIPELINE is the -pipeline flag of
+the label's soaks, for a build that has one: 1 holds each call until the one before is answered,
+as rpcd soak did before it had the flag (and the wire driver always did).
 Cells: 1x128 and 100x1 closed loop, EchoPacket16, 3 s each after rpcd bench's warm-up (the
 default); 10kx10 and 10kx5, rpcd soak's open loop of 10,000 connections at 10 and 5 calls/s each,
 10 s after a 3 s warm-up (the server at ADDR must take 10,000 connections: rpcd serve -max-conns),
@@ -53,9 +55,9 @@ FIELDS = {'calls_per_sec': 'calls_per_sec', 'load_cpu_us': 'cpu_per_call_us', 's
 SPLIT = ('load_user_us', 'load_sys_us')
 
 
-def bench(binary, driver, cell):
+def bench(binary, driver, pipeline, cell):
     if cell in SOAKS:
-        return soak(binary, driver, SOAKS[cell])
+        return soak(binary, driver, pipeline, SOAKS[cell])
     p = subprocess.Popen([binary, 'bench', '-addr', ADDR, *CELLS[cell], '-scenario', 'EchoPacket16', '-d', '3s',
                           *driver_flag(driver), '-json'], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     # The load's user and system CPU apart, from /proc over 2 s inside the judged 3 s (the dial and
@@ -85,9 +87,10 @@ def proc_cpu(pid):
     return int(f[11]) / HZ, int(f[12]) / HZ
 
 
-def soak(binary, driver, rate):
+def soak(binary, driver, pipeline, rate):
     p = subprocess.Popen([binary, 'soak', '-addr', ADDR, '-c', '10000', '-rate', rate, '-d', '10s', '-every', '5s',
-                          '-warmup', '3s', *driver_flag(driver), '-json'], stdout=subprocess.PIPE,
+                          '-warmup', '3s', *driver_flag(driver), *(['-pipeline', pipeline] if pipeline else []),
+                          '-json'], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True)
     # The load's user and system CPU apart, from /proc over 8 s inside the judged windows (the
     # dial and the warm-up take about 5 s): the user time is what the drivers' code costs, the
@@ -110,8 +113,9 @@ runs = {cell: {label: [] for label, _ in RUNS} for cell in CELLS}
 for i in range(ROUNDS):
     for cell in CELLS:
         for label, spec in (RUNS if i % 2 == 0 else RUNS[::-1]):
+            spec, _, pipeline = spec.partition('@')
             binary, _, driver = spec.partition(':')
-            v = bench(binary, driver, cell)
+            v = bench(binary, driver, pipeline, cell)
             runs[cell][label].append(v)
             print(i + 1, cell, label, v, flush=True)
 med = {cell: {label: {k: statistics.median(x[k] for x in v) for k in FIELDS | dict.fromkeys(SPLIT) if k in v[0]}

@@ -9,7 +9,9 @@
 # run as JSON. Runs per round, the order reversed every other round:
 #   c10     C client, pipelined open loop, -rate 10: the floor
 #   c10one  C client, -one: at most one call in flight per connection, as rpcd soak
-#   rpcd    rpcd soak -c 10000 -rate 10, with its child rpcd serve
+#   rpcd    rpcd soak -c 10000 -rate 10, with its child rpcd serve (its default -pipeline 2: up to 2
+#           calls in flight a connection, pipelined as the C client's calls are)
+#   rpcd1   the same with -pipeline 1: a call in flight per connection at most, as c10one
 #   c5 c20  the C floor at -rate 5 and 20: where it saturates
 # and, crossing the C pair with rpcd's sides (soakfloor -rpcd speaks docs/protocol.md's frames), at 10/s:
 #   c10rpcd the C client and the C server, both speaking rpcd frames (Bench/EchoPacket Requests, Responses)
@@ -55,10 +57,10 @@ A = ap.parse_args()
 KINDS = A.kinds.split(',')
 for k in KINDS:
     if k.endswith('@alt'):
-        if not A.alt or k.removesuffix('@alt') not in ('rpcd', 'c_serve', 'c_serve_one', 'soak_c'):
+        if not A.alt or k.removesuffix('@alt') not in ('rpcd', 'rpcd1', 'c_serve', 'c_serve_one', 'soak_c'):
             sys.exit(f'soak_floor: {k}: @alt needs --alt and a kind of rpcd\'s')
         continue
-    if k != 'rpcd' and k not in C_KINDS and k not in CROSS:
+    if k not in ('rpcd', 'rpcd1') and k not in C_KINDS and k not in CROSS:
         C_KINDS[k] = (float(k[1:].removesuffix('one')), k.endswith('one'))
 KSOFTIRQD = [p for p in os.listdir('/proc') if p.isdigit() and
              open(f'/proc/{p}/comm').read().startswith('ksoftirqd/')]
@@ -276,12 +278,12 @@ def run_c(rate, one, proto='echo', server='c', binary=''):
     return v
 
 
-def run_rpcd(server='rpcd', binary=''):
+def run_rpcd(server='rpcd', binary='', flags=()):
     """rpcd soak, against its own child rpcd serve (server 'rpcd') or, with -addr, the C server in rpcd
-    mode ('c')."""
+    mode ('c'), with flags added."""
     every = 5 if A.seconds % 5 == 0 and A.warmup % 5 == 0 else 1
     cmd = [binary, 'soak', '-c', str(A.conns), '-rate', '10', '-d', f'{A.seconds}s', '-warmup', f'{A.warmup}s',
-           '-every', f'{every}s', '-json']
+           '-every', f'{every}s', *flags, '-json']
     smp, srv, srv_cmd, srv_last = Sampler(), None, None, None
     if server == 'c':
         srv_cmd = [FLOOR, 'server', '-port', '0', '-threads', '2', '-rpcd']
@@ -362,6 +364,8 @@ def main():
             base, binary = k.removesuffix('@alt'), A.alt if k.endswith('@alt') else A.rpcd
             if base == 'rpcd':
                 v = run_rpcd(binary=binary)
+            elif base == 'rpcd1':
+                v = run_rpcd(binary=binary, flags=('-pipeline', '1'))
             elif base == 'soak_c':
                 v = run_rpcd(server='c', binary=binary)
             elif base in CROSS:
@@ -414,7 +418,8 @@ def main():
                                           for k, v in C_KINDS.items()} | {
                 'c10': 'C floor, pipelined open loop, 10/s per connection',
                 'c10one': 'C floor, one call in flight per connection (a late call goes on the reply), 10/s',
-                'rpcd': 'rpcd soak (its default driver) with its child rpcd serve, 10/s',
+                'rpcd': 'rpcd soak with its child rpcd serve, 10/s, its default -pipeline (2 calls in flight a connection at most)',
+                'rpcd1': 'rpcd soak -pipeline 1 (one call in flight a connection) with its child rpcd serve, 10/s',
                 'c5': 'C floor, pipelined, 5/s', 'c20': 'C floor, pipelined, 20/s',
                 'c10rpcd': 'C client and C server, both speaking rpcd frames (soakfloor -rpcd), pipelined, 10/s',
                 'c_serve': 'C client speaking rpcd frames (soakfloor client -rpcd), pipelined, against rpcd serve, 10/s',

@@ -19,7 +19,10 @@ var soakCmd = &command{
 	summary:  "hold many connections at a steady rate; check errors, memory and goroutines stay flat",
 	about: `Soak opens -c connections and calls -scenario on every one -rate
 times a second (open loop: each call at its scheduled time, its latency
-counted from then), for -d after -warmup. Each connection is a client,
+counted from then), for -d after -warmup. A call goes at its time behind
+those of its connection still unanswered, up to -pipeline in flight; past
+that it waits for an answer, late, and calls a connection finds due
+together go in one write. Each connection is a client,
 its calls asynchronous (a client.Pipe), paced from a few goroutines over
 timing wheels, the connections read by the client's event loops
 (client.Options.EventLoops), about 8 KiB resident a connection. Every
@@ -53,6 +56,7 @@ type soakFlags struct {
 	scenario string
 	conns    int
 	rate     float64
+	pipeline int
 	duration time.Duration
 	warmup   time.Duration
 	every    time.Duration
@@ -68,6 +72,7 @@ func setupSoak(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.StringVar(&f.scenario, "scenario", "EchoPacket16", "`name` of the load, as in rpcd bench")
 	fs.IntVar(&f.conns, "c", 1000, "`N` connections, one caller each")
 	fs.Float64Var(&f.rate, "rate", 100, "calls per second on each connection")
+	fs.IntVar(&f.pipeline, "pipeline", 2, "`N` calls in flight at most on a connection: each goes at its time while fewer are unanswered; 1 waits for each answer")
 	fs.DurationVar(&f.duration, "d", 5*time.Minute, "how long to measure after the warm-up")
 	fs.DurationVar(&f.warmup, "warmup", 30*time.Second, "how long to call before judging flatness (its windows are reported too)")
 	fs.DurationVar(&f.every, "every", 10*time.Second, "the length of a window: a report line and a sample of the server")
@@ -87,6 +92,8 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 		return usagef("-c is %d, want 1 or more", f.conns)
 	case f.rate <= 0:
 		return usagef("-rate is %v, want more than 0", f.rate)
+	case f.pipeline < 1:
+		return usagef("-pipeline is %d, want 1 or more", f.pipeline)
 	case f.duration <= 0 || f.warmup < 0 || f.every <= 0:
 		return usagef("-d and -every want more than 0, -warmup 0 or more")
 	case f.every > f.duration:
@@ -116,7 +123,7 @@ func (c *cli) soak(f *soakFlags, args []string) error {
 	}
 	cfg := load.SoakConfig{
 		Addr: target.addr, Server: target.String(), Client: opts,
-		Scenario: sc, Conns: f.conns, Rate: f.rate,
+		Scenario: sc, Conns: f.conns, Rate: f.rate, Pipeline: f.pipeline,
 		Duration: f.duration, Warmup: f.warmup, Every: f.every, Timeout: f.timeout,
 		Connected: func(rep *load.SoakReport) { fmt.Fprintf(c.stderr, "soak: %s\n", rep.ConnectedText()) },
 	}

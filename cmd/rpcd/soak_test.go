@@ -35,8 +35,11 @@ func TestProcessSoak(t *testing.T) {
 	if rep.Connected.Conns != 51 || rep.Idle.Conns != 1 {
 		t.Errorf("connections idle %d, connected %d; want 1 and 51", rep.Idle.Conns, rep.Connected.Conns)
 	}
-	if rep.Compression != "" {
-		t.Errorf("compression %q, asked for none", rep.Compression)
+	if rep.Compression != "" || rep.Pipeline != 2 {
+		t.Errorf("compression %q, pipeline %d; want none asked for, and the default 2", rep.Compression, rep.Pipeline)
+	}
+	if r := rpcd(t, "", "soak", "-pipeline", "0"); r.code != exitUsage || !strings.Contains(r.stderr, "-pipeline is 0, want 1 or more") {
+		t.Errorf("-pipeline 0: exit %d, want 78 and why\n%s", r.code, r.stderr)
 	}
 }
 
