@@ -46,7 +46,11 @@
 // calls start together at its end, each at most a tick after its time once
 // its pacer wakes, which Go's runtime may delay by up to about another
 // millisecond in an otherwise idle process. That wait, about a
-// millisecond on average, counts in an open loop's latency.
+// millisecond on average, counts in an open loop's latency. A caller of a
+// Bench has one call in flight at most: a call due before its previous
+// reply starts when that reply comes, late. A Soak's connection has up to
+// SoakConfig.Pipeline (2): a call goes at its time behind those still
+// unanswered, and the calls a pacer finds due together go in one write.
 //
 // # Replays
 //
