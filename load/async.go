@@ -311,7 +311,14 @@ func (d *asyncDriver) fire(e loadgen.Entry[*asyncSlot], now time.Duration) {
 				break
 			}
 		}
-		g.c.pace(g)
+		if d.interval > 0 && !g.paced {
+			// The next call's entry now, even with every slot busy: an
+			// answer that comes before it is due then leaves the wheel
+			// alone, on the goroutine that read it (an entry that finds
+			// every slot busy is its answers' to follow).
+			g.paced = true
+			g.c.pacer.Add(g, g.next)
+		}
 	})
 }
 

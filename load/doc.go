@@ -81,7 +81,7 @@
 // calls start from a few pacers, a wheel each. With more than one
 // connection the clients' connections are read by the client's event
 // loops (client.Options.EventLoops), not a goroutine each; a connection
-// then costs about 8 KiB resident. A service target, or a scenario of
+// then costs about 9 KiB resident. A service target, or a scenario of
 // NewCall alone, runs a goroutine per caller.
 //
 // # Servers

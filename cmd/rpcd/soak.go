@@ -22,10 +22,10 @@ times a second (open loop: each call at its scheduled time, its latency
 counted from then), for -d after -warmup. A call goes at its time behind
 those of its connection still unanswered, up to -pipeline in flight; past
 that it waits for an answer, late, and calls a connection finds due
-together go in one write. Each connection is a client,
-its calls asynchronous (a client.Pipe), paced from a few goroutines over
-timing wheels, the connections read by the client's event loops
-(client.Options.EventLoops), about 8 KiB resident a connection. Every
+together go in one write. Each connection is a client, its calls
+asynchronous (a client.Pipe), paced from a few goroutines over timing
+wheels, the connections read by the client's event loops
+(client.Options.EventLoops), about 9 KiB resident a connection. Every
 -every it reports the window's calls/s, errors and latency, and samples
 the server through ` + builtin.Stats + `: heap in use, resident memory,
 goroutines and connections. Before the load it samples the server idle and then with all
