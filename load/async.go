@@ -295,7 +295,7 @@ func (d *asyncDriver) fire(e loadgen.Entry[*asyncSlot], now time.Duration) {
 		for {
 			sl := g.free()
 			if sl == nil {
-				return
+				break // every slot busy: their answers follow up
 			}
 			sched := now
 			if d.interval > 0 {
@@ -311,11 +311,13 @@ func (d *asyncDriver) fire(e loadgen.Entry[*asyncSlot], now time.Duration) {
 				break
 			}
 		}
-		if d.interval > 0 && !g.paced {
+		if d.interval > 0 && !g.paced && g.next > now {
 			// The next call's entry now, even with every slot busy: an
 			// answer that comes before it is due then leaves the wheel
 			// alone, on the goroutine that read it (an entry that finds
-			// every slot busy is its answers' to follow).
+			// every slot busy is its answers' to follow). A call due
+			// already is theirs too: its entry would find them busy at
+			// every tick.
 			g.paced = true
 			g.c.pacer.Add(g, g.next)
 		}
