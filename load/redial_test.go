@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,8 +16,15 @@ import (
 // event loops read, when the server sends one a GoAway and kills another
 // mid-run, both are redialled and called again, and every call is
 // accounted for: each reply the server wrote was counted answered, and the
-// rest failed as unavailable.
+// rest failed as unavailable. The same with calls pipelined, two in
+// flight a connection at most, as rpcd soak makes them.
 func TestRedial(t *testing.T) {
+	for _, depth := range []int{1, 2} {
+		t.Run(fmt.Sprintf("depth %d", depth), func(t *testing.T) { testRedial(t, depth) })
+	}
+}
+
+func testRedial(t *testing.T, depth int) {
 	var replies, after atomic.Int64 // written by the server; on redialled connections
 	const conns = 4
 	s := newFakeServer(t, func(s *fakeServer, n int, fc *fakeConn) {
@@ -43,7 +51,7 @@ func TestRedial(t *testing.T) {
 	defer cancel()
 	sc := RawRoute("Test/Echo", Pattern(16), true)
 	d, err := dialAsync(ctx, driverConfig{addr: s.ln.Addr().String(), sc: sc, conns: conns, inflight: 1, rate: conns * 200,
-		timeout: 5 * time.Second, opts: client.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}})
+		timeout: 5 * time.Second, opts: client.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}, depth: depth})
 	if err != nil {
 		t.Fatal(err)
 	}
