@@ -14,7 +14,8 @@ import (
 // asyncDriver runs the load of a scenario that has frames (the named ones,
 // RawRoute's, JSONRoute's) on one server: a client.Client of one
 // connection per Config.Conns, and on each Config.Inflight callers, each a
-// slot with at most one call in flight and no goroutine of its own. A
+// slot with at most one call in flight (a soak's, a group of slots: below)
+// and no goroutine of its own. A
 // connection's callers are the tags of one client.Pipe; its done function,
 // on the goroutine that reads the connection, records the call (its
 // latency up to when the client read its reply, a clock read a batch of
@@ -75,14 +76,14 @@ type asyncConn struct {
 
 	// pipe makes its callers' calls, by slot. Held (Pipe.Run; its done
 	// functions run so), it is the connection's lock too: it guards the
-	// tally and the slots' busy and next, so that a call answered takes no
-	// lock of the driver's.
+	// tally and the slots' busy, next and paced, so that a call answered
+	// takes no lock of the driver's.
 	pipe *client.Pipe
 	connTally
 	slots []asyncSlot
-	// own holds the slots of a connection of as many callers' calls as a
-	// soak's (defaultPipeline) or fewer: on the connection's lines, not an
-	// object of their own.
+	// own holds the slots when they are few, up to a soak's connection's
+	// (defaultPipeline): on the connection's lines, not an object of their
+	// own.
 	own [defaultPipeline]asyncSlot
 }
 
