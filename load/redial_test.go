@@ -17,7 +17,8 @@ import (
 // mid-run, both are redialled and called again, and every call is
 // accounted for: each reply the server wrote was counted answered, and the
 // rest failed as unavailable. The same with calls pipelined, two in
-// flight a connection at most, as rpcd soak makes them.
+// flight a connection at most, as rpcd soak makes them: the killed
+// connection dies with two calls in flight, both counted unavailable.
 func TestRedial(t *testing.T) {
 	for _, depth := range []int{1, 2} {
 		t.Run(fmt.Sprintf("depth %d", depth), func(t *testing.T) { testRedial(t, depth) })
@@ -39,9 +40,11 @@ func testRedial(t *testing.T, depth int) {
 			last := echo(20)
 			_, _ = fc.nc.Write(proto.AppendGoAway(nil, last, proto.CodeOK, "draining"))
 			echo(-1)
-		case 2: // answer some, take a call and die with it unanswered
+		case 2: // answer some, take depth calls (in flight together) and die with them unanswered
 			echo(20)
-			_, _ = fc.next()
+			for range depth {
+				_, _ = fc.next()
+			}
 		default:
 			echo(-1)
 		}
@@ -74,8 +77,8 @@ func testRedial(t *testing.T, depth int) {
 	if got, want := r.Calls-r.Errors, replies.Load(); got != want {
 		t.Errorf("%d calls answered, the server wrote %d replies", got, want)
 	}
-	if r.Errors != r.ErrorsBy["unavailable"] || r.Errors < 1 {
-		t.Errorf("errors %v; want only unavailable, the killed connection's call among them", r.ErrorsBy)
+	if r.Errors != r.ErrorsBy["unavailable"] || r.Errors < int64(depth) {
+		t.Errorf("errors %v; want only unavailable, the killed connection's %d calls among them", r.ErrorsBy, depth)
 	}
 	if n := d.flying.Load(); n != 0 {
 		t.Errorf("%d calls in flight after stop, want none", n)
