@@ -51,10 +51,11 @@ type SoakConfig struct {
 }
 
 // defaultPipeline is SoakConfig.Pipeline's default: a connection late by
-// a call still sends the next at its time. At 10,000 × 10/s on this
-// machine, which cannot answer 100,000 calls a second one call a write,
-// 2 reached the rate as 3 and 4 did (rpcd soak -pipeline), with the load
-// generator's heap a connection 15 KiB under load against 16 at 4.
+// a call still sends the next at its time. At 10,000 × 10/s on the 2-core
+// machine of docs/performance.md, which cannot answer 100,000 calls a
+// second one call a write, 2 reached the rate as 3 and 4 did, with the
+// lowest p99 and load-generator heap of the three (bench/scripts/
+// soak_pipeline.py).
 const defaultPipeline = 2
 
 // SoakWindow is one window of a soak: the load's figures and a sample of
