@@ -22,7 +22,9 @@ import (
 type Wheel[E any] struct {
 	mu      sync.Mutex
 	buckets [WheelSize][]Entry[E]
-	cur     int64 // the last tick advanced over
+	cur     int64         // the last tick advanced over
+	n       int           // entries held
+	wake    chan struct{} // Pace's, while it waits for an entry: Add to an empty wheel signals it
 
 	due []Entry[E] // Fire's room, reused
 }
@@ -52,6 +54,12 @@ func (w *Wheel[E]) Add(item E, due time.Duration) {
 	}
 	b := &w.buckets[t%WheelSize]
 	*b = append(*b, Entry[E]{item, due})
+	if w.n++; w.n == 1 && w.wake != nil {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
 	w.mu.Unlock()
 }
 
@@ -77,6 +85,7 @@ func (w *Wheel[E]) Advance(now time.Duration, out []Entry[E]) []Entry[E] {
 				keep = append(keep, e) // a later round
 			}
 		}
+		w.n -= len(*b) - len(keep)
 		clear((*b)[len(keep):])
 		*b = keep
 	}
@@ -99,10 +108,29 @@ func (w *Wheel[E]) Fire(now time.Duration, fire func(e Entry[E], now time.Durati
 // Pace is a pacer's loop: at the end of every tick on the clock now, it
 // fires the entries of the ticks that have passed, each at most a tick
 // (and the timer's own lateness) after its time, until done is closed.
+// While the wheel is empty it sleeps, with no timer, until an entry is
+// added: a closed loop's pacer, which only restarts callers after
+// failures, costs nothing while none fails, where a tick every
+// millisecond woke it (and, as often as not, a thread) a thousand times
+// a second for nothing.
 func (w *Wheel[E]) Pace(done <-chan struct{}, now func() time.Duration, fire func(e Entry[E], now time.Duration)) {
+	w.mu.Lock()
+	if w.wake == nil {
+		w.wake = make(chan struct{}, 1)
+	}
+	w.mu.Unlock()
 	t := time.NewTimer(WheelTick - now()%WheelTick)
 	defer t.Stop()
 	for {
+		if w.empty() {
+			t.Stop()
+			select {
+			case <-w.wake:
+			case <-done:
+				return
+			}
+			t.Reset(WheelTick - now()%WheelTick)
+		}
 		select {
 		case <-t.C:
 		case <-done:
@@ -113,6 +141,13 @@ func (w *Wheel[E]) Pace(done <-chan struct{}, now func() time.Duration, fire fun
 	}
 }
 
+// empty reports whether the wheel holds no entry.
+func (w *Wheel[E]) empty() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n == 0
+}
+
 // Clear empties the wheel.
 func (w *Wheel[E]) Clear() {
 	w.mu.Lock()
@@ -121,6 +156,7 @@ func (w *Wheel[E]) Clear() {
 		clear(w.buckets[i])
 		w.buckets[i] = w.buckets[i][:0]
 	}
+	w.n = 0
 }
 
 // Reset starts the wheel's ticks at now: entries due before it are given

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -151,6 +152,49 @@ func TestWheelPace(t *testing.T) {
 		}
 		if f.now < f.e.Due || f.now > clock() {
 			t.Errorf("entry %d due at %v fired at %v, its clock then %v", f.e.Item, f.e.Due, f.now, clock())
+		}
+	}
+}
+
+// TestWheelPaceIdle: a pacer whose wheel is empty sleeps until an entry
+// is added, with no tick (a tick reads the clock), and fires it once it
+// is; done ends the sleep too.
+func TestWheelPaceIdle(t *testing.T) {
+	w := new(Wheel[int])
+	start := time.Now()
+	var reads atomic.Int64
+	clock := func() time.Duration { reads.Add(1); return time.Since(start) }
+	fired := make(chan Entry[int], 1)
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		w.Pace(done, clock, func(e Entry[int], _ time.Duration) { fired <- e })
+	}()
+	defer func() {
+		close(done)
+		select {
+		case <-ended:
+		case <-time.After(10 * time.Second):
+			t.Error("an idle Pace did not return when done closed")
+		}
+	}()
+	for round := range 2 { // idle, fire, idle again
+		time.Sleep(50 * WheelTick)
+		// Reads since the last entry: to set its tick, to fire it and to
+		// set the next tick, which finds the wheel empty. A pacer that
+		// ticked would have read it twice a tick.
+		if n := reads.Swap(0); n > 3 {
+			t.Errorf("round %d: the pacer read its clock %d times in 50 ticks with nothing to fire", round, n)
+		}
+		w.Add(round, time.Since(start))
+		select {
+		case e := <-fired:
+			if e.Item != round {
+				t.Errorf("fired entry %d, want %d", e.Item, round)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: an entry added to an idle wheel did not fire in 10 s", round)
 		}
 	}
 }
