@@ -92,14 +92,16 @@ func (c *asyncConn) bind(rec *loadgen.Recorder) {
 	c.pipe.Run(func() { c.rebind(rec) })
 }
 
-// asyncSlot is one call in flight at a time, with its scenario's calls;
-// a caller is a group of depth of them, its schedule kept by the first
+// asyncSlot is one call in flight at a time, with its scenario's calls
+// (frameCall's request and check; a fixed request is req for good); a
+// caller is a group of depth of them, its schedule kept by the first
 // (lead).
 type asyncSlot struct {
-	c    *asyncConn
-	lead *asyncSlot // its caller's first slot: itself at depth 1
-	tag  int        // its place in c.slots, its calls' tag in c.pipe
-	call frameCall
+	c       *asyncConn
+	lead    *asyncSlot // its caller's first slot: itself at depth 1
+	tag     int        // its place in c.slots, its calls' tag in c.pipe
+	request func(dst []byte) []byte
+	check   func(reply []byte) (int, error)
 
 	// Guarded by c.pipe: whether a call is in flight or starting; and the
 	// caller's, in its lead: when its next call is due (open loop), or may
@@ -153,7 +155,9 @@ func dialAsync(ctx context.Context, cfg driverConfig) (*asyncDriver, error) {
 		}
 		for s := range c.slots {
 			sl := &c.slots[s]
-			sl.c, sl.lead, sl.tag, sl.call = c, &c.slots[s-s%d.depth], s, cfg.sc.frames(i*n+s)
+			fc := cfg.sc.frames(i*n + s)
+			sl.c, sl.lead, sl.tag = c, &c.slots[s-s%d.depth], s
+			sl.request, sl.check, sl.req = fc.request, fc.check, fc.fixed // a fixed req is shared, never written
 		}
 		c.pipe = cl.NewPipe(n, func(tag int, reply []byte, err error) { c.slots[tag].answered(reply, err) })
 		d.conns[i] = c
@@ -221,7 +225,9 @@ func (d *asyncDriver) send(sl *asyncSlot, sched, now time.Duration) {
 		return
 	}
 	sl.sched, sl.sent = sched, now
-	sl.req = sl.call.request(sl.req[:0])
+	if sl.request != nil {
+		sl.req = sl.request(sl.req[:0])
+	}
 	sl.c.pipe.Next(sl.tag, d.codec, d.route, sl.req, sl.reply[:0])
 }
 
@@ -237,7 +243,7 @@ func (sl *asyncSlot) answered(reply []byte, err error) {
 	}
 	bytes := 0
 	if err == nil {
-		bytes, err = sl.call.check(reply)
+		bytes, err = sl.check(reply)
 	}
 	sl.reply = reply[:0]
 	again, sched := false, now

@@ -52,10 +52,14 @@ type Scenario struct {
 }
 
 // frameCall is one caller's calls of a scenario as frames: each request's
-// payload appended by request, then its reply's payload checked by check,
-// which returns the payload bytes moved, as a Call does.
+// payload appended by request, or fixed, the payload of every call where
+// it never changes (request nil); then its reply's payload checked by
+// check, which returns the payload bytes moved, as a Call does. A fixed
+// payload is sent as it is, shared by every caller: a call builds no
+// request and touches no buffer of its own for it.
 type frameCall struct {
 	request func(dst []byte) []byte
+	fixed   []byte
 	check   func(reply []byte) (int, error)
 }
 
@@ -90,26 +94,32 @@ func typedScenario(name, route string, size int, mk func(worker int) *typedCall)
 		},
 		frames: func(worker int) frameCall {
 			tc := mk(worker)
-			return frameCall{
-				request: func(dst []byte) []byte {
-					if tc.next != nil {
-						tc.next()
-					}
-					b, err := transport.AppendArgWith(handler.JSON, dst, tc.in)
-					if err != nil {
-						panic("rpcd: load: a scenario's argument does not encode: " + err.Error())
-					}
-					return b
-				},
-				check: func(reply []byte) (int, error) {
-					tc.reset()
-					if err := transport.DecodeReplyWith(handler.JSON, route, reply, tc.outp); err != nil {
-						return 0, err
-					}
-					return tc.check()
-				},
+			fc := frameCall{check: func(reply []byte) (int, error) {
+				tc.reset()
+				if err := transport.DecodeReplyWith(handler.JSON, route, reply, tc.outp); err != nil {
+					return 0, err
+				}
+				return tc.check()
+			}}
+			if tc.next == nil { // the same argument every call: encoded once
+				fc.fixed = appendArg(nil, tc.in)
+				return fc
 			}
+			fc.request = func(dst []byte) []byte {
+				tc.next()
+				return appendArg(dst, tc.in)
+			}
+			return fc
 		}}
+}
+
+// appendArg appends a scenario's argument, JSON, to dst.
+func appendArg(dst []byte, in any) []byte {
+	b, err := transport.AppendArgWith(handler.JSON, dst, in)
+	if err != nil {
+		panic("rpcd: load: a scenario's argument does not encode: " + err.Error())
+	}
+	return b
 }
 
 // scenarios are the named loads, in the order Scenarios gives them.
@@ -278,9 +288,7 @@ func RawRoute(route string, payload []byte, echo bool) Scenario {
 				return check(reply)
 			}
 		},
-		frames: func(int) frameCall {
-			return frameCall{request: func(dst []byte) []byte { return append(dst, payload...) }, check: check}
-		}}
+		frames: func(int) frameCall { return frameCall{fixed: payload, check: check} }}
 }
 
 // JSONRoute returns a scenario that sends payload, JSON, to route with Call
@@ -315,7 +323,7 @@ func JSONRoute(route string, payload []byte, echo bool) Scenario {
 		frames: func(int) frameCall {
 			var out json.RawMessage
 			return frameCall{
-				request: func(dst []byte) []byte { return append(dst, payload...) },
+				fixed: payload,
 				check: func(reply []byte) (int, error) {
 					out = out[:0]
 					if err := transport.DecodeReplyWith(handler.JSON, route, reply, &out); err != nil {
