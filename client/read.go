@@ -513,7 +513,7 @@ func (w *wire) beginBatch() {
 	w.wmu.Lock()
 	w.batching = true
 	w.wmu.Unlock()
-	w.rd.inBatch, w.rd.woke, w.rd.now = true, false, time.Time{}
+	w.rd.inBatch, w.rd.woke, w.rd.now, w.rd.mono = true, false, time.Time{}, 0
 }
 
 // stamp tells an AsyncCaller's call when its reply was read (Answered):
@@ -538,9 +538,12 @@ func (w *wire) batchTime() time.Time {
 	return w.rd.now
 }
 
-// batchMono is batchTime, monoNow's.
+// batchMono is batchTime, monoNow's: a pipe's reply asks it, and the
+// batch's clock, once read, is one word to look at.
 func (w *wire) batchMono() int64 {
-	w.batchTime()
+	if w.rd.mono == 0 || !w.rd.inBatch {
+		w.batchTime()
+	}
 	return w.rd.mono
 }
 
