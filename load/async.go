@@ -159,7 +159,7 @@ func dialAsync(ctx context.Context, cfg driverConfig) (*asyncDriver, error) {
 			sl.c, sl.lead, sl.tag = c, &c.slots[s-s%d.depth], s
 			sl.request, sl.check, sl.req = fc.request, fc.check, fc.fixed // a fixed req is shared, never written
 		}
-		c.pipe = cl.NewPipe(n, func(tag int, reply []byte, err error) { c.slots[tag].answered(reply, err) })
+		c.pipe = cl.NewPipe(n, func(tag int, reply []byte, err error) { c.answered(&c.slots[tag], reply, err) })
 		d.conns[i] = c
 	}
 	for _, w := range d.pacers {
@@ -231,10 +231,12 @@ func (d *asyncDriver) send(sl *asyncSlot, sched, now time.Duration) {
 	sl.c.pipe.Next(sl.tag, d.codec, d.route, sl.req, sl.reply[:0])
 }
 
-// answered is a slot's done function, run with its pipe held: it records
-// the call and starts the caller's next one, now or from its pacer.
-func (sl *asyncSlot) answered(reply []byte, err error) {
-	c, d := sl.c, sl.c.d
+// answered is the done function of c's slot sl, run with its pipe held: it
+// records the call and starts the caller's next one, now or from its
+// pacer. c comes from the done function, not sl: the connection's fields
+// load beside the slot's, not after it.
+func (c *asyncConn) answered(sl *asyncSlot, reply []byte, err error) {
+	d := c.d
 	var now time.Duration
 	if at := c.pipe.Answered(); !at.IsZero() {
 		now = at.Sub(d.clock)
