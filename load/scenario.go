@@ -55,8 +55,8 @@ type Scenario struct {
 // payload appended by request, or fixed, the payload of every call where
 // it never changes (request nil); then its reply's payload checked by
 // check, which returns the payload bytes moved, as a Call does. A fixed
-// payload is sent as it is, shared by every caller: a call builds no
-// request and touches no buffer of its own for it.
+// payload is made once and sent as it is, so a call builds no request;
+// RawRoute's and JSONRoute's callers share theirs.
 type frameCall struct {
 	request func(dst []byte) []byte
 	fixed   []byte
