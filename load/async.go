@@ -82,9 +82,9 @@ type asyncConn struct {
 	connTally
 	slots []asyncSlot
 	// own holds the slots when they are few, up to a soak's connection's
-	// (defaultPipeline): on the connection's lines, not an object of their
+	// (DefaultPipeline): on the connection's lines, not an object of their
 	// own.
-	own [defaultPipeline]asyncSlot
+	own [DefaultPipeline]asyncSlot
 }
 
 // bind rebinds c to rec, with c's pipe held.

@@ -282,7 +282,7 @@ func TestMemoryPerConn(t *testing.T) {
 	}
 	rec := loadgen.NewRecorder(conns) // its histograms are the run's, not the connections'
 	before := heap()
-	d, err := dialAsync(ctx, driverConfig{addr: addr, sc: sc, conns: conns, inflight: 1, rate: 4000, timeout: time.Second, depth: defaultPipeline})
+	d, err := dialAsync(ctx, driverConfig{addr: addr, sc: sc, conns: conns, inflight: 1, rate: 4000, timeout: time.Second, depth: DefaultPipeline})
 	if err != nil {
 		t.Fatal(err)
 	}

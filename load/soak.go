@@ -37,7 +37,7 @@ type SoakConfig struct {
 	Scenario Scenario      // the load; EchoPacket16 if its NewCall is nil
 	Conns    int           // connections, one caller each; 1000 if 0
 	Rate     float64       // calls/s on each connection; 100 if 0
-	Pipeline int           // calls in flight at most on a connection; 2 if 0 (below)
+	Pipeline int           // calls in flight at most on a connection; DefaultPipeline if 0
 	Duration time.Duration // how long to measure after the warm-up; 5 minutes if 0
 	Warmup   time.Duration // how long to call before judging flatness (its windows are reported too)
 	Every    time.Duration // the length of a window: a line and a sample of the server; 10 s if 0
@@ -50,13 +50,13 @@ type SoakConfig struct {
 	Window func(SoakWindow)
 }
 
-// defaultPipeline is SoakConfig.Pipeline's default: a connection late by
+// DefaultPipeline is SoakConfig.Pipeline's default: a connection late by
 // a call still sends the next at its time. At 10,000 × 10/s on the 2-core
 // machine of docs/performance.md, which cannot answer 100,000 calls a
 // second one call a write, 2 reached the rate as 3 and 4 did, with the
 // lowest p99 and load-generator heap of the three (bench/scripts/
 // soak_pipeline.py).
-const defaultPipeline = 2
+const DefaultPipeline = 2
 
 // SoakWindow is one window of a soak: the load's figures and a sample of
 // the server at its end.
@@ -187,7 +187,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		cfg.Rate = 100
 	}
 	if cfg.Pipeline == 0 {
-		cfg.Pipeline = defaultPipeline
+		cfg.Pipeline = DefaultPipeline
 	}
 	if cfg.Duration == 0 {
 		cfg.Duration = 5 * time.Minute

@@ -72,7 +72,7 @@ func setupSoak(fs *flag.FlagSet) func(*cli, []string) error {
 	fs.StringVar(&f.scenario, "scenario", "EchoPacket16", "`name` of the load, as in rpcd bench")
 	fs.IntVar(&f.conns, "c", 1000, "`N` connections, one caller each")
 	fs.Float64Var(&f.rate, "rate", 100, "calls per second on each connection")
-	fs.IntVar(&f.pipeline, "pipeline", 2, "`N` calls in flight at most on a connection: each goes at its time while fewer are unanswered; 1 waits for each answer")
+	fs.IntVar(&f.pipeline, "pipeline", load.DefaultPipeline, "`N` calls in flight at most on a connection: each goes at its time while fewer are unanswered; 1 waits for each answer")
 	fs.DurationVar(&f.duration, "d", 5*time.Minute, "how long to measure after the warm-up")
 	fs.DurationVar(&f.warmup, "warmup", 30*time.Second, "how long to call before judging flatness (its windows are reported too)")
 	fs.DurationVar(&f.every, "every", 10*time.Second, "the length of a window: a report line and a sample of the server")
