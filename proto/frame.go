@@ -19,8 +19,11 @@ type Header struct {
 }
 
 // Len returns the size of the whole frame the header announces.
-func (h *Header) Len() int {
-	return HeaderSize + int(h.RouteLen) + int(h.MetadataLen) + int(h.PayloadLen)
+func (h *Header) Len() int { return frameLen(h.RouteLen, h.MetadataLen, h.PayloadLen) }
+
+// frameLen is the length of a frame whose sections have these lengths.
+func frameLen(routeLen, metaLen uint16, payloadLen uint32) int {
+	return HeaderSize + int(routeLen) + int(metaLen) + int(payloadLen)
 }
 
 // Frame is a parsed frame. Route, Metadata and Payload are views into the
@@ -219,7 +222,7 @@ func decodeHeader(b []byte, l *Limits, h *Header) error {
 		!r.id.allows(id) ||
 		(routeLen != 0) != r.route || int(routeLen) > maxRoute ||
 		int(metaLen) > maxMeta ||
-		HeaderSize+int(routeLen)+int(metaLen)+int(payloadLen) > maxFrame ||
+		frameLen(routeLen, metaLen, payloadLen) > maxFrame ||
 		!r.payload.fits(payloadLen) {
 		if err := explainHeader(b, l); err != nil {
 			return err
